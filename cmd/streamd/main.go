@@ -1,0 +1,77 @@
+// Command streamd runs declarative TOML pipelines of consume -> transform ->
+// produce stages over Apache Kafka, with plugins behind one versioned ABI.
+//
+// Usage:
+//
+//	streamd run -c config.toml       run the daemon
+//	streamd lint -c config.toml      validate config and load every plugin (exit 0 or 2)
+//	streamd broker [--listen A] [--data-dir D]   the embedded broker alone
+//	streamd plugin inspect|run|test ...
+//	streamd journal append|read|pointer|delete|purge ...
+//	streamd fluid check DIR
+//	streamd version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// command is one subcommand: it returns the process exit code.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+func commands() map[string]command {
+	return map[string]command{
+		"run":     cmdRun,
+		"lint":    cmdLint,
+		"broker":  cmdBroker,
+		"plugin":  cmdPlugin,
+		"journal": cmdJournal,
+		"fluid":   cmdFluid,
+		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
+			fmt.Fprintln(stdout, "streamd", version)
+			return 0
+		},
+	}
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		return 2
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "streamd: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: streamd <command> [flags]
+
+commands:
+  run -c FILE        run the pipelines in FILE
+  lint -c FILE       validate FILE and load every plugin it names; exit 0 or 2
+  broker             run the embedded Kafka broker alone (--listen, --data-dir)
+  plugin             inspect, run or test a plugin (streamd plugin -h)
+  journal            append to and read event journals (streamd journal -h)
+  fluid              Fluid Messaging metadata tools (streamd fluid -h)
+  version            print the version
+`)
+}
