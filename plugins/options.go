@@ -1,0 +1,39 @@
+package plugins
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure how a plugin is loaded. Every loader takes the same
+// Options and ignores what does not apply to it.
+type Options struct {
+	// Kind is the kind the caller needs; a plugin of another kind is refused.
+	// Empty accepts any kind.
+	Kind Kind
+	// Config is the plugin's own config table from TOML, passed to its init.
+	Config map[string]any
+	// Logger receives the plugin's log lines and stdout/stderr, tagged with
+	// its name. Nil discards them.
+	Logger *slog.Logger
+	// CacheDir holds compiled modules (Wasm) so a restart does not recompile.
+	// Empty disables the disk cache.
+	CacheDir string
+	// MaxMemoryPages caps a Wasm instance's memory in 64 KiB pages
+	// (0: the loader's default).
+	MaxMemoryPages uint32
+	// Timeout bounds one call into the plugin (0: the loader's default).
+	Timeout time.Duration
+	// Pool is how many instances (Wasm) may run calls in parallel
+	// (0: the loader's default).
+	Pool int
+	// Dirs grants a Wasm guest access to host directories: guest path ->
+	// host path. Nothing is granted by default.
+	Dirs map[string]string
+	// Checksum is the SHA-256 (hex) a native plugin binary must have; empty
+	// skips the check.
+	Checksum string
+	// ShutdownTimeout bounds how long a native plugin may take to exit
+	// before it is killed (0: the loader's default).
+	ShutdownTimeout time.Duration
+}
