@@ -1,0 +1,288 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// AppendJSON appends r to dst as one compact JSON object, without a newline.
+// Fields come in a fixed order (key, value, headers, headers_b64, topic,
+// partition, offset, timestamp) so that equal records give equal bytes.
+func AppendJSON(dst []byte, r *Record) []byte {
+	dst = append(dst, '{')
+	first := true
+	field := func(name string) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+	}
+	bytesField := func(name string, b []byte) {
+		if b == nil {
+			return
+		}
+		if utf8.Valid(b) {
+			field(name)
+			dst = appendString(dst, b)
+			return
+		}
+		field(name + "_b64")
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		dst = append(dst, '"')
+	}
+	bytesField("key", r.Key)
+	bytesField("value", r.Value)
+	var text, bin []int
+	for i, h := range r.Headers {
+		if h.Value == nil || utf8.Valid(h.Value) {
+			text = append(text, i)
+		} else {
+			bin = append(bin, i)
+		}
+	}
+	headers := func(name string, idx []int, b64 bool) {
+		if len(idx) == 0 {
+			return
+		}
+		field(name)
+		dst = append(dst, '{')
+		for j, i := range idx {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			h := r.Headers[i]
+			dst = appendString(dst, []byte(h.Key))
+			dst = append(dst, ':')
+			switch {
+			case h.Value == nil:
+				dst = append(dst, "null"...)
+			case b64:
+				dst = append(dst, '"')
+				dst = base64.StdEncoding.AppendEncode(dst, h.Value)
+				dst = append(dst, '"')
+			default:
+				dst = appendString(dst, h.Value)
+			}
+		}
+		dst = append(dst, '}')
+	}
+	headers("headers", text, false)
+	headers("headers_b64", bin, true)
+	if r.Topic != "" {
+		field("topic")
+		dst = appendString(dst, []byte(r.Topic))
+	}
+	field("partition")
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	field("offset")
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	if !r.Timestamp.IsZero() {
+		field("timestamp")
+		dst = append(dst, '"')
+		dst = r.Timestamp.UTC().AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
+}
+
+// appendString appends s (valid UTF-8) as a JSON string, escaping only '"',
+// '\' and control characters.
+func appendString(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c >= 0x20:
+			dst = append(dst, c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c == '\b':
+			dst = append(dst, '\\', 'b')
+		case c == '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return append(dst, '"')
+}
+
+type jsonRecord struct {
+	Key        *string         `json:"key"`
+	KeyB64     *string         `json:"key_b64"`
+	Value      *string         `json:"value"`
+	ValueB64   *string         `json:"value_b64"`
+	Headers    json.RawMessage `json:"headers"`
+	HeadersB64 json.RawMessage `json:"headers_b64"`
+	Topic      string          `json:"topic"`
+	Partition  *int32          `json:"partition"`
+	Offset     *int64          `json:"offset"`
+	Timestamp  string          `json:"timestamp"`
+}
+
+// DecodeJSON parses one JSON-lines record. Unknown fields are an error.
+// A missing partition is 0 and a missing offset is -1.
+func DecodeJSON(line []byte) (Record, error) {
+	var j jsonRecord
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return Record{}, err
+	}
+	if dec.More() {
+		return Record{}, errors.New("more than one JSON value on the line")
+	}
+	var r Record
+	var err error
+	if r.Key, err = pickBytes("key", j.Key, j.KeyB64); err != nil {
+		return Record{}, err
+	}
+	if r.Value, err = pickBytes("value", j.Value, j.ValueB64); err != nil {
+		return Record{}, err
+	}
+	if r.Headers, err = decodeHeaders(j.Headers, false, nil); err != nil {
+		return Record{}, fmt.Errorf("headers: %w", err)
+	}
+	if r.Headers, err = decodeHeaders(j.HeadersB64, true, r.Headers); err != nil {
+		return Record{}, fmt.Errorf("headers_b64: %w", err)
+	}
+	r.Topic = j.Topic
+	if j.Partition != nil {
+		r.Partition = *j.Partition
+	}
+	r.Offset = -1
+	if j.Offset != nil {
+		r.Offset = *j.Offset
+	}
+	if j.Timestamp != "" {
+		if r.Timestamp, err = time.Parse(time.RFC3339Nano, j.Timestamp); err != nil {
+			return Record{}, fmt.Errorf("timestamp: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func pickBytes(name string, s, b64 *string) ([]byte, error) {
+	switch {
+	case s != nil && b64 != nil:
+		return nil, fmt.Errorf("both %s and %s_b64 are set", name, name)
+	case s != nil:
+		return []byte(*s), nil
+	case b64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, fmt.Errorf("%s_b64: %w", name, err)
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
+// decodeHeaders reads a JSON object of header name -> string|null, keeping
+// order and repeated names.
+func decodeHeaders(raw json.RawMessage, b64 bool, hs []Header) ([]Header, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return hs, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("want an object of name: string")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name := t.(string)
+		if t, err = dec.Token(); err != nil {
+			return nil, err
+		}
+		switch v := t.(type) {
+		case nil:
+			hs = append(hs, Header{Key: name})
+		case string:
+			b := []byte(v)
+			if b64 {
+				if b, err = base64.StdEncoding.DecodeString(v); err != nil {
+					return nil, fmt.Errorf("%q: %w", name, err)
+				}
+			}
+			hs = append(hs, Header{Key: name, Value: b})
+		default:
+			return nil, fmt.Errorf("%q: value must be a string or null", name)
+		}
+	}
+	return hs, nil
+}
+
+// LineError is a JSON-lines decoding error with its position.
+type LineError struct {
+	Name string // file name, may be empty
+	Line int    // 1-based
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Reader reads JSON-lines records. Blank lines are skipped. Errors are
+// *LineError values naming the line.
+type Reader struct {
+	name string
+	sc   *bufio.Scanner
+	line int
+}
+
+// NewReader returns a Reader over r; name is used in errors.
+func NewReader(r io.Reader, name string) *Reader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	return &Reader{name: name, sc: sc}
+}
+
+// Line returns the line number of the record last returned.
+func (r *Reader) Line() int { return r.line }
+
+// Next returns the next record, or io.EOF after the last.
+func (r *Reader) Next() (Record, error) {
+	for r.sc.Scan() {
+		r.line++
+		b := bytes.TrimSpace(r.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		rec, err := DecodeJSON(b)
+		if err != nil {
+			return Record{}, &LineError{Name: r.name, Line: r.line, Err: err}
+		}
+		return rec, nil
+	}
+	if err := r.sc.Err(); err != nil {
+		return Record{}, &LineError{Name: r.name, Line: r.line + 1, Err: err}
+	}
+	return Record{}, io.EOF
+}
