@@ -1,0 +1,565 @@
+// Package downgrade is the orders-v2 -> orders-v1 downgrade used as the
+// conformance example of every plugin SDK: a strict JSON reader for one
+// order object and a compact, minimally escaped writer for the v1 shape.
+//
+// It is plain Go with no dependencies, so the same code runs in the Wasm
+// plugin (examples/wasm/go/orders-downgrade) and natively in tests and
+// benchmarks.
+//
+// The rules (examples/wasm/testdata/README.md has them in full):
+//
+//   - the value is exactly one JSON object (RFC 8259), whitespace around it;
+//   - it has order_id (string), customer (object with id string),
+//     amount_cents (integer literal that fits int64) and currency (string);
+//     other fields are ignored but must be valid JSON;
+//   - a duplicate key in the top-level object or in customer, invalid UTF-8,
+//     an unpaired surrogate escape, nesting deeper than 64 (the top-level
+//     object is level 1) or a null value is an error;
+//   - the output is {"order_id":S,"customer_id":S,"amount_cents":N,"currency":S},
+//     compact, strings escaped minimally with lowercase \u00xx.
+package downgrade
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting accepted; the top-level object is level 1.
+const MaxDepth = 64
+
+// SchemaHeader is the header that carries the Fluid schema version.
+const SchemaHeader = "fluid-schema-version"
+
+// ErrNull is returned for a null record value.
+var ErrNull = errors.New("null value")
+
+// Value downgrades one orders-v2 JSON value to the orders-v1 shape, appending
+// the result to dst. A nil in means a null value.
+func Value(dst, in []byte) ([]byte, error) {
+	if in == nil {
+		return dst, ErrNull
+	}
+	p := parser{b: in}
+	var o order
+	if err := p.top(&o); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `{"order_id":`...)
+	dst = AppendString(dst, p.s[o.orderID[0]:o.orderID[1]])
+	dst = append(dst, `,"customer_id":`...)
+	dst = AppendString(dst, p.s[o.customerID[0]:o.customerID[1]])
+	dst = append(dst, `,"amount_cents":`...)
+	dst = strconv.AppendInt(dst, o.amount, 10)
+	dst = append(dst, `,"currency":`...)
+	dst = AppendString(dst, p.s[o.currency[0]:o.currency[1]])
+	dst = append(dst, '}')
+	return dst, nil
+}
+
+// AppendString appends s as a JSON string with minimal escaping: '"', '\\',
+// \b \f \n \r \t, other U+0000..U+001F as \u00xx (lowercase hex), and every
+// other byte raw. s must be valid UTF-8.
+func AppendString(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// order holds the wanted fields as ranges into parser.s.
+type order struct {
+	orderID, customerID, currency [2]int
+	amount                        int64
+	seen                          uint8
+}
+
+const (
+	seenOrderID = 1 << iota
+	seenCustomer
+	seenAmount
+	seenCurrency
+)
+
+type parser struct {
+	b []byte
+	i int
+	s []byte // decoded strings that are kept
+}
+
+func (p *parser) errf(format string, args ...any) error {
+	return fmt.Errorf("at byte %d: %s", p.i, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) top(o *order) error {
+	p.ws()
+	if p.i >= len(p.b) {
+		return p.errf("empty value")
+	}
+	if p.b[p.i] != '{' {
+		return p.errf("value is not a JSON object")
+	}
+	var keys keySet
+	err := p.object(1, func(key []byte) error {
+		if !keys.add(key) {
+			return fmt.Errorf("duplicate key %q", key)
+		}
+		switch string(key) {
+		case "order_id":
+			r, err := p.keptString("order_id")
+			o.orderID, o.seen = r, o.seen|seenOrderID
+			return err
+		case "currency":
+			r, err := p.keptString("currency")
+			o.currency, o.seen = r, o.seen|seenCurrency
+			return err
+		case "amount_cents":
+			n, err := p.integer()
+			o.amount, o.seen = n, o.seen|seenAmount
+			return err
+		case "customer":
+			o.seen |= seenCustomer
+			return p.customer(o)
+		}
+		return p.value(2)
+	})
+	if err != nil {
+		return err
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return p.errf("data after the JSON object")
+	}
+	switch {
+	case o.seen&seenOrderID == 0:
+		return errors.New("missing order_id")
+	case o.seen&seenCustomer == 0:
+		return errors.New("missing customer")
+	case o.seen&seenAmount == 0:
+		return errors.New("missing amount_cents")
+	case o.seen&seenCurrency == 0:
+		return errors.New("missing currency")
+	}
+	return nil
+}
+
+func (p *parser) customer(o *order) error {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return p.errf("customer is not an object")
+	}
+	var keys keySet
+	found := false
+	err := p.object(2, func(key []byte) error {
+		if !keys.add(key) {
+			return fmt.Errorf("duplicate key %q in customer", key)
+		}
+		if string(key) == "id" {
+			r, err := p.keptString("customer.id")
+			o.customerID, found = r, true
+			return err
+		}
+		return p.value(3)
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return errors.New("missing customer.id")
+	}
+	return nil
+}
+
+// keptString reads a string value and keeps its decoded bytes in p.s.
+func (p *parser) keptString(field string) ([2]int, error) {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		if err := p.value(2); err != nil {
+			return [2]int{}, err
+		}
+		return [2]int{}, fmt.Errorf("%s is not a string", field)
+	}
+	start := len(p.s)
+	var err error
+	p.s, err = p.str(p.s, true)
+	return [2]int{start, len(p.s)}, err
+}
+
+// integer reads an integer literal that fits int64.
+func (p *parser) integer() (int64, error) {
+	p.ws()
+	start := p.i
+	if p.i >= len(p.b) || (p.b[p.i] != '-' && (p.b[p.i] < '0' || p.b[p.i] > '9')) {
+		if err := p.value(2); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("amount_cents is not a number")
+	}
+	isInt, err := p.number()
+	if err != nil {
+		return 0, err
+	}
+	if !isInt {
+		return 0, errors.New("amount_cents is not an integer")
+	}
+	lit := p.b[start:p.i]
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	var u uint64
+	for _, c := range lit {
+		d := uint64(c - '0')
+		if u > (1<<64-1-d)/10 {
+			return 0, errors.New("amount_cents does not fit int64")
+		}
+		u = u*10 + d
+	}
+	switch {
+	case neg && u <= 1<<63:
+		return int64(-u), nil //nolint:gosec // -u wraps as intended for 1<<63
+	case !neg && u < 1<<63:
+		return int64(u), nil
+	}
+	return 0, errors.New("amount_cents does not fit int64")
+}
+
+// object reads an object at p.i (which is '{') at nesting level depth,
+// calling member after each key and colon; member must read the value.
+func (p *parser) object(depth int, member func(key []byte) error) error {
+	if depth > MaxDepth {
+		return p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.i++ // '{'
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	var key []byte
+	for {
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return p.errf("expected a string key")
+		}
+		var err error
+		if key, err = p.str(key[:0], true); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return p.errf("expected ':'")
+		}
+		p.i++
+		if err := member(key); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.errf("unterminated object")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return nil
+		default:
+			return p.errf("expected ',' or '}'")
+		}
+	}
+}
+
+// value reads and validates any JSON value; depth is the level an object or
+// array here would have.
+func (p *parser) value(depth int) error {
+	p.ws()
+	if p.i >= len(p.b) {
+		return p.errf("unexpected end of value")
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		return p.object(depth, func([]byte) error { return p.value(depth + 1) })
+	case c == '[':
+		if depth > MaxDepth {
+			return p.errf("nesting deeper than %d", MaxDepth)
+		}
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			if err := p.value(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return p.errf("unterminated array")
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+			case ']':
+				p.i++
+				return nil
+			default:
+				return p.errf("expected ',' or ']'")
+			}
+		}
+	case c == '"':
+		_, err := p.str(nil, false)
+		return err
+	case c == 't':
+		return p.lit("true")
+	case c == 'f':
+		return p.lit("false")
+	case c == 'n':
+		return p.lit("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := p.number()
+		return err
+	default:
+		return p.errf("unexpected character %q", c)
+	}
+}
+
+func (p *parser) lit(s string) error {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return p.errf("invalid literal")
+	}
+	p.i += len(s)
+	return nil
+}
+
+// number reads a JSON number and reports whether it has neither fraction nor
+// exponent.
+func (p *parser) number() (isInt bool, err error) {
+	b := p.b
+	if p.i < len(b) && b[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(b) && b[p.i] == '0':
+		p.i++
+	case p.i < len(b) && b[p.i] >= '1' && b[p.i] <= '9':
+		for p.i < len(b) && b[p.i] >= '0' && b[p.i] <= '9' {
+			p.i++
+		}
+	default:
+		return false, p.errf("invalid number")
+	}
+	isInt = true
+	if p.i < len(b) && b[p.i] == '.' {
+		isInt = false
+		p.i++
+		if p.i >= len(b) || b[p.i] < '0' || b[p.i] > '9' {
+			return false, p.errf("invalid number")
+		}
+		for p.i < len(b) && b[p.i] >= '0' && b[p.i] <= '9' {
+			p.i++
+		}
+	}
+	if p.i < len(b) && (b[p.i] == 'e' || b[p.i] == 'E') {
+		isInt = false
+		p.i++
+		if p.i < len(b) && (b[p.i] == '+' || b[p.i] == '-') {
+			p.i++
+		}
+		if p.i >= len(b) || b[p.i] < '0' || b[p.i] > '9' {
+			return false, p.errf("invalid number")
+		}
+		for p.i < len(b) && b[p.i] >= '0' && b[p.i] <= '9' {
+			p.i++
+		}
+	}
+	return isInt, nil
+}
+
+// str reads a string at p.i (which is '"'), validating UTF-8 and escapes.
+// When keep is set the decoded bytes are appended to dst.
+func (p *parser) str(dst []byte, keep bool) ([]byte, error) {
+	b := p.b
+	p.i++ // opening quote
+	for {
+		start := p.i
+		for p.i < len(b) && b[p.i] >= 0x20 && b[p.i] < 0x80 && b[p.i] != '"' && b[p.i] != '\\' {
+			p.i++
+		}
+		if keep {
+			dst = append(dst, b[start:p.i]...)
+		}
+		if p.i >= len(b) {
+			return dst, p.errf("unterminated string")
+		}
+		c := b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return dst, nil
+		case c < 0x20:
+			return dst, p.errf("control character in string")
+		case c >= 0x80:
+			r, n := utf8.DecodeRune(b[p.i:])
+			if r == utf8.RuneError && n <= 1 {
+				return dst, p.errf("invalid UTF-8 in string")
+			}
+			if keep {
+				dst = append(dst, b[p.i:p.i+n]...)
+			}
+			p.i += n
+		default: // backslash
+			if p.i+1 >= len(b) {
+				return dst, p.errf("unterminated string")
+			}
+			e := b[p.i+1]
+			var out byte
+			switch e {
+			case '"', '\\', '/':
+				out = e
+			case 'b':
+				out = '\b'
+			case 'f':
+				out = '\f'
+			case 'n':
+				out = '\n'
+			case 'r':
+				out = '\r'
+			case 't':
+				out = '\t'
+			case 'u':
+				r, err := p.unicodeEscape()
+				if err != nil {
+					return dst, err
+				}
+				if keep {
+					dst = utf8.AppendRune(dst, r)
+				}
+				continue
+			default:
+				return dst, p.errf("invalid escape \\%c", e)
+			}
+			if keep {
+				dst = append(dst, out)
+			}
+			p.i += 2
+		}
+	}
+}
+
+// unicodeEscape reads \uXXXX (and a following low surrogate escape) at p.i.
+func (p *parser) unicodeEscape() (rune, error) {
+	r, ok := p.hex4(p.i + 2)
+	if !ok {
+		return 0, p.errf("invalid \\u escape")
+	}
+	switch {
+	case r >= 0xDC00 && r <= 0xDFFF:
+		return 0, p.errf("unpaired surrogate escape")
+	case r >= 0xD800 && r <= 0xDBFF:
+		if p.i+12 > len(p.b) || p.b[p.i+6] != '\\' || p.b[p.i+7] != 'u' {
+			return 0, p.errf("unpaired surrogate escape")
+		}
+		lo, ok := p.hex4(p.i + 8)
+		if !ok || lo < 0xDC00 || lo > 0xDFFF {
+			return 0, p.errf("unpaired surrogate escape")
+		}
+		p.i += 12
+		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), nil
+	}
+	p.i += 6
+	return r, nil
+}
+
+func (p *parser) hex4(at int) (rune, bool) {
+	if at+4 > len(p.b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.b[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// keySet records the decoded keys of one object to find duplicates; it
+// allocates only for objects with many keys.
+type keySet struct {
+	small [8]string
+	n     int
+	big   map[string]struct{}
+}
+
+func (k *keySet) add(key []byte) bool {
+	if k.big != nil {
+		if _, dup := k.big[string(key)]; dup {
+			return false
+		}
+		k.big[string(key)] = struct{}{}
+		return true
+	}
+	for _, s := range k.small[:k.n] {
+		if s == string(key) {
+			return false
+		}
+	}
+	if k.n < len(k.small) {
+		k.small[k.n] = string(key)
+		k.n++
+		return true
+	}
+	k.big = make(map[string]struct{}, 2*len(k.small))
+	for _, s := range k.small {
+		k.big[s] = struct{}{}
+	}
+	k.big[string(key)] = struct{}{}
+	return true
+}
