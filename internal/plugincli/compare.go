@@ -64,4 +64,3 @@ func sameLine(a, b jsonLine) bool {
 func sameBytes(a, b []byte) bool {
 	return (a == nil) == (b == nil) && bytes.Equal(a, b)
 }
-
