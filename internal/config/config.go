@@ -1,0 +1,204 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is a whole streamd configuration file.
+type Config struct {
+	// DataDir holds state that is not in Kafka: the Wasm compile cache,
+	// the embedded broker's default dir. Default "data".
+	DataDir   string     `toml:"data_dir"`
+	Admin     Admin      `toml:"admin"`
+	Log       Log        `toml:"log"`
+	Kafka     Kafka      `toml:"kafka"`
+	Plugins   Plugins    `toml:"plugins"`
+	Pipelines []Pipeline `toml:"pipeline"`
+	Journal   *Journal   `toml:"journal"`
+	Fluid     *Fluid     `toml:"fluid"`
+
+	// File is the path the config was loaded from.
+	File string `toml:"-"`
+	pos  *positions
+}
+
+// Admin configures the admin HTTP server.
+type Admin struct {
+	// Listen is the HTTP address for /healthz /readyz /metrics /pipelines.
+	// Empty disables the server.
+	Listen string `toml:"listen"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `toml:"level"`  // debug | info | warn | error (default info)
+	Format string `toml:"format"` // text | json (default text)
+}
+
+// Kafka says where the brokers are.
+type Kafka struct {
+	Brokers  []string  `toml:"brokers"`
+	Embedded *Embedded `toml:"embedded"`
+	ClientID string    `toml:"client_id"`
+	// Partitions is the partition count of topics streamd creates (default 4).
+	Partitions int32 `toml:"partitions"`
+}
+
+// Embedded starts an in-process broker.
+type Embedded struct {
+	Listen  string `toml:"listen"`   // default 127.0.0.1:9092
+	DataDir string `toml:"data_dir"` // default <data_dir>/broker
+	// SyncWrites fsyncs every write (slower, survives power loss).
+	SyncWrites bool `toml:"sync_writes"`
+}
+
+// Plugins holds defaults for every plugin.
+type Plugins struct {
+	// CacheDir holds compiled Wasm modules (default <data_dir>/wasm-cache).
+	CacheDir string `toml:"cache_dir"`
+	// MaxMemoryPages is the default memory cap of a Wasm instance (64 KiB pages).
+	MaxMemoryPages uint32 `toml:"max_memory_pages"`
+	// Timeout is the default bound of one plugin call.
+	Timeout Duration `toml:"timeout"`
+}
+
+// Pipeline is one consume -> transform -> produce pipeline.
+type Pipeline struct {
+	Name       string   `toml:"name"`
+	Source     Source   `toml:"source"`
+	Transforms []Stage  `toml:"transform"`
+	Sink       Sink     `toml:"sink"`
+	Errors     Errors   `toml:"errors"`
+	Batch      Batch    `toml:"batch"`
+	// MaxInFlight bounds records read but not yet committed; fetching
+	// pauses above it (default 50000).
+	MaxInFlight int `toml:"max_in_flight"`
+	// ShutdownTimeout bounds draining on SIGINT/SIGTERM (default 30s).
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// Workers is how many batches are transformed at once (default 2).
+	Workers int `toml:"workers"`
+}
+
+// Source is where a pipeline reads.
+type Source struct {
+	Type string `toml:"type"` // kafka | generate | file
+
+	// kafka
+	Topics []string     `toml:"topics"`
+	Group  string       `toml:"group"`
+	Start  string       `toml:"start"` // earliest | latest (default earliest)
+	Fluid  *SourceFluid `toml:"fluid"`
+
+	// generate: synthetic order JSON records
+	Rate  float64 `toml:"rate"`  // records per second, 0 = as fast as possible
+	Count int64   `toml:"count"` // total, 0 = unbounded
+	Keys  int     `toml:"keys"`  // distinct keys (default 1000)
+
+	// file: JSON lines
+	Path string `toml:"path"`
+}
+
+// SourceFluid makes a kafka source a Fluid Messaging consumer.
+type SourceFluid struct {
+	CompatibleVersion int    `toml:"compatible_version"`
+	Bridge            string `toml:"bridge"` // bridge base URL (default: this process's admin address)
+}
+
+// Stage is one transform stage.
+type Stage struct {
+	Type string `toml:"type"` // wasm | native | codec
+	Name string `toml:"name"`
+	// Path or Plugin name the plugin: "x.wasm", "wasm:x.wasm", "native:./bin".
+	Path   string `toml:"path"`
+	Plugin string `toml:"plugin"`
+	// codec stages
+	Codec string `toml:"codec"` // zstd | gzip | snappy | lz4 (built in)
+	Mode  string `toml:"mode"`  // encode | decode
+	Level int    `toml:"level"`
+
+	Config         map[string]any    `toml:"config"`
+	Pool           int               `toml:"pool"`
+	MaxMemoryPages uint32            `toml:"max_memory_pages"`
+	Timeout        Duration          `toml:"timeout"`
+	Dirs           map[string]string `toml:"dirs"`
+	Checksum       string            `toml:"checksum"`
+}
+
+// Sink is where a pipeline writes.
+type Sink struct {
+	Type string `toml:"type"` // kafka | file | stdout | drop | wasm | native | journal
+
+	// kafka
+	Topic            string `toml:"topic"`
+	Compression      string `toml:"compression"` // none | gzip | snappy | lz4 | zstd
+	CompressionLevel int    `toml:"compression_level"`
+	Partition        string `toml:"partition"` // "" (key hash, murmur2) | "same"
+
+	// file
+	Path string `toml:"path"`
+
+	// wasm | native plugin sinks
+	Plugin         string            `toml:"plugin"`
+	Config         map[string]any    `toml:"config"`
+	Pool           int               `toml:"pool"`
+	MaxMemoryPages uint32            `toml:"max_memory_pages"`
+	Timeout        Duration          `toml:"timeout"`
+	Dirs           map[string]string `toml:"dirs"`
+	Checksum       string            `toml:"checksum"`
+}
+
+// Errors is a pipeline's error policy.
+type Errors struct {
+	Policy   string `toml:"policy"` // dlq | stop | drop (default stop)
+	DLQTopic string `toml:"dlq_topic"`
+	// Retry of transient sink errors: capped exponential backoff.
+	RetryInitial Duration `toml:"retry_initial"` // default 100ms
+	RetryMax     Duration `toml:"retry_max"`     // default 10s
+	// RetryAttempts before the pipeline fails (0 = retry forever).
+	RetryAttempts int `toml:"retry_attempts"`
+}
+
+// Batch is a pipeline's batching policy.
+type Batch struct {
+	MaxRecords int      `toml:"max_records"` // default 256
+	MaxBytes   int      `toml:"max_bytes"`   // default 1 MiB
+	Linger     Duration `toml:"linger"`      // default 5ms
+}
+
+// Journal configures the event journal.
+type Journal struct {
+	// Store is sqlite:PATH | postgres://... | wasm:PATH | native:PATH.
+	Store string `toml:"store"`
+	// QuarantineTopic receives malformed action records.
+	QuarantineTopic string `toml:"quarantine_topic"`
+	// ExpiryInterval is how often expired journals are purged (default 1m).
+	ExpiryInterval Duration `toml:"expiry_interval"`
+	// Config is passed to a plugin store.
+	Config map[string]any `toml:"config"`
+}
+
+// Fluid enables the Fluid Messaging bridge on the admin address.
+type Fluid struct {
+	Metadata string `toml:"metadata"` // default ".fluid"
+	// BaselineVersion is the version of records without the header (default: the first).
+	BaselineVersion int    `toml:"baseline_version"`
+	StateTopic      string `toml:"state_topic"`    // default "_streamd_fluid_state"
+	TopicSuffix     string `toml:"topic_suffix"`   // downgrade topic name suffix
+}
+
+// Duration is a time.Duration written as a string such as "5s" or "250ms".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"500ms\", \"5s\", \"1m\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
