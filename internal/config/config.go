@@ -65,12 +65,12 @@ type Plugins struct {
 
 // Pipeline is one consume -> transform -> produce pipeline.
 type Pipeline struct {
-	Name       string   `toml:"name"`
-	Source     Source   `toml:"source"`
-	Transforms []Stage  `toml:"transform"`
-	Sink       Sink     `toml:"sink"`
-	Errors     Errors   `toml:"errors"`
-	Batch      Batch    `toml:"batch"`
+	Name       string  `toml:"name"`
+	Source     Source  `toml:"source"`
+	Transforms []Stage `toml:"transform"`
+	Sink       Sink    `toml:"sink"`
+	Errors     Errors  `toml:"errors"`
+	Batch      Batch   `toml:"batch"`
 	// MaxInFlight bounds records read but not yet committed; fetching
 	// pauses above it (default 50000).
 	MaxInFlight int `toml:"max_in_flight"`
@@ -183,8 +183,8 @@ type Fluid struct {
 	Metadata string `toml:"metadata"` // default ".fluid"
 	// BaselineVersion is the version of records without the header (default: the first).
 	BaselineVersion int    `toml:"baseline_version"`
-	StateTopic      string `toml:"state_topic"`    // default "_streamd_fluid_state"
-	TopicSuffix     string `toml:"topic_suffix"`   // downgrade topic name suffix
+	StateTopic      string `toml:"state_topic"`  // default "_streamd_fluid_state"
+	TopicSuffix     string `toml:"topic_suffix"` // downgrade topic name suffix
 }
 
 // Duration is a time.Duration written as a string such as "5s" or "250ms".

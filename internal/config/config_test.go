@@ -60,7 +60,7 @@ func TestParseErrors(t *testing.T) {
 	e := env(map[string]string{"BROKER": "h:1", "GREETING": "x"})
 	tests := []struct {
 		name, edit, want string
-		lookup       func(string) (string, bool)
+		lookup           func(string) (string, bool)
 	}{
 		{"misspelt key", `topics = ["orders"]` + "\n" + `gruop = "x"`, `c.toml:19: pipeline.source.gruop: unknown key (did you mean "group"?)`, e},
 		{"misspelt table", "[pipeline.errors]", "c.toml:29: pipeline.eror: unknown key", e},
