@@ -2,11 +2,80 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+
+	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/plugins"
 )
 
-func cmdFluid(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "streamd fluid: not implemented yet")
-	return 2
+func fluidUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: streamd fluid <command>
+
+commands:
+  check [--no-plugins] [DIR]   validate a Fluid metadata directory (default .fluid):
+                               version folders, manifests, schemas, a downgrade for
+                               every changed topic, and every downgrade plugin loads.
+                               Exit 0 when valid, 1 when not, 2 on usage errors.
+`)
+}
+
+func cmdFluid(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fluidUsage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		return fluidCheck(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "streamd fluid: unknown command %q\n", args[0])
+		fluidUsage(stderr)
+		return 2
+	}
+}
+
+func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("streamd fluid check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	noPlugins := fs.Bool("no-plugins", false, "do not load the downgrade plugins")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "streamd fluid check: at most one DIR")
+		return 2
+	}
+	dir := ".fluid"
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	}
+	m, err := fluid.LoadMetadata(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	var load fluid.Loader
+	if !*noPlugins {
+		load = fluidLoader
+	}
+	bad := 0
+	for _, p := range m.Check(ctx, load) {
+		fmt.Fprintln(stderr, p)
+		if !p.Warning {
+			bad++
+		}
+	}
+	if bad > 0 {
+		fmt.Fprintf(stderr, "%s: %d error(s)\n", m.Dir(), bad)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (versions %d..%d, topics %v)\n", m.Dir(), m.First(), m.Last(), m.Topics())
+	return 0
+}
+
+// fluidLoader loads downgrade plugins.
+func fluidLoader(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
+	return nil, fmt.Errorf("cannot load %q: plugins/load is not in this build yet (use --no-plugins)", ref)
 }
