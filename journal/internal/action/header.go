@@ -1,0 +1,301 @@
+package action
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// HeaderKey is the Kafka header that carries an action.
+const HeaderKey = "journal.action"
+
+// Kind names an action.
+type Kind uint8
+
+// The action kinds. KindUnknown is a header that names no known action: a
+// consumer skips such records.
+const (
+	KindUnknown Kind = iota
+	KindAppend
+	KindDelete
+	KindPurge
+	KindMark
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindAppend:
+		return "append"
+	case KindDelete:
+		return "delete"
+	case KindPurge:
+		return "purge"
+	case KindMark:
+		return "mark"
+	}
+	return "unknown"
+}
+
+// Payload formats of an Append record value (the header's payloadType).
+const (
+	FormatJSON   = "json"
+	FormatBinary = "binary"
+)
+
+// Header is a decoded journal.action header.
+type Header struct {
+	Kind Kind
+	// From and To are the Append's seqNr range (inclusive); To alone is a
+	// Delete's deleteTo.
+	From, To int64
+	// ID is a Mark's id.
+	ID string
+	// Origin and Version are optional ("" = absent).
+	Origin, Version string
+	// PayloadType is an Append's payload format: FormatJSON or FormatBinary.
+	PayloadType string
+	// Metadata is an Append's metadata.data JSON value (nil = absent).
+	Metadata json.RawMessage
+	// Legacy marks an Append header without a metadata field (old writers);
+	// it re-encodes without one.
+	Legacy bool
+}
+
+// ErrMalformed wraps every decoding error of outside bytes.
+var ErrMalformed = errors.New("malformed journal action")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// DecodeHeader decodes a journal.action header value. A header that names
+// no known action yields Kind KindUnknown and no error; bytes that are not
+// a JSON object, or a known action with bad fields, are an error wrapping
+// ErrMalformed.
+func DecodeHeader(b []byte) (Header, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return Header{}, malformed("header is not a JSON object: %v", err)
+	}
+	// The original tries the names in this order and takes the first whose
+	// value is an object.
+	for _, k := range []Kind{KindAppend, KindMark, KindDelete, KindPurge} {
+		raw, ok := top[k.String()]
+		if !ok || !isObject(raw) {
+			continue
+		}
+		var f map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return Header{}, malformed("%s: %v", k, err)
+		}
+		h := Header{Kind: k}
+		var err error
+		if h.Origin, err = optString(f, "origin"); err != nil {
+			return Header{}, malformed("%s: %v", k, err)
+		}
+		if h.Version, err = optString(f, "version"); err != nil {
+			return Header{}, malformed("%s: %v", k, err)
+		}
+		switch k {
+		case KindAppend:
+			r, ok := f["range"]
+			if !ok {
+				return Header{}, malformed("append: missing range")
+			}
+			var rf map[string]json.RawMessage
+			if err := json.Unmarshal(r, &rf); err != nil || rf == nil {
+				return Header{}, malformed("append: range is not an object")
+			}
+			if h.From, err = seqNr(rf, "from"); err != nil {
+				return Header{}, malformed("append: range: %v", err)
+			}
+			if h.To, err = seqNr(rf, "to"); err != nil {
+				return Header{}, malformed("append: range: %v", err)
+			}
+			if h.From > h.To {
+				return Header{}, malformed("append: range from %d > to %d", h.From, h.To)
+			}
+			pt, err := optString(f, "payloadType")
+			if err != nil {
+				return Header{}, malformed("append: %v", err)
+			}
+			if pt != FormatJSON && pt != FormatBinary {
+				return Header{}, malformed("append: payloadType %q is not json or binary", pt)
+			}
+			h.PayloadType = pt
+			// A metadata that is not an object means empty, as in the original.
+			m, ok := f["metadata"]
+			h.Legacy = !ok
+			if ok && isObject(m) {
+				var mf map[string]json.RawMessage
+				if err := json.Unmarshal(m, &mf); err != nil {
+					return Header{}, malformed("append: metadata: %v", err)
+				}
+				if d, ok := mf["data"]; ok && !isNull(d) {
+					h.Metadata = compact(d)
+				}
+			}
+		case KindDelete:
+			if h.To, err = seqNr(f, "to"); err != nil {
+				return Header{}, malformed("delete: %v", err)
+			}
+		case KindMark:
+			raw, ok := f["id"]
+			if !ok {
+				return Header{}, malformed("mark: missing id")
+			}
+			if err := json.Unmarshal(raw, &h.ID); err != nil {
+				return Header{}, malformed("mark: id is not a string")
+			}
+		}
+		return h, nil
+	}
+	return Header{Kind: KindUnknown}, nil
+}
+
+// EncodeHeader encodes h as the original does: compact JSON, fields in
+// order, absent optional fields omitted, Append metadata always present.
+func EncodeHeader(h Header) ([]byte, error) {
+	b := make([]byte, 0, 96)
+	b = append(b, `{"`...)
+	b = append(b, h.Kind.String()...)
+	b = append(b, `":{`...)
+	switch h.Kind {
+	case KindAppend:
+		if h.From < 1 || h.From > h.To {
+			return nil, fmt.Errorf("append header: bad range %d..%d", h.From, h.To)
+		}
+		if h.PayloadType != FormatJSON && h.PayloadType != FormatBinary {
+			return nil, fmt.Errorf("append header: payloadType %q is not json or binary", h.PayloadType)
+		}
+		b = append(b, `"range":{"from":`...)
+		b = strconv.AppendInt(b, h.From, 10)
+		b = append(b, `,"to":`...)
+		b = strconv.AppendInt(b, h.To, 10)
+		b = append(b, '}')
+		b = appendOrigin(b, h, true)
+		b = append(b, `,"payloadType":`...)
+		b = AppendString(b, h.PayloadType)
+		if !h.Legacy || h.Metadata != nil {
+			b = append(b, `,"metadata":{`...)
+			if h.Metadata != nil {
+				b = append(b, `"data":`...)
+				b = append(b, compact(h.Metadata)...)
+			}
+			b = append(b, '}')
+		}
+	case KindDelete:
+		if h.To < 1 {
+			return nil, fmt.Errorf("delete header: to %d < 1", h.To)
+		}
+		b = append(b, `"to":`...)
+		b = strconv.AppendInt(b, h.To, 10)
+		b = appendOrigin(b, h, true)
+	case KindPurge:
+		b = appendOrigin(b, h, false)
+	case KindMark:
+		b = append(b, `"id":`...)
+		b = AppendString(b, h.ID)
+		b = appendOrigin(b, h, true)
+	default:
+		return nil, fmt.Errorf("header: cannot encode action kind %d", h.Kind)
+	}
+	b = append(b, "}}"...)
+	return b, nil
+}
+
+func appendOrigin(b []byte, h Header, comma bool) []byte {
+	if h.Origin != "" {
+		if comma {
+			b = append(b, ',')
+		}
+		b = append(b, `"origin":`...)
+		b = AppendString(b, h.Origin)
+		comma = true
+	}
+	if h.Version != "" {
+		if comma {
+			b = append(b, ',')
+		}
+		b = append(b, `"version":`...)
+		b = AppendString(b, h.Version)
+	}
+	return b
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+func compact(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return append(json.RawMessage(nil), raw...)
+	}
+	return buf.Bytes()
+}
+
+func optString(f map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := f[name]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%s is not a string", name)
+	}
+	return s, nil
+}
+
+func seqNr(f map[string]json.RawMessage, name string) (int64, error) {
+	raw, ok := f[name]
+	if !ok {
+		return 0, fmt.Errorf("missing %s", name)
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not an integer: %s", name, raw)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%s %d is not a seqNr (>= 1)", name, n)
+	}
+	return n, nil
+}
+
+// AppendString appends s as a JSON string, escaping only '"', '\' and
+// control characters (as jsoniter-scala and Jackson do); invalid UTF-8
+// becomes U+FFFD.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b = append(b, '\\', '"')
+		case r == '\\':
+			b = append(b, '\\', '\\')
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r == '\b':
+			b = append(b, '\\', 'b')
+		case r == '\f':
+			b = append(b, '\\', 'f')
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			b = append(b, string(r)...)
+		}
+	}
+	return append(b, '"')
+}
