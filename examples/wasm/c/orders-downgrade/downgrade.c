@@ -1,0 +1,786 @@
+/*
+ * orders-downgrade - turns an orders-v2 JSON value into the orders-v1 shape.
+ *
+ * Input: exactly one JSON object (RFC 8259) with order_id (string), customer
+ * (object with id string), amount_cents (integer literal that fits int64) and
+ * currency (string); other fields are ignored but must be valid JSON. A
+ * duplicate key in the top-level object or in customer, invalid UTF-8, an
+ * unpaired surrogate escape, nesting deeper than 64 (the top-level object is
+ * level 1) or a null value rejects the record.
+ *
+ * Output: {"order_id":S,"customer_id":S,"amount_cents":N,"currency":S},
+ * compact, strings escaped minimally with lowercase \u00xx. Key, timestamp
+ * and headers are kept, except that every fluid-schema-version header is
+ * replaced by one "fluid-schema-version: 1" appended last.
+ *
+ * The rules and the conformance fixture are in examples/wasm/testdata.
+ */
+#include "downgrade.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+
+/* ---- error messages ------------------------------------------------------ */
+
+static void err_str(streamd_buf *e, const char *s) { (void)streamd_buf_append(e, s, strlen(s)); }
+
+static void err_num(streamd_buf *e, uint64_t v) {
+    char d[20];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) {
+        (void)streamd_buf_append_byte(e, (uint8_t)d[--n]);
+    }
+}
+
+/* ---- key sets (duplicate detection) -------------------------------------- */
+
+typedef struct key_entry {
+    uint32_t off, len, hash; /* hash 0: empty slot */
+} key_entry;
+
+/* keyset holds the decoded keys of one object in an arena, hashed. */
+typedef struct keyset {
+    streamd_buf arena;
+    key_entry *slots;
+    uint32_t cap, n;
+} keyset;
+
+static void keyset_reset(keyset *k) {
+    k->arena.len = 0;
+    if (k->n) {
+        memset(k->slots, 0, k->cap * sizeof *k->slots);
+    }
+    k->n = 0;
+}
+
+static uint32_t hash_bytes(const uint8_t *p, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 16777619u;
+    }
+    return h ? h : 1;
+}
+
+/*
+ * keyset_add adds the key at arena[off:] (the arena's tail) and reports 1 if
+ * it is new, 0 if it is a duplicate, -1 when memory runs out.
+ */
+static int keyset_add(keyset *k, uint32_t off) {
+    uint32_t len = (uint32_t)(k->arena.len - off);
+    const uint8_t *key = k->arena.data ? k->arena.data + off : (const uint8_t *)"";
+    uint32_t h = hash_bytes(key, len);
+    if ((k->n + 1) * 2 > k->cap) {
+        uint32_t cap = k->cap ? k->cap * 2 : 16;
+        key_entry *s = calloc(cap, sizeof *s);
+        if (s == NULL) {
+            return -1;
+        }
+        for (uint32_t i = 0; i < k->cap; i++) {
+            if (k->slots[i].hash) {
+                uint32_t j = k->slots[i].hash & (cap - 1);
+                while (s[j].hash) {
+                    j = (j + 1) & (cap - 1);
+                }
+                s[j] = k->slots[i];
+            }
+        }
+        free(k->slots);
+        k->slots = s;
+        k->cap = cap;
+    }
+    uint32_t j = h & (k->cap - 1);
+    while (k->slots[j].hash) {
+        key_entry *e = &k->slots[j];
+        if (e->hash == h && e->len == len && memcmp(k->arena.data + e->off, key, len) == 0) {
+            k->arena.len = off; /* drop the duplicate */
+            return 0;
+        }
+        j = (j + 1) & (k->cap - 1);
+    }
+    k->slots[j].off = off;
+    k->slots[j].len = len;
+    k->slots[j].hash = h;
+    k->n++;
+    return 1;
+}
+
+/* ---- parser -------------------------------------------------------------- */
+
+typedef struct parser {
+    const uint8_t *b;
+    size_t n, i;
+    streamd_buf *s;   /* decoded strings that are kept */
+    streamd_buf *err; /* the reason, when a function returns -1 */
+    int oom;
+} parser;
+
+/* The wanted fields, as ranges into parser.s. */
+typedef struct order {
+    size_t order_id[2], customer_id[2], currency[2];
+    int64_t amount;
+    unsigned seen;
+} order;
+
+enum { SEEN_ORDER_ID = 1, SEEN_CUSTOMER = 2, SEEN_AMOUNT = 4, SEEN_CURRENCY = 8 };
+
+static keyset top_keys, customer_keys;
+
+static int fail_at(parser *p, const char *what) {
+    p->err->len = 0;
+    err_str(p->err, "at byte ");
+    err_num(p->err, p->i);
+    err_str(p->err, ": ");
+    err_str(p->err, what);
+    return -1;
+}
+
+static int fail(parser *p, const char *what) {
+    p->err->len = 0;
+    err_str(p->err, what);
+    return -1;
+}
+
+static int fail_oom(parser *p) {
+    p->oom = 1;
+    return fail(p, "out of memory");
+}
+
+static void ws(parser *p) {
+    while (p->i < p->n) {
+        uint8_t c = p->b[p->i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            return;
+        }
+        p->i++;
+    }
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static long hex4(parser *p, size_t at) {
+    if (at > p->n || p->n - at < 4) {
+        return -1;
+    }
+    long r = 0;
+    for (size_t k = 0; k < 4; k++) {
+        int v = hexval(p->b[at + k]);
+        if (v < 0) {
+            return -1;
+        }
+        r = r << 4 | v;
+    }
+    return r;
+}
+
+/* utf8_len returns the length of the valid UTF-8 sequence at b[0:n], or 0. */
+static size_t utf8_len(const uint8_t *b, size_t n) {
+    uint8_t c = b[0];
+    uint8_t lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) {
+            lo = 0xA0;
+        } else if (c == 0xED) {
+            hi = 0x9F;
+        }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) {
+            lo = 0x90;
+        } else if (c == 0xF4) {
+            hi = 0x8F;
+        }
+    } else {
+        return 0;
+    }
+    if (n < len || b[1] < lo || b[1] > hi) {
+        return 0;
+    }
+    for (size_t k = 2; k < len; k++) {
+        if (b[k] < 0x80 || b[k] > 0xBF) {
+            return 0;
+        }
+    }
+    return len;
+}
+
+static int put_rune(streamd_buf *s, uint32_t r) {
+    uint8_t u[4];
+    size_t n;
+    if (r < 0x80) {
+        u[0] = (uint8_t)r;
+        n = 1;
+    } else if (r < 0x800) {
+        u[0] = (uint8_t)(0xC0 | r >> 6);
+        u[1] = (uint8_t)(0x80 | (r & 0x3F));
+        n = 2;
+    } else if (r < 0x10000) {
+        u[0] = (uint8_t)(0xE0 | r >> 12);
+        u[1] = (uint8_t)(0x80 | (r >> 6 & 0x3F));
+        u[2] = (uint8_t)(0x80 | (r & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (uint8_t)(0xF0 | r >> 18);
+        u[1] = (uint8_t)(0x80 | (r >> 12 & 0x3F));
+        u[2] = (uint8_t)(0x80 | (r >> 6 & 0x3F));
+        u[3] = (uint8_t)(0x80 | (r & 0x3F));
+        n = 4;
+    }
+    return streamd_buf_append(s, u, n);
+}
+
+/*
+ * str reads a string at p->i (which is '"'), validating UTF-8 and escapes.
+ * When dst is not NULL the decoded bytes are appended to it.
+ */
+static int str(parser *p, streamd_buf *dst) {
+    const uint8_t *b = p->b;
+    p->i++; /* opening quote */
+    for (;;) {
+        size_t start = p->i;
+        while (p->i < p->n && b[p->i] >= 0x20 && b[p->i] < 0x80 && b[p->i] != '"' &&
+               b[p->i] != '\\') {
+            p->i++;
+        }
+        if (dst && streamd_buf_append(dst, b + start, p->i - start) != STREAMD_OK) {
+            return fail_oom(p);
+        }
+        if (p->i >= p->n) {
+            return fail_at(p, "unterminated string");
+        }
+        uint8_t c = b[p->i];
+        if (c == '"') {
+            p->i++;
+            return 0;
+        }
+        if (c < 0x20) {
+            return fail_at(p, "control character in string");
+        }
+        if (c >= 0x80) {
+            size_t n = utf8_len(b + p->i, p->n - p->i);
+            if (n == 0) {
+                return fail_at(p, "invalid UTF-8 in string");
+            }
+            if (dst && streamd_buf_append(dst, b + p->i, n) != STREAMD_OK) {
+                return fail_oom(p);
+            }
+            p->i += n;
+            continue;
+        }
+        /* backslash */
+        if (p->i + 1 >= p->n) {
+            return fail_at(p, "unterminated string");
+        }
+        uint8_t e = b[p->i + 1], out;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            out = e;
+            break;
+        case 'b':
+            out = '\b';
+            break;
+        case 'f':
+            out = '\f';
+            break;
+        case 'n':
+            out = '\n';
+            break;
+        case 'r':
+            out = '\r';
+            break;
+        case 't':
+            out = '\t';
+            break;
+        case 'u': {
+            long r = hex4(p, p->i + 2);
+            if (r < 0) {
+                return fail_at(p, "invalid \\u escape");
+            }
+            if (r >= 0xDC00 && r <= 0xDFFF) {
+                return fail_at(p, "unpaired surrogate escape");
+            }
+            if (r >= 0xD800 && r <= 0xDBFF) {
+                if (p->n - p->i < 12 || b[p->i + 6] != '\\' || b[p->i + 7] != 'u') {
+                    return fail_at(p, "unpaired surrogate escape");
+                }
+                long lo = hex4(p, p->i + 8);
+                if (lo < 0xDC00 || lo > 0xDFFF) {
+                    return fail_at(p, "unpaired surrogate escape");
+                }
+                r = 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00);
+                p->i += 12;
+            } else {
+                p->i += 6;
+            }
+            if (dst && put_rune(dst, (uint32_t)r) != STREAMD_OK) {
+                return fail_oom(p);
+            }
+            continue;
+        }
+        default:
+            p->i++; /* point at the escaped character */
+            return fail_at(p, "invalid escape");
+        }
+        if (dst && streamd_buf_append_byte(dst, out) != STREAMD_OK) {
+            return fail_oom(p);
+        }
+        p->i += 2;
+    }
+}
+
+/* number reads a JSON number; *is_int says it has no fraction or exponent. */
+static int number(parser *p, int *is_int) {
+    const uint8_t *b = p->b;
+    size_t n = p->n;
+    if (p->i < n && b[p->i] == '-') {
+        p->i++;
+    }
+    if (p->i < n && b[p->i] == '0') {
+        p->i++;
+    } else if (p->i < n && b[p->i] >= '1' && b[p->i] <= '9') {
+        while (p->i < n && b[p->i] >= '0' && b[p->i] <= '9') {
+            p->i++;
+        }
+    } else {
+        return fail_at(p, "invalid number");
+    }
+    *is_int = 1;
+    if (p->i < n && b[p->i] == '.') {
+        *is_int = 0;
+        p->i++;
+        if (p->i >= n || b[p->i] < '0' || b[p->i] > '9') {
+            return fail_at(p, "invalid number");
+        }
+        while (p->i < n && b[p->i] >= '0' && b[p->i] <= '9') {
+            p->i++;
+        }
+    }
+    if (p->i < n && (b[p->i] == 'e' || b[p->i] == 'E')) {
+        *is_int = 0;
+        p->i++;
+        if (p->i < n && (b[p->i] == '+' || b[p->i] == '-')) {
+            p->i++;
+        }
+        if (p->i >= n || b[p->i] < '0' || b[p->i] > '9') {
+            return fail_at(p, "invalid number");
+        }
+        while (p->i < n && b[p->i] >= '0' && b[p->i] <= '9') {
+            p->i++;
+        }
+    }
+    return 0;
+}
+
+static int lit(parser *p, const char *s) {
+    size_t len = strlen(s);
+    if (p->n - p->i < len || memcmp(p->b + p->i, s, len) != 0) {
+        return fail_at(p, "invalid literal");
+    }
+    p->i += len;
+    return 0;
+}
+
+static int value(parser *p, int depth);
+
+/*
+ * member reads one member's value. Plain objects validate it (ctx NULL);
+ * the top-level object and customer pick their fields.
+ */
+typedef int (*member_fn)(parser *p, void *ctx, int depth, const uint8_t *key, size_t len);
+
+/*
+ * object reads an object at p->i (which is '{') at nesting level depth.
+ * When keys is not NULL every key is checked against it for duplicates.
+ */
+static int object(parser *p, int depth, keyset *keys, member_fn member, void *ctx) {
+    if (depth > MAX_DEPTH) {
+        return fail_at(p, "nesting deeper than 64");
+    }
+    p->i++; /* '{' */
+    ws(p);
+    if (p->i < p->n && p->b[p->i] == '}') {
+        p->i++;
+        return 0;
+    }
+    for (;;) {
+        ws(p);
+        if (p->i >= p->n || p->b[p->i] != '"') {
+            return fail_at(p, "expected a string key");
+        }
+        if (keys) {
+            uint32_t off = (uint32_t)keys->arena.len;
+            if (str(p, &keys->arena) != 0) {
+                return -1;
+            }
+            /* keyset_add never moves the arena, so key stays valid. */
+            const uint8_t *key = keys->arena.data ? keys->arena.data + off : (const uint8_t *)"";
+            size_t klen = keys->arena.len - off;
+            int added = keyset_add(keys, off);
+            if (added < 0) {
+                return fail_oom(p);
+            }
+            if (!added) {
+                p->err->len = 0;
+                err_str(p->err, "duplicate key ");
+                (void)downgrade_append_string(p->err, key, klen > 64 ? 64 : klen);
+                return -2; /* the caller says where */
+            }
+            ws(p);
+            if (p->i >= p->n || p->b[p->i] != ':') {
+                return fail_at(p, "expected ':'");
+            }
+            p->i++;
+            if (member(p, ctx, depth, key, klen) != 0) {
+                return -1;
+            }
+        } else {
+            if (str(p, NULL) != 0) {
+                return -1;
+            }
+            ws(p);
+            if (p->i >= p->n || p->b[p->i] != ':') {
+                return fail_at(p, "expected ':'");
+            }
+            p->i++;
+            if (value(p, depth + 1) != 0) {
+                return -1;
+            }
+        }
+        ws(p);
+        if (p->i >= p->n) {
+            return fail_at(p, "unterminated object");
+        }
+        if (p->b[p->i] == ',') {
+            p->i++;
+        } else if (p->b[p->i] == '}') {
+            p->i++;
+            return 0;
+        } else {
+            return fail_at(p, "expected ',' or '}'");
+        }
+    }
+}
+
+/* value reads and validates any JSON value; depth is the level an object or
+ * array here would have. */
+static int value(parser *p, int depth) {
+    ws(p);
+    if (p->i >= p->n) {
+        return fail_at(p, "unexpected end of value");
+    }
+    uint8_t c = p->b[p->i];
+    int is_int;
+    switch (c) {
+    case '{':
+        return object(p, depth, NULL, NULL, NULL);
+    case '[':
+        if (depth > MAX_DEPTH) {
+            return fail_at(p, "nesting deeper than 64");
+        }
+        p->i++;
+        ws(p);
+        if (p->i < p->n && p->b[p->i] == ']') {
+            p->i++;
+            return 0;
+        }
+        for (;;) {
+            if (value(p, depth + 1) != 0) {
+                return -1;
+            }
+            ws(p);
+            if (p->i >= p->n) {
+                return fail_at(p, "unterminated array");
+            }
+            if (p->b[p->i] == ',') {
+                p->i++;
+            } else if (p->b[p->i] == ']') {
+                p->i++;
+                return 0;
+            } else {
+                return fail_at(p, "expected ',' or ']'");
+            }
+        }
+    case '"':
+        return str(p, NULL);
+    case 't':
+        return lit(p, "true");
+    case 'f':
+        return lit(p, "false");
+    case 'n':
+        return lit(p, "null");
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            return number(p, &is_int);
+        }
+        return fail_at(p, "unexpected character");
+    }
+}
+
+/* kept_string reads a string value into p->s and sets r to its range. */
+static int kept_string(parser *p, const char *field, size_t r[2]) {
+    ws(p);
+    if (p->i >= p->n || p->b[p->i] != '"') {
+        if (value(p, 2) != 0) {
+            return -1;
+        }
+        p->err->len = 0;
+        err_str(p->err, field);
+        err_str(p->err, " is not a string");
+        return -1;
+    }
+    r[0] = p->s->len;
+    if (str(p, p->s) != 0) {
+        return -1;
+    }
+    r[1] = p->s->len;
+    return 0;
+}
+
+/* integer reads an integer literal that fits int64. */
+static int integer(parser *p, int64_t *out) {
+    ws(p);
+    size_t start = p->i;
+    if (p->i >= p->n || (p->b[p->i] != '-' && (p->b[p->i] < '0' || p->b[p->i] > '9'))) {
+        if (value(p, 2) != 0) {
+            return -1;
+        }
+        return fail(p, "amount_cents is not a number");
+    }
+    int is_int;
+    if (number(p, &is_int) != 0) {
+        return -1;
+    }
+    if (!is_int) {
+        return fail(p, "amount_cents is not an integer");
+    }
+    const uint8_t *d = p->b + start;
+    size_t len = p->i - start;
+    int neg = d[0] == '-';
+    if (neg) {
+        d++;
+        len--;
+    }
+    uint64_t u = 0;
+    for (size_t k = 0; k < len; k++) {
+        uint64_t v = (uint64_t)(d[k] - '0');
+        if (u > (UINT64_MAX - v) / 10) {
+            return fail(p, "amount_cents does not fit int64");
+        }
+        u = u * 10 + v;
+    }
+    if (neg && u <= (uint64_t)1 << 63) {
+        *out = (int64_t)(0 - u);
+        return 0;
+    }
+    if (!neg && u < (uint64_t)1 << 63) {
+        *out = (int64_t)u;
+        return 0;
+    }
+    return fail(p, "amount_cents does not fit int64");
+}
+
+static int customer_member(parser *p, void *ctx, int depth, const uint8_t *key, size_t len) {
+    order *o = ctx;
+    if (len == 2 && memcmp(key, "id", 2) == 0) {
+        o->seen |= 16; /* customer.id found */
+        return kept_string(p, "customer.id", o->customer_id);
+    }
+    return value(p, depth + 1);
+}
+
+static int customer(parser *p, order *o) {
+    ws(p);
+    if (p->i >= p->n || p->b[p->i] != '{') {
+        return fail_at(p, "customer is not an object");
+    }
+    keyset_reset(&customer_keys);
+    int rc = object(p, 2, &customer_keys, customer_member, o);
+    if (rc == -2) {
+        err_str(p->err, " in customer");
+        return -1;
+    }
+    if (rc != 0) {
+        return -1;
+    }
+    if (!(o->seen & 16)) {
+        return fail(p, "missing customer.id");
+    }
+    return 0;
+}
+
+#define KEY_IS(k, n, lit) ((n) == sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+
+static int top_member(parser *p, void *ctx, int depth, const uint8_t *key, size_t len) {
+    order *o = ctx;
+    if (KEY_IS(key, len, "order_id")) {
+        o->seen |= SEEN_ORDER_ID;
+        return kept_string(p, "order_id", o->order_id);
+    }
+    if (KEY_IS(key, len, "currency")) {
+        o->seen |= SEEN_CURRENCY;
+        return kept_string(p, "currency", o->currency);
+    }
+    if (KEY_IS(key, len, "amount_cents")) {
+        o->seen |= SEEN_AMOUNT;
+        return integer(p, &o->amount);
+    }
+    if (KEY_IS(key, len, "customer")) {
+        o->seen |= SEEN_CUSTOMER;
+        return customer(p, o);
+    }
+    return value(p, depth + 1);
+}
+
+static int top(parser *p, order *o) {
+    ws(p);
+    if (p->i >= p->n) {
+        return fail_at(p, "empty value");
+    }
+    if (p->b[p->i] != '{') {
+        return fail_at(p, "value is not a JSON object");
+    }
+    keyset_reset(&top_keys);
+    int rc = object(p, 1, &top_keys, top_member, o);
+    if (rc != 0) {
+        return -1; /* -2 (duplicate) already has its message */
+    }
+    ws(p);
+    if (p->i != p->n) {
+        return fail_at(p, "data after the JSON object");
+    }
+    if (!(o->seen & SEEN_ORDER_ID)) {
+        return fail(p, "missing order_id");
+    }
+    if (!(o->seen & SEEN_CUSTOMER)) {
+        return fail(p, "missing customer");
+    }
+    if (!(o->seen & SEEN_AMOUNT)) {
+        return fail(p, "missing amount_cents");
+    }
+    if (!(o->seen & SEEN_CURRENCY)) {
+        return fail(p, "missing currency");
+    }
+    return 0;
+}
+
+/* ---- writer -------------------------------------------------------------- */
+
+int downgrade_append_string(streamd_buf *dst, const uint8_t *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    /* Worst case: every byte becomes \u00xx. */
+    if (n > (SIZE_MAX - 2) / 6 || streamd_buf_reserve(dst, 2 + 6 * n) != STREAMD_OK) {
+        return -1;
+    }
+    uint8_t *w = dst->data + dst->len;
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *w++ = c;
+            continue;
+        }
+        *w++ = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            *w++ = c;
+            break;
+        case '\b':
+            *w++ = 'b';
+            break;
+        case '\f':
+            *w++ = 'f';
+            break;
+        case '\n':
+            *w++ = 'n';
+            break;
+        case '\r':
+            *w++ = 'r';
+            break;
+        case '\t':
+            *w++ = 't';
+            break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = (uint8_t)hex[c >> 4];
+            *w++ = (uint8_t)hex[c & 15];
+        }
+    }
+    *w++ = '"';
+    dst->len = (size_t)(w - dst->data);
+    return STREAMD_OK;
+}
+
+static int append_int(streamd_buf *dst, int64_t v) {
+    char d[20];
+    int n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        d[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0 && streamd_buf_append_byte(dst, '-') != STREAMD_OK) {
+        return -1;
+    }
+    while (n) {
+        if (streamd_buf_append_byte(dst, (uint8_t)d[--n]) != STREAMD_OK) {
+            return -1;
+        }
+    }
+    return STREAMD_OK;
+}
+
+int downgrade_value(streamd_buf *dst, streamd_buf *scratch, streamd_bytes in, streamd_buf *err) {
+    if (in.data == NULL) {
+        err->len = 0;
+        err_str(err, "null value");
+        return -1;
+    }
+    scratch->len = 0;
+    parser p = {in.data, in.len, 0, scratch, err, 0};
+    order o;
+    memset(&o, 0, sizeof o);
+    if (top(&p, &o) != 0) {
+        return p.oom ? -2 : -1;
+    }
+    const uint8_t *s = scratch->data ? scratch->data : (const uint8_t *)"";
+    int rc = streamd_buf_append(dst, "{\"order_id\":", 12);
+    rc |= downgrade_append_string(dst, s + o.order_id[0], o.order_id[1] - o.order_id[0]);
+    rc |= streamd_buf_append(dst, ",\"customer_id\":", 15);
+    rc |= downgrade_append_string(dst, s + o.customer_id[0], o.customer_id[1] - o.customer_id[0]);
+    rc |= streamd_buf_append(dst, ",\"amount_cents\":", 16);
+    rc |= append_int(dst, o.amount);
+    rc |= streamd_buf_append(dst, ",\"currency\":", 12);
+    rc |= downgrade_append_string(dst, s + o.currency[0], o.currency[1] - o.currency[0]);
+    rc |= streamd_buf_append_byte(dst, '}');
+    if (rc != STREAMD_OK) {
+        err->len = 0;
+        err_str(err, "out of memory");
+        return -2;
+    }
+    return 0;
+}

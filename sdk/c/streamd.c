@@ -1,0 +1,678 @@
+/*
+ * streamd.c - C SDK for streamd WebAssembly plugins (host ABI v1).
+ * See streamd.h for the API and docs/abi.md for the wire format.
+ */
+#include "streamd.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- host imports ------------------------------------------------------ */
+
+#ifdef __wasm__
+#define STREAMD_EXPORT(name) __attribute__((export_name(name), visibility("default")))
+__attribute__((import_module("streamd"), import_name("reply"))) void
+streamd_host_reply(const uint8_t *ptr, uint32_t len);
+__attribute__((import_module("streamd"), import_name("log"))) void
+streamd_host_log(int32_t level, const uint8_t *ptr, uint32_t len);
+#else
+#define STREAMD_EXPORT(name)
+static streamd_buf test_reply;
+static streamd_buf test_log;
+static int test_log_level = -1;
+static void streamd_host_reply(const uint8_t *ptr, uint32_t len) {
+    test_reply.len = 0;
+    if (streamd_buf_append(&test_reply, ptr, len) != STREAMD_OK) {
+        abort();
+    }
+}
+static void streamd_host_log(int32_t level, const uint8_t *ptr, uint32_t len) {
+    test_log.len = 0;
+    test_log_level = level;
+    if (streamd_buf_append(&test_log, ptr, len) != STREAMD_OK) {
+        abort();
+    }
+}
+streamd_bytes streamd_test_reply(void) { return streamd_bytes_of(test_reply.data, test_reply.len); }
+streamd_bytes streamd_test_log(int *level) {
+    if (level) {
+        *level = test_log_level;
+    }
+    return streamd_bytes_of(test_log.data, test_log.len);
+}
+#endif
+
+void streamd_log(int level, const char *msg, size_t len) {
+    streamd_host_log(level, (const uint8_t *)msg, (uint32_t)len);
+}
+
+/* ---- bytes and buffers ------------------------------------------------- */
+
+int streamd_bytes_eq(streamd_bytes a, streamd_bytes b) {
+    if (a.data == NULL || b.data == NULL) {
+        return a.data == NULL && b.data == NULL;
+    }
+    return a.len == b.len && (a.len == 0 || memcmp(a.data, b.data, a.len) == 0);
+}
+
+int streamd_buf_reserve(streamd_buf *b, size_t n) {
+    if (b->cap - b->len >= n) {
+        return STREAMD_OK;
+    }
+    if (n > SIZE_MAX / 2 - b->len) {
+        return -1;
+    }
+    size_t need = b->len + n;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->data, cap);
+    if (p == NULL) {
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return STREAMD_OK;
+}
+
+int streamd_buf_append(streamd_buf *b, const void *p, size_t n) {
+    if (streamd_buf_reserve(b, n) != STREAMD_OK) {
+        return -1;
+    }
+    if (n) {
+        memcpy(b->data + b->len, p, n);
+    }
+    b->len += n;
+    return STREAMD_OK;
+}
+
+int streamd_buf_append_byte(streamd_buf *b, uint8_t c) {
+    if (b->len == b->cap && streamd_buf_reserve(b, 1) != STREAMD_OK) {
+        return -1;
+    }
+    b->data[b->len++] = c;
+    return STREAMD_OK;
+}
+
+void streamd_buf_free(streamd_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+int streamd_error_setn(streamd_error *err, const char *msg, size_t len) {
+    err->msg.len = 0;
+    (void)streamd_buf_append(&err->msg, msg, len);
+    return STREAMD_ERR_RECORD;
+}
+
+int streamd_error_set(streamd_error *err, const char *msg) {
+    return streamd_error_setn(err, msg, strlen(msg));
+}
+
+int streamd_error_setf(streamd_error *err, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        n = 0;
+    }
+    if ((size_t)n >= sizeof tmp) {
+        n = sizeof tmp - 1;
+    }
+    return streamd_error_setn(err, tmp, (size_t)n);
+}
+
+/* ---- little-endian encoding -------------------------------------------- */
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static int append32(streamd_buf *b, uint32_t v) {
+    if (streamd_buf_reserve(b, 4) != STREAMD_OK) {
+        return -1;
+    }
+    put32(b->data + b->len, v);
+    b->len += 4;
+    return STREAMD_OK;
+}
+
+static int append64(streamd_buf *b, uint64_t v) {
+    if (streamd_buf_reserve(b, 8) != STREAMD_OK) {
+        return -1;
+    }
+    put64(b->data + b->len, v);
+    b->len += 8;
+    return STREAMD_OK;
+}
+
+/* append_nbytes writes a nullable byte string: i32 length (-1 null), bytes. */
+static int append_nbytes(streamd_buf *b, streamd_bytes s) {
+    if (s.data == NULL) {
+        return append32(b, UINT32_MAX);
+    }
+    if (s.len > INT32_MAX) {
+        return -1;
+    }
+    if (streamd_buf_reserve(b, 4 + s.len) != STREAMD_OK) {
+        return -1;
+    }
+    put32(b->data + b->len, (uint32_t)s.len);
+    if (s.len) {
+        memcpy(b->data + b->len + 4, s.data, s.len);
+    }
+    b->len += 4 + s.len;
+    return STREAMD_OK;
+}
+
+/* ---- the instance's state ---------------------------------------------- */
+
+static uint8_t *in_buf;
+static size_t in_cap;
+static streamd_buf out_buf;   /* replies */
+static streamd_buf codec_buf; /* a codec's payload */
+static streamd_error call_err;
+static streamd_header *hdrs;
+static size_t hdrs_cap;
+
+struct streamd_emitter {
+    streamd_buf *buf;
+    size_t entry_start; /* where this entry's status is */
+    size_t count_pos;   /* where out_count is */
+    uint32_t count;
+    int kept;
+    int open;         /* a record is begun and not ended */
+    size_t rec_start; /* where the open record's size is */
+    size_t hcount_pos;
+    uint32_t hcount;
+    int failed; /* out of memory or misuse */
+    const char *why;
+};
+
+static int emitter_fail(streamd_emitter *e, const char *why) {
+    if (!e->failed) {
+        e->failed = 1;
+        e->why = why;
+    }
+    return -1;
+}
+
+int streamd_emit_begin(streamd_emitter *e, int64_t timestamp_ms, streamd_bytes key,
+                       streamd_bytes value) {
+    if (e->failed) {
+        return -1;
+    }
+    if (e->kept) {
+        return emitter_fail(e, "streamd_emit after streamd_keep");
+    }
+    if (e->open) {
+        return emitter_fail(e, "streamd_emit_begin before streamd_emit_end");
+    }
+    streamd_buf *b = e->buf;
+    size_t start = b->len;
+    if (streamd_buf_reserve(b, 4 + 8 + 8 + 4) != STREAMD_OK) {
+        return emitter_fail(e, "out of memory");
+    }
+    uint8_t *p = b->data + b->len;
+    put32(p, 0); /* size, patched by streamd_emit_end */
+    put64(p + 4, UINT64_MAX); /* offset -1 */
+    put64(p + 12, (uint64_t)timestamp_ms);
+    put32(p + 20, UINT32_MAX); /* partition -1 */
+    b->len += 24;
+    if (append_nbytes(b, key) != STREAMD_OK || append_nbytes(b, value) != STREAMD_OK) {
+        b->len = start;
+        return emitter_fail(e, "out of memory or key/value over 2 GiB");
+    }
+    e->hcount_pos = b->len;
+    if (append32(b, 0) != STREAMD_OK) {
+        b->len = start;
+        return emitter_fail(e, "out of memory");
+    }
+    e->hcount = 0;
+    e->rec_start = start;
+    e->open = 1;
+    return STREAMD_OK;
+}
+
+int streamd_emit_header(streamd_emitter *e, streamd_bytes name, streamd_bytes value) {
+    if (e->failed) {
+        return -1;
+    }
+    if (!e->open) {
+        return emitter_fail(e, "streamd_emit_header without streamd_emit_begin");
+    }
+    streamd_buf *b = e->buf;
+    size_t start = b->len;
+    if (name.len > INT32_MAX || append32(b, (uint32_t)name.len) != STREAMD_OK ||
+        streamd_buf_append(b, name.data, name.len) != STREAMD_OK ||
+        append_nbytes(b, value) != STREAMD_OK) {
+        b->len = start;
+        return emitter_fail(e, "out of memory");
+    }
+    e->hcount++;
+    return STREAMD_OK;
+}
+
+int streamd_emit_end(streamd_emitter *e) {
+    if (e->failed) {
+        return -1;
+    }
+    if (!e->open) {
+        return emitter_fail(e, "streamd_emit_end without streamd_emit_begin");
+    }
+    streamd_buf *b = e->buf;
+    put32(b->data + e->hcount_pos, e->hcount);
+    put32(b->data + e->rec_start, (uint32_t)(b->len - e->rec_start - 4));
+    e->open = 0;
+    e->count++;
+    return STREAMD_OK;
+}
+
+int streamd_emit(streamd_emitter *e, const streamd_record *r) {
+    if (streamd_emit_begin(e, r->timestamp_ms, r->key, r->value) != STREAMD_OK) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < r->header_count; i++) {
+        if (streamd_emit_header(e, r->headers[i].name, r->headers[i].value) != STREAMD_OK) {
+            return -1;
+        }
+    }
+    return streamd_emit_end(e);
+}
+
+int streamd_keep(streamd_emitter *e) {
+    if (e->failed) {
+        return -1;
+    }
+    if (e->count || e->open) {
+        return emitter_fail(e, "streamd_keep after streamd_emit");
+    }
+    e->kept = 1;
+    return STREAMD_OK;
+}
+
+/* ---- exports ------------------------------------------------------------- */
+
+STREAMD_EXPORT("streamd_abi_v1") void streamd_abi_v1(void) {}
+
+STREAMD_EXPORT("streamd_buffer") uint8_t *streamd_buffer(int32_t size) {
+    if (size < 0) {
+        return NULL;
+    }
+    if ((size_t)size <= in_cap && in_buf != NULL) {
+        return in_buf;
+    }
+    size_t cap = 64 * 1024;
+    while (cap < (size_t)size) {
+        cap *= 2;
+    }
+    /* The old contents need not be kept: free first so memory is reused. */
+    free(in_buf);
+    in_buf = malloc(cap);
+    in_cap = in_buf ? cap : 0;
+    return in_buf;
+}
+
+static int32_t reply_status(int32_t status, const uint8_t *msg, size_t len) {
+    streamd_host_reply(msg, (uint32_t)len);
+    return status;
+}
+
+static int32_t reply_text(int32_t status, const char *msg) {
+    return reply_status(status, (const uint8_t *)msg, strlen(msg));
+}
+
+/* append_json_string appends s as a JSON string (for the manifest). */
+static int append_json_string(streamd_buf *b, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    int rc = streamd_buf_append_byte(b, '"');
+    for (; *s && rc == STREAMD_OK; s++) {
+        uint8_t c = (uint8_t)*s;
+        if (c == '"' || c == '\\') {
+            uint8_t esc[2] = {'\\', c};
+            rc = streamd_buf_append(b, esc, 2);
+        } else if (c < 0x20) {
+            uint8_t esc[6] = {'\\', 'u', '0', '0', (uint8_t)hex[c >> 4], (uint8_t)hex[c & 15]};
+            rc = streamd_buf_append(b, esc, 6);
+        } else {
+            rc = streamd_buf_append_byte(b, c);
+        }
+    }
+    if (rc == STREAMD_OK) {
+        rc = streamd_buf_append_byte(b, '"');
+    }
+    return rc;
+}
+
+static const char *kind_name(streamd_kind k) {
+    switch (k) {
+    case STREAMD_KIND_TRANSFORM:
+        return "transform";
+    case STREAMD_KIND_CODEC:
+        return "codec";
+    case STREAMD_KIND_SINK:
+        return "sink";
+    }
+    return "unknown";
+}
+
+STREAMD_EXPORT("streamd_manifest") int32_t streamd_manifest(void) {
+    const streamd_plugin *pl = &streamd_plugin_main;
+    streamd_buf *b = &out_buf;
+    b->len = 0;
+    int rc = streamd_buf_append(b, "{\"name\":", 8);
+    rc |= append_json_string(b, pl->name ? pl->name : "");
+    rc |= streamd_buf_append(b, ",\"kind\":\"", 9);
+    const char *kind = kind_name(pl->kind);
+    rc |= streamd_buf_append(b, kind, strlen(kind));
+    rc |= streamd_buf_append(b, "\",\"version\":", 12);
+    rc |= append_json_string(b, pl->version ? pl->version : "");
+    rc |= streamd_buf_append(b, ",\"abi\":1}", 9);
+    if (rc != STREAMD_OK) {
+        return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_manifest: out of memory");
+    }
+    return reply_status(STREAMD_STATUS_OK, b->data, b->len);
+}
+
+STREAMD_EXPORT("streamd_init") int32_t streamd_init(int32_t len) {
+    const streamd_plugin *pl = &streamd_plugin_main;
+    if (len < 0 || (size_t)len > in_cap) {
+        return reply_text(STREAMD_STATUS_ERR_INTERNAL,
+                          "streamd_init: config length is past the input buffer");
+    }
+    if (pl->init == NULL) {
+        return STREAMD_STATUS_OK;
+    }
+    call_err.msg.len = 0;
+    int rc = pl->init(streamd_bytes_of(in_buf, (size_t)len), &call_err);
+    if (rc == STREAMD_OK) {
+        return STREAMD_STATUS_OK;
+    }
+    if (call_err.msg.len == 0) {
+        return reply_text(STREAMD_STATUS_ERR_CONFIG, "config refused");
+    }
+    return reply_status(STREAMD_STATUS_ERR_CONFIG, call_err.msg.data, call_err.msg.len);
+}
+
+/* reader walks the request with bounds checks. */
+typedef struct reader {
+    const uint8_t *p;
+    size_t pos, end;
+    int bad;
+} reader;
+
+static uint32_t rd32(reader *r) {
+    if (r->bad || r->end - r->pos < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    uint32_t v = get32(r->p + r->pos);
+    r->pos += 4;
+    return v;
+}
+
+static uint64_t rd64(reader *r) {
+    if (r->bad || r->end - r->pos < 8) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = get64(r->p + r->pos);
+    r->pos += 8;
+    return v;
+}
+
+/* rdbytes reads len bytes (len -1 is null when nullable). */
+static streamd_bytes rdbytes(reader *r, int32_t len, int nullable) {
+    if (r->bad) {
+        return STREAMD_NULL;
+    }
+    if (len < 0) {
+        if (len != -1 || !nullable) {
+            r->bad = 1;
+        }
+        return STREAMD_NULL;
+    }
+    if (r->end - r->pos < (size_t)len) {
+        r->bad = 1;
+        return STREAMD_NULL;
+    }
+    streamd_bytes b = streamd_bytes_of(r->p + r->pos, (size_t)len);
+    r->pos += (size_t)len;
+    return b;
+}
+
+/* read_record decodes one record body in r->[pos, end) into rec. */
+static int read_record(reader *r, streamd_record *rec) {
+    rec->offset = (int64_t)rd64(r);
+    rec->timestamp_ms = (int64_t)rd64(r);
+    rec->partition = (int32_t)rd32(r);
+    rec->key = rdbytes(r, (int32_t)rd32(r), 1);
+    rec->value = rdbytes(r, (int32_t)rd32(r), 1);
+    uint32_t n = rd32(r);
+    if (r->bad) {
+        return -1;
+    }
+    /* Each header takes at least 8 bytes: refuse counts the body cannot hold. */
+    if (n > (r->end - r->pos) / 8) {
+        r->bad = 1;
+        return -1;
+    }
+    if (n > hdrs_cap) {
+        size_t cap = hdrs_cap ? hdrs_cap : 16;
+        while (cap < n) {
+            cap *= 2;
+        }
+        streamd_header *h = realloc(hdrs, cap * sizeof *h);
+        if (h == NULL) {
+            return -2;
+        }
+        hdrs = h;
+        hdrs_cap = cap;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nl = rd32(r);
+        if (nl > INT32_MAX) {
+            r->bad = 1;
+        }
+        hdrs[i].name = rdbytes(r, (int32_t)nl, 0);
+        hdrs[i].value = rdbytes(r, (int32_t)rd32(r), 1);
+    }
+    rec->headers = hdrs;
+    rec->header_count = n;
+    if (r->bad || r->pos != r->end) {
+        r->bad = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* msg builds the SDK's own error messages without printf. */
+static streamd_buf msg_buf;
+
+static void msg_str(const char *s) { (void)streamd_buf_append(&msg_buf, s, strlen(s)); }
+
+static void msg_num(uint64_t v) {
+    char d[20];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) {
+        (void)streamd_buf_append_byte(&msg_buf, (uint8_t)d[--n]);
+    }
+}
+
+static int32_t msg_reply(int32_t status) {
+    return reply_status(status, msg_buf.data, msg_buf.len);
+}
+
+static int32_t batch_failure(int32_t status) {
+    if (call_err.msg.len == 0) {
+        return msg_reply(status);
+    }
+    return reply_status(status, call_err.msg.data, call_err.msg.len);
+}
+
+STREAMD_EXPORT("streamd_process") int32_t streamd_process(int32_t len) {
+    const streamd_plugin *pl = &streamd_plugin_main;
+    if (len < 0 || (size_t)len > in_cap) {
+        return reply_text(STREAMD_STATUS_ERR_INTERNAL,
+                          "streamd_process: request length is past the input buffer");
+    }
+    reader rq = {in_buf, 0, (size_t)len, 0};
+    uint32_t op = rd32(&rq);
+    uint32_t count = rd32(&rq);
+    if (rq.bad) {
+        return reply_text(STREAMD_STATUS_ERR_INTERNAL,
+                          "streamd_process: request shorter than its 8-byte head");
+    }
+    int served = (op == STREAMD_OP_TRANSFORM && pl->kind == STREAMD_KIND_TRANSFORM &&
+                  pl->transform) ||
+                 (op == STREAMD_OP_ENCODE && pl->kind == STREAMD_KIND_CODEC && pl->encode) ||
+                 (op == STREAMD_OP_DECODE && pl->kind == STREAMD_KIND_CODEC && pl->decode) ||
+                 (op == STREAMD_OP_WRITE && pl->kind == STREAMD_KIND_SINK && pl->write);
+    if (!served) {
+        msg_buf.len = 0;
+        msg_str("op ");
+        msg_num(op);
+        msg_str(" is not served by ");
+        msg_str(kind_name(pl->kind));
+        msg_str(" plugin ");
+        msg_str(pl->name ? pl->name : "");
+        return msg_reply(STREAMD_STATUS_ERR_UNSUPPORTED);
+    }
+    streamd_buf *b = &out_buf;
+    b->len = 0;
+    if (append32(b, count) != STREAMD_OK) {
+        return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_process: out of memory");
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        size_t at = rq.pos;
+        uint32_t size = rd32(&rq);
+        if (rq.bad || size > rq.end - rq.pos) {
+            msg_buf.len = 0;
+            msg_str("streamd_process: malformed request: record ");
+            msg_num(i);
+            msg_str(" at byte ");
+            msg_num(at);
+            msg_str(" runs past the end");
+            return msg_reply(STREAMD_STATUS_ERR_INTERNAL);
+        }
+        reader body = {in_buf, rq.pos, rq.pos + size, 0};
+        rq.pos += size;
+        streamd_record rec;
+        int rrc = read_record(&body, &rec);
+        if (rrc == -2) {
+            return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_process: out of memory");
+        }
+        if (rrc != 0) {
+            msg_buf.len = 0;
+            msg_str("streamd_process: malformed request: record ");
+            msg_num(i);
+            msg_str(" at byte ");
+            msg_num(at);
+            msg_str(": bad field near byte ");
+            msg_num(body.pos);
+            return msg_reply(STREAMD_STATUS_ERR_INTERNAL);
+        }
+
+        streamd_emitter e;
+        memset(&e, 0, sizeof e);
+        e.buf = b;
+        e.entry_start = b->len;
+        call_err.msg.len = 0;
+        int rc;
+        if (append64(b, 0) != STREAMD_OK) { /* status 0, out_count placeholder */
+            return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_process: out of memory");
+        }
+        e.count_pos = e.entry_start + 4;
+        switch (op) {
+        case STREAMD_OP_TRANSFORM:
+            rc = pl->transform(&rec, &e, &call_err);
+            if (rc == STREAMD_OK && e.open) {
+                emitter_fail(&e, "streamd_emit_begin without streamd_emit_end");
+            }
+            break;
+        case STREAMD_OP_ENCODE:
+        case STREAMD_OP_DECODE:
+            codec_buf.len = 0;
+            rc = (op == STREAMD_OP_ENCODE ? pl->encode : pl->decode)(&rec, &codec_buf, &call_err);
+            if (rc == STREAMD_OK) {
+                streamd_bytes v = streamd_bytes_of(codec_buf.data, codec_buf.len);
+                if (streamd_emit_begin(&e, rec.timestamp_ms, STREAMD_NULL, v) == STREAMD_OK) {
+                    streamd_emit_end(&e);
+                }
+            }
+            break;
+        default: /* STREAMD_OP_WRITE */
+            rc = pl->write(&rec, &call_err);
+            break;
+        }
+        if (e.failed) {
+            msg_buf.len = 0;
+            msg_str("plugin ");
+            msg_str(pl->name ? pl->name : "");
+            msg_str(": ");
+            msg_str(e.why);
+            return msg_reply(STREAMD_STATUS_ERR_INTERNAL);
+        }
+        switch (rc) {
+        case STREAMD_OK:
+            if (e.kept) {
+                b->len = e.count_pos;
+                append32(b, UINT32_MAX); /* fits: the placeholder was there */
+            } else {
+                put32(b->data + e.count_pos, e.count);
+            }
+            break;
+        case STREAMD_ERR_RECORD:
+            b->len = e.entry_start;
+            if (append32(b, 1) != STREAMD_OK || append32(b, (uint32_t)call_err.msg.len) != STREAMD_OK ||
+                streamd_buf_append(b, call_err.msg.data, call_err.msg.len) != STREAMD_OK) {
+                return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_process: out of memory");
+            }
+            break;
+        case STREAMD_ERR_BATCH:
+            msg_buf.len = 0;
+            msg_str("batch failed");
+            return batch_failure(STREAMD_STATUS_ERR_BATCH);
+        default:
+            msg_buf.len = 0;
+            msg_str("plugin ");
+            msg_str(pl->name ? pl->name : "");
+            msg_str(": function returned an unknown result");
+            return batch_failure(STREAMD_STATUS_ERR_INTERNAL);
+        }
+    }
+    if (rq.pos != rq.end) {
+        msg_buf.len = 0;
+        msg_str("streamd_process: malformed request: ");
+        msg_num(rq.end - rq.pos);
+        msg_str(" bytes after the last record");
+        return msg_reply(STREAMD_STATUS_ERR_INTERNAL);
+    }
+    return reply_status(STREAMD_STATUS_OK, b->data, b->len);
+}
