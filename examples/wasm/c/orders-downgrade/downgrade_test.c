@@ -1,0 +1,125 @@
+/*
+ * Native table tests of downgrade.c (run by test.sh with the host compiler).
+ */
+#include "downgrade.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *in;  /* NULL: a null value */
+    const char *out; /* NULL: an error is expected, containing err */
+    const char *err;
+} cases[] = {
+    {"{\"order_id\":\"o-1\",\"customer\":{\"id\":\"c-1\",\"name\":\"Ann\"},\"amount_cents\":1299,"
+     "\"currency\":\"EUR\",\"tags\":[\"a\",1,true,null,{\"x\":[]}]}",
+     "{\"order_id\":\"o-1\",\"customer_id\":\"c-1\",\"amount_cents\":1299,\"currency\":\"EUR\"}", NULL},
+    /* escapes decoded, then escaped minimally; -0 is 0 */
+    {" {\"order_id\" : \"\\u00e9\\/\\\"\\\\\\b\\f\\n\\r\\t\\u0001\\u001F\\ud83d\\ude00\\u007f\\u2028\","
+     "\"customer\":{\"id\":\"\"},\"amount_cents\":-0,\"currency\":\"x\"}\n",
+     "{\"order_id\":\"\xc3\xa9/\\\"\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\xf0\x9f\x98\x80\x7f\xe2\x80\xa8\","
+     "\"customer_id\":\"\",\"amount_cents\":0,\"currency\":\"x\"}",
+     NULL},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":-9223372036854775808,\"currency\":\"c\"}",
+     "{\"order_id\":\"a\",\"customer_id\":\"b\",\"amount_cents\":-9223372036854775808,\"currency\":\"c\"}",
+     NULL},
+    {"{\"order_\\u0069d\":\"a\",\"customer\":{\"\\u0069d\":\"b\"},\"amount_cents\":9223372036854775807,"
+     "\"currency\":\"c\"}",
+     "{\"order_id\":\"a\",\"customer_id\":\"b\",\"amount_cents\":9223372036854775807,\"currency\":\"c\"}",
+     NULL},
+    {NULL, NULL, "null value"},
+    {"", NULL, "empty value"},
+    {"[]", NULL, "not a JSON object"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":9223372036854775808,\"currency\":\"c\"}",
+     NULL, "does not fit int64"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1.0,\"currency\":\"c\"}", NULL,
+     "not an integer"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":\"1\",\"currency\":\"c\"}", NULL,
+     "not a number"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\",\"\\u0069d\":\"c\"},\"amount_cents\":1,\"currency\":\"c\"}",
+     NULL, "duplicate key \"id\" in customer"},
+    {"{\"x\":1,\"order_id\":\"a\",\"x\":2}", NULL, "duplicate key \"x\""},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\"} {}", NULL,
+     "data after the JSON object"},
+    {"{\"order_id\":\"\\ud800\"}", NULL, "unpaired surrogate"},
+    {"{\"order_id\":\"\\udc00\"}", NULL, "unpaired surrogate"},
+    {"{\"order_id\":\"\xed\xa0\x80\"}", NULL, "invalid UTF-8"},
+    {"{\"order_id\":\"\xc0\xaf\"}", NULL, "invalid UTF-8"},
+    {"{\"order_id\":\"a\x01\"}", NULL, "control character"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":7}}", NULL, "customer.id is not a string"},
+    {"{\"order_id\":\"a\",\"customer\":[]}", NULL, "customer is not an object"},
+    {"{\"order_id\":\"a\",\"customer\":{},\"amount_cents\":1,\"currency\":\"c\"}", NULL,
+     "missing customer.id"},
+    {"{\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\"}", NULL, "missing order_id"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\",\"t\":tru}",
+     NULL, "invalid literal"},
+    {"{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\",\"t\":01}",
+     NULL, "expected ',' or '}'"},
+};
+
+static int nested(int levels, char *buf, size_t cap) {
+    /* top-level object (level 1) holding levels-1 nested arrays */
+    const char *head = "{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\",\"t\":";
+    size_t n = strlen(head);
+    if (n + 2 * (size_t)levels + 2 > cap) {
+        return -1;
+    }
+    memcpy(buf, head, n);
+    for (int i = 1; i < levels; i++) {
+        buf[n++] = '[';
+    }
+    for (int i = 1; i < levels; i++) {
+        buf[n++] = ']';
+    }
+    buf[n++] = '}';
+    buf[n] = 0;
+    return 0;
+}
+
+int main(void) {
+    int failures = 0;
+    streamd_buf out = {0}, scratch = {0}, err = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        streamd_bytes in = cases[i].in ? streamd_bytes_of(cases[i].in, strlen(cases[i].in)) : STREAMD_NULL;
+        out.len = 0;
+        int rc = downgrade_value(&out, &scratch, in, &err);
+        if (cases[i].out) {
+            if (rc != 0 || out.len != strlen(cases[i].out) || memcmp(out.data, cases[i].out, out.len) != 0) {
+                fprintf(stderr, "case %zu: rc %d, got %.*s\n  want %s\n  err %.*s\n", i, rc, (int)out.len,
+                        out.data, cases[i].out, (int)err.len, err.data);
+                failures++;
+            }
+            continue;
+        }
+        int found = 0;
+        size_t el = strlen(cases[i].err);
+        for (size_t k = 0; rc == -1 && k + el <= err.len; k++) {
+            found |= memcmp(err.data + k, cases[i].err, el) == 0;
+        }
+        if (!found) {
+            fprintf(stderr, "case %zu: rc %d, error %.*s, want one containing %s\n", i, rc, (int)err.len,
+                    err.data, cases[i].err);
+            failures++;
+        }
+    }
+    char deep[256];
+    for (int levels = 63; levels <= 66; levels++) {
+        nested(levels, deep, sizeof deep);
+        out.len = 0;
+        int rc = downgrade_value(&out, &scratch, streamd_bytes_of(deep, strlen(deep)), &err);
+        int want = levels <= 64 ? 0 : -1;
+        if (rc != want) {
+            fprintf(stderr, "nesting %d: rc %d, want %d (%.*s)\n", levels, rc, want, (int)err.len, err.data);
+            failures++;
+        }
+    }
+    streamd_buf_free(&out);
+    streamd_buf_free(&scratch);
+    streamd_buf_free(&err);
+    if (failures) {
+        fprintf(stderr, "FAIL: %d cases\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Runs the C SDK's native tests: sdk/c/test/streamd_test.c compiled with the
+# host C compiler (CC, default cc) as a transform, a codec and a sink, with
+# AddressSanitizer and UBSan when the compiler has them.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+cc=${CC:-cc}
+command -v "$cc" >/dev/null 2>&1 || { echo "$0: $cc not found" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+echo 'int main(void){return 0;}' >"$tmp/probe.c"
+"$cc" $san "$tmp/probe.c" -o "$tmp/probe" 2>/dev/null && "$tmp/probe" || san=
+for kind in TRANSFORM CODEC SINK; do
+	# shellcheck disable=SC2086 # san is a list of flags or empty
+	"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror $san -DTEST_$kind -I"$here/.." \
+		"$here/../streamd.c" "$here/streamd_test.c" -o "$tmp/test_$kind"
+	printf '%s: ' "$kind"
+	"$tmp/test_$kind"
+done
