@@ -1,0 +1,247 @@
+package native
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/streamd/streamd/plugins"
+	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
+	"github.com/streamd/streamd/record"
+)
+
+// Defaults for the loader's Options.
+const (
+	// DefaultTimeout bounds one call into a plugin process.
+	DefaultTimeout = 30 * time.Second
+	// DefaultShutdownTimeout bounds how long a plugin may take to exit.
+	DefaultShutdownTimeout = 5 * time.Second
+)
+
+// supervision configures restarts. Open uses defaultSupervision; tests shorten it.
+type supervision struct {
+	// backoffMin and backoffMax bound the wait before a restart; it doubles
+	// after each consecutive crash.
+	backoffMin, backoffMax time.Duration
+	// maxCrashes crashes within window put the plugin into a failed state.
+	maxCrashes int
+	window     time.Duration
+	// startTimeout bounds the start of a process (handshake).
+	startTimeout time.Duration
+}
+
+var defaultSupervision = supervision{
+	backoffMin:   100 * time.Millisecond,
+	backoffMax:   5 * time.Second,
+	maxCrashes:   5,
+	window:       time.Minute,
+	startTimeout: 30 * time.Second,
+}
+
+// Open starts the native plugin binary at path and returns it as a
+// plugins.Plugin that also implements, by its manifest's kind,
+// plugins.Transformer, plugins.Codec or plugins.Sink. Every value Open returns
+// also has the method
+//
+//	Health() error
+//
+// which is nil while the plugin works and the reason once it has failed for
+// good (too many crashes within a window).
+//
+// Of opts, Kind, Config, Logger, Timeout, Checksum and ShutdownTimeout apply.
+// ctx bounds the start; the plugin's processes outlive it until Close.
+func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugin, error) {
+	return open(ctx, path, opts, defaultSupervision)
+}
+
+func open(ctx context.Context, path string, opts plugins.Options, sup supervision) (plugins.Plugin, error) {
+	if path == "" {
+		return nil, errors.New("native plugin: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("native plugin %s: %w", path, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("native plugin %s: %w", path, err)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("native plugin %s: not an executable file", path)
+	}
+	var sum []byte
+	if opts.Checksum != "" {
+		sum, err = hex.DecodeString(strings.TrimSpace(opts.Checksum))
+		if err != nil || len(sum) != sha256.Size {
+			return nil, fmt.Errorf("native plugin %s: checksum %q is not a hex SHA-256 (64 hex digits)", path, opts.Checksum)
+		}
+	}
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("native plugin %s: config: %w", path, err)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := newSupervisor(path, abs, sum, cfgJSON, opts, sup)
+	if err := s.startFirst(ctx); err != nil {
+		return nil, err
+	}
+	base := &nativePlugin{s: s}
+	switch s.manifest.Kind {
+	case plugins.KindTransform:
+		return &transformPlugin{base}, nil
+	case plugins.KindCodec:
+		return &codecPlugin{base}, nil
+	default:
+		return &sinkPlugin{base}, nil
+	}
+}
+
+// nativePlugin is what every kind has.
+type nativePlugin struct{ s *supervisor }
+
+// Manifest implements plugins.Plugin.
+func (p *nativePlugin) Manifest() plugins.Manifest { return p.s.manifest }
+
+// Close implements plugins.Plugin: it asks the process to shut down and kills
+// it when it has not exited within the shutdown timeout or ctx's deadline,
+// whichever comes first.
+func (p *nativePlugin) Close(ctx context.Context) error { return p.s.close(ctx) }
+
+// Health is nil while the plugin works, and the reason once too many crashes
+// within the crash window have put it into a failed state.
+func (p *nativePlugin) Health() error { return p.s.health() }
+
+type transformPlugin struct{ *nativePlugin }
+
+type codecPlugin struct{ *nativePlugin }
+
+type sinkPlugin struct{ *nativePlugin }
+
+var (
+	_ plugins.Transformer = (*transformPlugin)(nil)
+	_ plugins.Codec       = (*codecPlugin)(nil)
+	_ plugins.Sink        = (*sinkPlugin)(nil)
+)
+
+// Transform implements plugins.Transformer. Output records keep the input's
+// Topic, Partition and Offset (where the record they came from was read);
+// their key, value, headers and timestamp are the plugin's.
+func (p *transformPlugin) Transform(ctx context.Context, batch []record.Record) ([]plugins.Result, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	res, err := p.s.process(ctx, pluginv1.Op_OP_TRANSFORM, pluginv1.FromRecords(batch))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]plugins.Result, len(res))
+	for i, r := range res {
+		switch o := r.GetOutcome().(type) {
+		case *pluginv1.Result_Keep:
+			out[i].Records = []record.Record{batch[i]}
+		case *pluginv1.Result_Error:
+			out[i].Err = recordErr(o.Error)
+		case *pluginv1.Result_Records:
+			recs := o.Records.GetRecords()
+			if len(recs) == 0 {
+				continue
+			}
+			out[i].Records = make([]record.Record, len(recs))
+			for j, x := range recs {
+				r := x.ToRecord()
+				r.Topic, r.Partition, r.Offset = batch[i].Topic, batch[i].Partition, batch[i].Offset
+				out[i].Records[j] = r
+			}
+		}
+	}
+	return out, nil
+}
+
+// Encode implements plugins.Codec.
+func (p *codecPlugin) Encode(ctx context.Context, payloads [][]byte) ([]plugins.Payload, error) {
+	return p.codec(ctx, pluginv1.Op_OP_ENCODE, payloads)
+}
+
+// Decode implements plugins.Codec.
+func (p *codecPlugin) Decode(ctx context.Context, payloads [][]byte) ([]plugins.Payload, error) {
+	return p.codec(ctx, pluginv1.Op_OP_DECODE, payloads)
+}
+
+func (p *codecPlugin) codec(ctx context.Context, op pluginv1.Op, payloads [][]byte) ([]plugins.Payload, error) {
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+	in := make([]*pluginv1.Record, len(payloads))
+	for i, b := range payloads {
+		if b == nil {
+			b = []byte{}
+		}
+		in[i] = &pluginv1.Record{Offset: -1, Partition: -1, Value: b}
+	}
+	res, err := p.s.process(ctx, op, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]plugins.Payload, len(res))
+	for i, r := range res {
+		switch o := r.GetOutcome().(type) {
+		case *pluginv1.Result_Error:
+			out[i].Err = recordErr(o.Error)
+		case *pluginv1.Result_Records:
+			if n := len(o.Records.GetRecords()); n != 1 {
+				return nil, fmt.Errorf("native plugin %s: %s result %d has %d records, a codec must return exactly one", p.s.manifest.Name, op, i, n)
+			}
+			out[i].Data = o.Records.GetRecords()[0].GetValue()
+		default:
+			return nil, fmt.Errorf("native plugin %s: %s result %d is KEEP, which a codec may not return", p.s.manifest.Name, op, i)
+		}
+	}
+	return out, nil
+}
+
+// Write implements plugins.Sink.
+func (p *sinkPlugin) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	res, err := p.s.process(ctx, pluginv1.Op_OP_WRITE, pluginv1.FromRecords(batch))
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(res))
+	for i, r := range res {
+		switch o := r.GetOutcome().(type) {
+		case *pluginv1.Result_Error:
+			errs[i] = recordErr(o.Error)
+		case *pluginv1.Result_Records:
+			if n := len(o.Records.GetRecords()); n != 0 {
+				return nil, fmt.Errorf("native plugin %s: write result %d has %d records, a sink must return none", p.s.manifest.Name, i, n)
+			}
+		default:
+			return nil, fmt.Errorf("native plugin %s: write result %d is KEEP, which a sink may not return", p.s.manifest.Name, i)
+		}
+	}
+	return errs, nil
+}
+
+// recordErr is a per-record rejection with the plugin's reason.
+func recordErr(msg string) error { return errors.New(msg) }
+
+// sup gives tests the supervisor.
+func (p *nativePlugin) sup() *supervisor { return p.s }

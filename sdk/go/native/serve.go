@@ -1,0 +1,289 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/streamd/streamd/plugins"
+	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
+	"github.com/streamd/streamd/record"
+)
+
+// Result is what a transform made of one input record: output records (none
+// drops the record), Keep (the input record unchanged), or Err (the record is
+// rejected with Err's message as the reason).
+type Result struct {
+	Records []record.Record
+	Keep    bool
+	Err     error
+}
+
+// Transformer transforms a batch: one Result per input record, in order. A
+// non-nil error fails the whole batch.
+type Transformer interface {
+	Transform(ctx context.Context, batch []record.Record) ([]Result, error)
+}
+
+// TransformFunc is a Transformer that transforms one record at a time.
+type TransformFunc func(ctx context.Context, r record.Record) Result
+
+// Transform implements Transformer.
+func (f TransformFunc) Transform(ctx context.Context, batch []record.Record) ([]Result, error) {
+	out := make([]Result, len(batch))
+	for i, r := range batch {
+		out[i] = f(ctx, r)
+	}
+	return out, nil
+}
+
+// Plugin describes a native plugin. Exactly one of Transformer, Codec and
+// Sink must be set.
+type Plugin struct {
+	// Name matches [a-z0-9._-]{1,64}.
+	Name string
+	// Version is the plugin's own version, e.g. "1.0.0".
+	Version string
+
+	Transformer Transformer
+	Codec       plugins.Codec
+	Sink        plugins.Sink
+
+	// Init, if set, receives the plugin's config table from the streamd TOML
+	// as a JSON object ("{}" when there is none) before the first batch. An
+	// error refuses the config: the pipeline does not start.
+	Init func(ctx context.Context, config json.RawMessage) error
+	// Close, if set, is called when streamd stops the plugin. streamd kills
+	// the process when Close outlasts its shutdown deadline.
+	Close func(ctx context.Context) error
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
+
+func (p *Plugin) kind() (plugins.Kind, error) {
+	var kinds []plugins.Kind
+	if p.Transformer != nil {
+		kinds = append(kinds, plugins.KindTransform)
+	}
+	if p.Codec != nil {
+		kinds = append(kinds, plugins.KindCodec)
+	}
+	if p.Sink != nil {
+		kinds = append(kinds, plugins.KindSink)
+	}
+	if !nameRE.MatchString(p.Name) {
+		return "", fmt.Errorf("plugin name %q does not match [a-z0-9._-]{1,64}", p.Name)
+	}
+	if len(kinds) != 1 {
+		return "", fmt.Errorf("plugin %s: exactly one of Transformer, Codec and Sink must be set, got %d", p.Name, len(kinds))
+	}
+	return kinds[0], nil
+}
+
+// maxMsg is the largest gRPC message a plugin accepts or sends.
+const maxMsg = math.MaxInt32
+
+// Serve runs the plugin until streamd stops it, then returns. It exits the
+// process with status 1 if p is invalid or the process was not started by
+// streamd (the handshake's magic cookie is missing).
+func Serve(p Plugin) {
+	kind, err := p.kind()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "streamd native plugin:", err)
+		os.Exit(1)
+	}
+	srv := &server{p: p, kind: kind}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake(),
+		VersionedPlugins: map[int]plugin.PluginSet{
+			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &GRPCPlugin{Impl: srv}},
+		},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))...)
+		},
+	})
+}
+
+// Handshake is the go-plugin handshake of the streamd native protocol. The
+// protocol version is negotiated from the versioned plugin sets.
+func Handshake() plugin.HandshakeConfig {
+	return plugin.HandshakeConfig{
+		MagicCookieKey:   pluginv1.MagicCookieKey,
+		MagicCookieValue: pluginv1.MagicCookieValue,
+	}
+}
+
+// GRPCPlugin is the go-plugin plugin of protocol v1: the plugin side
+// registers Impl, the host side gets a pluginv1.PluginClient. Plugins use
+// Serve instead; this is exported for the host and for tests.
+type GRPCPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl pluginv1.PluginServer
+}
+
+// GRPCServer implements plugin.GRPCPlugin.
+func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if g.Impl == nil {
+		return errors.New("streamd native plugin: no server")
+	}
+	pluginv1.RegisterPluginServer(s, g.Impl)
+	return nil
+}
+
+// GRPCClient implements plugin.GRPCPlugin.
+func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return pluginv1.NewPluginClient(c), nil
+}
+
+// server adapts a Plugin to the v1 service.
+type server struct {
+	pluginv1.UnimplementedPluginServer
+	p    Plugin
+	kind plugins.Kind
+}
+
+func (s *server) Manifest(context.Context, *pluginv1.ManifestRequest) (*pluginv1.ManifestResponse, error) {
+	return &pluginv1.ManifestResponse{Name: s.p.Name, Kind: string(s.kind), Version: s.p.Version, Protocol: pluginv1.ProtocolVersion}, nil
+}
+
+func (s *server) Init(ctx context.Context, req *pluginv1.InitRequest) (*pluginv1.InitResponse, error) {
+	cfg := req.GetConfigJson()
+	if len(cfg) == 0 {
+		cfg = []byte("{}")
+	}
+	if s.p.Init != nil {
+		if err := s.p.Init(ctx, cfg); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	return &pluginv1.InitResponse{}, nil
+}
+
+func (s *server) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest) (*pluginv1.ShutdownResponse, error) {
+	if s.p.Close != nil {
+		if err := s.p.Close(ctx); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	return &pluginv1.ShutdownResponse{}, nil
+}
+
+func (s *server) Process(ctx context.Context, req *pluginv1.ProcessRequest) (*pluginv1.ProcessResponse, error) {
+	op := req.GetOp()
+	switch {
+	case op == pluginv1.Op_OP_TRANSFORM && s.kind == plugins.KindTransform:
+		return s.transform(ctx, req.GetRecords())
+	case (op == pluginv1.Op_OP_ENCODE || op == pluginv1.Op_OP_DECODE) && s.kind == plugins.KindCodec:
+		return s.codec(ctx, op, req.GetRecords())
+	case op == pluginv1.Op_OP_WRITE && s.kind == plugins.KindSink:
+		return s.write(ctx, req.GetRecords())
+	}
+	return nil, status.Errorf(codes.Unimplemented, "plugin %s (%s) does not serve op %s", s.p.Name, s.kind, op)
+}
+
+// batchErr is the status of a failed batch. It is never UNAVAILABLE, which
+// the host reads as a broken process.
+func batchErr(err error) error {
+	return status.Error(codes.Aborted, err.Error())
+}
+
+func errResult(err error) *pluginv1.Result {
+	msg := err.Error()
+	if msg == "" {
+		msg = "rejected"
+	}
+	return &pluginv1.Result{Outcome: &pluginv1.Result_Error{Error: msg}}
+}
+
+func recordsResult(recs []*pluginv1.Record) *pluginv1.Result {
+	return &pluginv1.Result{Outcome: &pluginv1.Result_Records{Records: &pluginv1.Records{Records: recs}}}
+}
+
+var keepResult = &pluginv1.Result{Outcome: &pluginv1.Result_Keep{Keep: &pluginv1.Keep{}}}
+
+func (s *server) transform(ctx context.Context, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
+	res, err := s.p.Transformer.Transform(ctx, pluginv1.ToRecords(in))
+	if err != nil {
+		return nil, batchErr(err)
+	}
+	if len(res) != len(in) {
+		return nil, status.Errorf(codes.Internal, "plugin %s: transform returned %d results for %d records", s.p.Name, len(res), len(in))
+	}
+	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(res))}
+	for i, r := range res {
+		switch {
+		case r.Err != nil:
+			out.Results[i] = errResult(r.Err)
+		case r.Keep:
+			out.Results[i] = keepResult
+		default:
+			recs := pluginv1.FromRecords(r.Records)
+			for _, x := range recs {
+				x.Offset, x.Partition = -1, -1
+			}
+			out.Results[i] = recordsResult(recs)
+		}
+	}
+	return out, nil
+}
+
+func (s *server) codec(ctx context.Context, op pluginv1.Op, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
+	payloads := make([][]byte, len(in))
+	for i, r := range in {
+		payloads[i] = r.GetValue()
+	}
+	var res []plugins.Payload
+	var err error
+	if op == pluginv1.Op_OP_ENCODE {
+		res, err = s.p.Codec.Encode(ctx, payloads)
+	} else {
+		res, err = s.p.Codec.Decode(ctx, payloads)
+	}
+	if err != nil {
+		return nil, batchErr(err)
+	}
+	if len(res) != len(in) {
+		return nil, status.Errorf(codes.Internal, "plugin %s: codec returned %d payloads for %d", s.p.Name, len(res), len(in))
+	}
+	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(res))}
+	for i, p := range res {
+		if p.Err != nil {
+			out.Results[i] = errResult(p.Err)
+			continue
+		}
+		data := p.Data
+		if data == nil {
+			data = []byte{}
+		}
+		out.Results[i] = recordsResult([]*pluginv1.Record{{Offset: -1, Partition: -1, Value: data}})
+	}
+	return out, nil
+}
+
+func (s *server) write(ctx context.Context, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
+	errs, err := s.p.Sink.Write(ctx, pluginv1.ToRecords(in))
+	if err != nil {
+		return nil, batchErr(err)
+	}
+	if len(errs) != len(in) {
+		return nil, status.Errorf(codes.Internal, "plugin %s: sink returned %d results for %d records", s.p.Name, len(errs), len(in))
+	}
+	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(errs))}
+	for i, e := range errs {
+		if e != nil {
+			out.Results[i] = errResult(e)
+		} else {
+			out.Results[i] = recordsResult(nil)
+		}
+	}
+	return out, nil
+}
