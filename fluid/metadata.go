@@ -410,3 +410,20 @@ func checkPlugin(ctx context.Context, load Loader, tv *TopicVersion) error {
 	}
 	return nil
 }
+
+// renameTopic returns a copy of m with topic from renamed to to (tests on a
+// shared broker use unique topic names).
+func (m *Metadata) renameTopic(from, to string) *Metadata {
+	c := *m
+	c.versions = map[int]map[string]*TopicVersion{}
+	for v, ts := range m.versions {
+		c.versions[v] = map[string]*TopicVersion{}
+		for t, tv := range ts {
+			if t == from {
+				t = to
+			}
+			c.versions[v][t] = tv
+		}
+	}
+	return &c
+}

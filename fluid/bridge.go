@@ -1,0 +1,520 @@
+package fluid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Bridge is the Fluid Messaging bridge: the /fluid/ HTTP endpoints and, on
+// the one instance that holds leadership, the republishers that fill
+// downgrade topics. Create it with NewBridge, serve Handler, Close it.
+type Bridge struct {
+	cfg   config
+	meta  *Metadata
+	log   *slog.Logger
+	cl    *kgo.Client // producer (manual partitioner) and admin
+	adm   *kadm.Client
+	state *stateStore
+	dg    *downgrader
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+
+	mu      sync.Mutex // leader, running
+	leader  bool
+	running map[topicVersion]*runner
+
+	topicsMu sync.Mutex
+	topics   map[string]int // downgrade topics known to exist -> partitions
+
+	triggerMu sync.Mutex // serialises state changes from HTTP
+	compat    sync.Map   // compatKey -> bool (answers already acted on)
+}
+
+type compatKey struct {
+	topic string
+	o, c  int
+}
+
+// runner is one running republisher.
+type runner struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	stat   *republishStats
+}
+
+// NewBridge loads the metadata, connects to Kafka, reads the bridge state
+// and starts competing for leadership. The bridge runs until Close or ctx
+// ends.
+func NewBridge(ctx context.Context, opts ...Option) (*Bridge, error) {
+	cfg := config{stateTopic: DefaultStateTopic, leaderGroup: DefaultLeaderGroup, metaDir: ".fluid", replication: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
+	}
+	meta := cfg.meta
+	if meta == nil {
+		var err error
+		if meta, err = LoadMetadata(cfg.metaDir); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.baseline == 0 {
+		cfg.baseline = meta.First()
+	}
+	if _, ok := meta.versions[cfg.baseline]; !ok {
+		return nil, fmt.Errorf("fluid: baseline version %d is not in the metadata (%d..%d)", cfg.baseline, meta.First(), meta.Last())
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), cfg.kopts...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("fluid: kafka client: %w", err)
+	}
+	b := &Bridge{
+		cfg:     cfg,
+		meta:    meta,
+		log:     cfg.log,
+		cl:      cl,
+		adm:     kadm.NewClient(cl),
+		dg:      newDowngrader(meta, cfg.load, cfg.pluginOpts, cfg.baseline),
+		kick:    make(chan struct{}, 1),
+		running: map[topicVersion]*runner{},
+		topics:  map[string]int{},
+	}
+	b.state = &stateStore{cl: cl, topic: cfg.stateTopic, log: cfg.log, v: newView(), onChange: b.poke}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := b.start(ctx); err != nil {
+		b.cancel()
+		b.wg.Wait()
+		cl.Close()
+		return nil, err
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			b.Close(context.Background())
+		case <-b.ctx.Done():
+		}
+	}()
+	return b, nil
+}
+
+func (b *Bridge) start(ctx context.Context) error {
+	if err := ensureStateTopic(ctx, b.adm, b.cfg.stateTopic, b.cfg.replication); err != nil {
+		return err
+	}
+	ends, err := b.adm.ListEndOffsets(ctx, b.cfg.stateTopic)
+	if err != nil {
+		return fmt.Errorf("fluid: state topic %s: %w", b.cfg.stateTopic, err)
+	}
+	end, ok := ends.Lookup(b.cfg.stateTopic, 0)
+	if !ok || end.Err != nil {
+		return fmt.Errorf("fluid: state topic %s: no end offset: %v", b.cfg.stateTopic, end.Err)
+	}
+	loaded := make(chan struct{})
+	b.wg.Add(3)
+	go func() {
+		defer b.wg.Done()
+		if err := b.state.run(b.ctx, b.cfg.kopts, end.Offset, loaded); err != nil && b.ctx.Err() == nil {
+			b.log.Error("fluid: state reader stopped", "err", err)
+		}
+	}()
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	go func() { defer b.wg.Done(); b.reconcileLoop() }()
+	go func() { defer b.wg.Done(); b.leadership() }()
+	return nil
+}
+
+// Close stops republishing, leaves the leader group and closes plugins and
+// clients.
+func (b *Bridge) Close(ctx context.Context) error {
+	b.cancel()
+	b.wg.Wait()
+	b.stopAll()
+	err := b.dg.close(ctx)
+	b.cl.Close()
+	return err
+}
+
+func (b *Bridge) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// leadership joins the leader group; the member assigned the state topic's
+// only partition is the leader.
+func (b *Bridge) leadership() {
+	opts := append(append([]kgo.Opt(nil), b.cfg.kopts...),
+		kgo.ConsumerGroup(b.cfg.leaderGroup),
+		kgo.ConsumeTopics(b.cfg.stateTopic),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m[b.cfg.stateTopic]) > 0 {
+				b.setLeader(true)
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m[b.cfg.stateTopic]) > 0 {
+				b.setLeader(false)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			if len(m[b.cfg.stateTopic]) > 0 {
+				b.setLeader(false)
+			}
+		}),
+	)
+	if b.cfg.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(b.cfg.instanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		b.log.Error("fluid: leader group client", "err", err)
+		return
+	}
+	// The group client exists only for its assignment; records are read by
+	// the state reader, so fetching is paused and polling only drives the
+	// group.
+	cl.PauseFetchTopics(b.cfg.stateTopic)
+	for b.ctx.Err() == nil {
+		cl.PollFetches(b.ctx)
+	}
+	b.setLeader(false)
+	if b.cfg.instanceID == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cl.LeaveGroupContext(ctx)
+		cancel()
+	}
+	cl.Close()
+}
+
+func (b *Bridge) setLeader(on bool) {
+	b.mu.Lock()
+	changed := b.leader != on
+	b.leader = on
+	b.mu.Unlock()
+	if changed {
+		b.log.Info("fluid: bridge leadership", "leader", on)
+	}
+	if !on {
+		b.stopAll()
+	}
+	b.poke()
+}
+
+// IsLeader reports whether this instance republishes.
+func (b *Bridge) IsLeader() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leader
+}
+
+func (b *Bridge) stopAll() {
+	b.mu.Lock()
+	rs := b.running
+	b.running = map[topicVersion]*runner{}
+	b.mu.Unlock()
+	for _, r := range rs {
+		r.cancel()
+	}
+	for _, r := range rs {
+		<-r.done
+	}
+}
+
+func (b *Bridge) reconcileLoop() {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.kick:
+		case <-tick.C:
+		}
+		b.reconcile()
+	}
+}
+
+// reconcile starts a republisher for every republish entry that some group
+// still needs, stops the others, and (leader only) removes entries nobody
+// needs any more.
+func (b *Bridge) reconcile() {
+	want := map[topicVersion]republishSpec{}
+	var obsolete []topicVersion
+	b.state.read(func(v *view) {
+		for tv, spec := range v.republish {
+			if len(v.groupsOn(tv.topic, tv.version)) > 0 {
+				want[tv] = spec
+			} else {
+				obsolete = append(obsolete, tv)
+			}
+		}
+	})
+	b.mu.Lock()
+	if !b.leader {
+		b.mu.Unlock()
+		return
+	}
+	var stop []*runner
+	for tv, r := range b.running {
+		if _, ok := want[tv]; !ok {
+			stop = append(stop, r)
+			delete(b.running, tv)
+		}
+	}
+	for tv, spec := range want {
+		if _, ok := b.running[tv]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(b.ctx)
+		r := &runner{cancel: cancel, done: make(chan struct{}), stat: &republishStats{}}
+		b.running[tv] = r
+		go func() {
+			defer close(r.done)
+			b.runRepublisher(ctx, tv, spec, r.stat)
+		}()
+	}
+	b.mu.Unlock()
+	for _, r := range stop {
+		r.cancel()
+		<-r.done
+	}
+	for _, tv := range obsolete {
+		b.log.Info("fluid: no group needs the downgrade topic any more, republishing stopped", "topic", tv.topic, "version", tv.version)
+		b.triggerMu.Lock()
+		// Re-check under the lock: a group may have registered meanwhile.
+		still := false
+		b.state.read(func(v *view) { still = len(v.groupsOn(tv.topic, tv.version)) > 0 })
+		if !still {
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			if err := b.state.put(ctx, republishKey(tv), nil); err != nil {
+				b.log.Warn("fluid: remove republish state", "err", err)
+			}
+			cancel()
+			b.compat.Range(func(k, _ any) bool {
+				if ck := k.(compatKey); ck.topic == tv.topic && ck.c == tv.version {
+					b.compat.Delete(k)
+				}
+				return true
+			})
+		}
+		b.triggerMu.Unlock()
+	}
+}
+
+// runRepublisher runs one republisher until ctx ends, restarting it with
+// backoff after errors. A record that cannot be downgraded stops progress
+// there (fail closed) and is retried until the metadata or plugin is fixed.
+func (b *Bridge) runRepublisher(ctx context.Context, tv topicVersion, spec republishSpec, stat *republishStats) {
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		err := b.republish(ctx, tv, spec, stat)
+		if ctx.Err() != nil {
+			return
+		}
+		stat.setErr(err)
+		b.log.Error("fluid: republishing failed; retrying", "topic", tv.topic, "version", tv.version, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// DowngradeTopic is the name of the downgrade topic of topic for version.
+func DowngradeTopic(topic string, version int) string {
+	return topic + DowngradeTopicSuffix + strconv.Itoa(version)
+}
+
+// partitions returns the partition count of topic, or 0 if it does not
+// exist.
+func (b *Bridge) partitions(ctx context.Context, topic string) (int, error) {
+	td, err := b.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	d, ok := td[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, nil
+	}
+	if d.Err != nil {
+		return 0, d.Err
+	}
+	return len(d.Partitions), nil
+}
+
+// ensureDowngradeTopic creates the downgrade topic of (topic, version) with
+// topic's partition count. errNoTopic: topic is not in Kafka.
+func (b *Bridge) ensureDowngradeTopic(ctx context.Context, topic string, version int) (string, int, error) {
+	name := DowngradeTopic(topic, version)
+	b.topicsMu.Lock()
+	n, ok := b.topics[name]
+	b.topicsMu.Unlock()
+	if ok {
+		return name, n, nil
+	}
+	if err := validTopicName(name); err != nil {
+		return "", 0, err
+	}
+	n, err := b.partitions(ctx, topic)
+	if err != nil {
+		return "", 0, err
+	}
+	if n == 0 {
+		return "", 0, errNoTopic
+	}
+	dn, err := b.partitions(ctx, name)
+	if err != nil {
+		return "", 0, err
+	}
+	if dn == 0 {
+		resp, err := b.adm.CreateTopic(ctx, int32(n), b.cfg.replication, nil, name)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil:
+			dn = n
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			if dn, err = b.partitions(ctx, name); err != nil {
+				return "", 0, err
+			}
+		default:
+			return "", 0, fmt.Errorf("create downgrade topic %s: %w", name, err)
+		}
+	}
+	if dn != n {
+		return "", 0, fmt.Errorf("downgrade topic %s has %d partitions but %s has %d", name, dn, topic, n)
+	}
+	b.topicsMu.Lock()
+	b.topics[name] = n
+	b.topicsMu.Unlock()
+	return name, n, nil
+}
+
+var errNoTopic = errors.New("topic does not exist in Kafka")
+
+// lastBefore returns the last record of topic/partition with an offset below
+// end (nil if there is none), reading backwards in growing windows so that
+// gaps in offsets (transaction markers, compaction) do not matter.
+func (b *Bridge) lastBefore(ctx context.Context, topic string, partition int32, end int64) (*kgo.Record, error) {
+	starts, err := b.adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	so, ok := starts.Lookup(topic, partition)
+	if !ok || so.Err != nil {
+		return nil, fmt.Errorf("start offset of %s/%d: %v", topic, partition, so.Err)
+	}
+	for window := int64(1); ; window *= 16 {
+		from := max(so.Offset, end-window)
+		if from >= end {
+			return nil, nil
+		}
+		recs, err := b.readRange(ctx, topic, partition, from, end)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) > 0 {
+			return recs[len(recs)-1], nil
+		}
+		if from == so.Offset {
+			return nil, nil
+		}
+	}
+}
+
+// readRange reads the records of topic/partition with from <= offset < to.
+// It stops at the first record at or past to-1, or after a quiet period
+// (offsets near to may be markers, not records).
+func (b *Bridge) readRange(ctx context.Context, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), b.cfg.kopts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	quiet := 0
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		done := false
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("read %s/%d: %w", topic, partition, e.Err)
+			}
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			if r.Offset >= to {
+				done = true
+				return
+			}
+			out = append(out, r)
+			if r.Offset >= to-1 {
+				done = true
+			}
+		})
+		if done {
+			return out, nil
+		}
+		if n == 0 {
+			if quiet++; quiet >= 2 {
+				return out, nil
+			}
+		}
+	}
+}
+
+// committed returns group's committed offsets for topic (partition -> offset).
+func (b *Bridge) committed(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	resp, err := b.adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if err := resp.Error(); err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, o := range resp[topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+func kerrErr(code int16) error { return kerr.ErrorForCode(code) }

@@ -1,0 +1,218 @@
+package fluid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// downgrader turns records of any version of a topic into one target
+// version: loaded plugins are cached per step and closed by close.
+type downgrader struct {
+	meta     *Metadata
+	load     Loader
+	opts     plugins.Options
+	baseline int
+
+	mu      sync.Mutex
+	plugins map[stepKey]plugins.Plugin
+}
+
+type stepKey struct {
+	topic string
+	from  int
+}
+
+func newDowngrader(meta *Metadata, load Loader, opts plugins.Options, baseline int) *downgrader {
+	return &downgrader{meta: meta, load: load, opts: opts, baseline: baseline, plugins: map[stepKey]plugins.Plugin{}}
+}
+
+func (d *downgrader) step(ctx context.Context, s Step) (plugins.Transformer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := stepKey{s.Topic, s.From}
+	if p, ok := d.plugins[k]; ok {
+		return p.(plugins.Transformer), nil
+	}
+	if d.load == nil {
+		return nil, fmt.Errorf("fluid: no plugin loader configured to load downgrade %s", s.Downgrade)
+	}
+	opts := d.opts
+	opts.Kind = plugins.KindTransform
+	opts.Config = s.DowngradeConfig
+	p, err := d.load(ctx, s.Downgrade, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fluid: load downgrade v%d->v%d of %q (%s): %w", s.From, s.From-1, s.Topic, s.Downgrade, err)
+	}
+	t, ok := p.(plugins.Transformer)
+	if !ok {
+		p.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("fluid: downgrade %s is a %s plugin, not a transform", s.Downgrade, p.Manifest().Kind)
+	}
+	d.plugins[k] = p
+	return t, nil
+}
+
+func (d *downgrader) close(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for k, p := range d.plugins {
+		errs = append(errs, p.Close(ctx))
+		delete(d.plugins, k)
+	}
+	return errors.Join(errs...)
+}
+
+// version returns the schema version of r: its header, or the baseline.
+func recordVersion(r *record.Record, baseline int) (int, error) {
+	h, ok := r.Header(HeaderSchemaVersion)
+	if !ok {
+		return baseline, nil
+	}
+	v, err := parseVersion(string(h))
+	if err != nil {
+		return 0, fmt.Errorf("record %s/%d@%d: header %s: %w", r.Topic, r.Partition, r.Offset, HeaderSchemaVersion, err)
+	}
+	return v, nil
+}
+
+// parseVersion parses a schema version: a positive decimal, optionally
+// prefixed with "v".
+func parseVersion(s string) (int, error) {
+	if len(s) > 1 && (s[0] == 'v' || s[0] == 'V') {
+		s = s[1:]
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || s[0] == '+' {
+		return 0, fmt.Errorf("%q is not a schema version (a positive integer)", s)
+	}
+	return v, nil
+}
+
+// toVersion turns batch (records of topic, any versions, in order) into the
+// records a consumer on version target must see, one output per input, in
+// order:
+//   - records compatible with target are copied unchanged;
+//   - records of a newer, incompatible version go through every downgrade
+//     step down to target, and the result must validate against target's
+//     schema; the output carries HeaderSchemaVersion = target;
+//   - records of an older, incompatible version cannot be upgraded and are
+//     copied unchanged.
+//
+// Every output carries the HeaderSource* headers naming its input. Any
+// failure (unknown version, missing step, plugin error, invalid result)
+// fails the whole batch: nothing wrong is ever written.
+func (d *downgrader) toVersion(ctx context.Context, topic string, target int, batch []record.Record) ([]record.Record, error) {
+	out := make([]record.Record, len(batch))
+	type group struct {
+		idx  []int
+		recs []record.Record
+	}
+	byVersion := map[int]*group{}
+	var order []int
+	for i := range batch {
+		r := &batch[i]
+		v, err := recordVersion(r, d.baseline)
+		if err != nil {
+			return nil, err
+		}
+		compatible, err := d.meta.Compatible(topic, v, target)
+		if err != nil {
+			return nil, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		if compatible || v < target {
+			out[i] = *r
+			out[i].Headers = append([]record.Header(nil), r.Headers...)
+			continue
+		}
+		g := byVersion[v]
+		if g == nil {
+			g = &group{}
+			byVersion[v] = g
+			order = append(order, v)
+		}
+		g.idx = append(g.idx, i)
+		g.recs = append(g.recs, r.Clone())
+	}
+	tv, err := d.meta.Topic(topic, target)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range order {
+		g := byVersion[v]
+		steps, err := d.meta.Chain(topic, v, target)
+		if err != nil {
+			return nil, err
+		}
+		recs := g.recs
+		for _, s := range steps {
+			tr, err := d.step(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			res, err := tr.Transform(ctx, recs)
+			if err != nil {
+				return nil, fmt.Errorf("fluid: downgrade v%d->v%d of %q failed: %w", s.From, s.From-1, topic, err)
+			}
+			if len(res) != len(recs) {
+				return nil, fmt.Errorf("fluid: downgrade v%d->v%d of %q returned %d results for %d records", s.From, s.From-1, topic, len(res), len(recs))
+			}
+			next := make([]record.Record, len(recs))
+			for i, r := range res {
+				src := &batch[g.idx[i]]
+				if r.Err != nil {
+					return nil, fmt.Errorf("fluid: downgrade v%d->v%d of %s/%d@%d: %w", s.From, s.From-1, src.Topic, src.Partition, src.Offset, r.Err)
+				}
+				if len(r.Records) != 1 {
+					return nil, fmt.Errorf("fluid: downgrade v%d->v%d of %s/%d@%d made %d records, want exactly 1", s.From, s.From-1, src.Topic, src.Partition, src.Offset, len(r.Records))
+				}
+				next[i] = r.Records[0]
+			}
+			recs = next
+		}
+		for i, r := range recs {
+			src := &batch[g.idx[i]]
+			if err := tv.Validate(r.Value); err != nil {
+				return nil, fmt.Errorf("fluid: %s/%d@%d downgraded from v%d is not valid v%d: %w", src.Topic, src.Partition, src.Offset, v, target, err)
+			}
+			o := record.Record{Key: src.Key, Value: r.Value, Headers: r.Headers, Timestamp: src.Timestamp, Partition: src.Partition}
+			o.SetHeader(HeaderSchemaVersion, []byte(strconv.Itoa(target)))
+			out[g.idx[i]] = o
+		}
+	}
+	for i := range out {
+		src := &batch[i]
+		out[i].Topic, out[i].Partition, out[i].Offset = "", src.Partition, 0
+		out[i].Key = src.Key
+		out[i].SetHeader(HeaderSourcePartition, []byte(strconv.Itoa(int(src.Partition))))
+		out[i].SetHeader(HeaderSourceOffset, []byte(strconv.FormatInt(src.Offset, 10)))
+		if v, err := recordVersion(src, d.baseline); err == nil {
+			out[i].SetHeader(HeaderSourceVersion, []byte(strconv.Itoa(v)))
+		}
+	}
+	return out, nil
+}
+
+// sourcePosition reads the HeaderSource* headers of a downgrade-topic record.
+func sourcePosition(r *record.Record) (partition int32, offset int64, err error) {
+	hp, ok1 := r.Header(HeaderSourcePartition)
+	ho, ok2 := r.Header(HeaderSourceOffset)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("record %s/%d@%d has no %s/%s headers", r.Topic, r.Partition, r.Offset, HeaderSourcePartition, HeaderSourceOffset)
+	}
+	p, err := strconv.ParseInt(string(hp), 10, 32)
+	if err != nil || p < 0 {
+		return 0, 0, fmt.Errorf("record %s/%d@%d: bad %s %q", r.Topic, r.Partition, r.Offset, HeaderSourcePartition, hp)
+	}
+	o, err := strconv.ParseInt(string(ho), 10, 64)
+	if err != nil || o < 0 {
+		return 0, 0, fmt.Errorf("record %s/%d@%d: bad %s %q", r.Topic, r.Partition, r.Offset, HeaderSourceOffset, ho)
+	}
+	return int32(p), o, nil
+}
