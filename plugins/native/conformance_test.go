@@ -1,0 +1,64 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/plugins"
+)
+
+const (
+	fixtureIn       = "../../examples/wasm/testdata/orders-v2.jsonl"
+	fixtureExpected = "../../examples/wasm/testdata/orders-v1.expected.jsonl"
+)
+
+// conformance runs the orders-downgrade fixture through the native plugin at
+// path, the way `streamd plugin test` does, and wants byte-identical output.
+func conformance(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(fixtureIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := plugincli.DecodeRecords(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(fixtureExpected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(context.Background(), path, plugins.Options{Kind: plugins.KindTransform})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if m := p.Manifest(); m != (plugins.Manifest{Name: "orders-downgrade", Kind: plugins.KindTransform, Version: "1.0.0", ABI: 1}) {
+		t.Fatalf("manifest %+v", m)
+	}
+	for _, batch := range []int{1, 7, 256} {
+		var got bytes.Buffer
+		if err := plugincli.Run(context.Background(), p, plugincli.RunOptions{Batch: batch}, recs, &got); err != nil {
+			t.Fatal(err)
+		}
+		diff, err := plugincli.Compare(got.Bytes(), want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff != "" {
+			t.Fatalf("batch %d: %s", batch, diff)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("batch %d: output is equivalent but not byte-identical to %s", batch, fixtureExpected)
+		}
+	}
+}
+
+func TestConformanceGo(t *testing.T) {
+	conformance(t, buildPlugin(t, "examples/native/go/orders-downgrade"))
+}
+
