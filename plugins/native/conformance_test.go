@@ -61,4 +61,3 @@ func conformance(t *testing.T, path string) {
 func TestConformanceGo(t *testing.T) {
 	conformance(t, buildPlugin(t, "examples/native/go/orders-downgrade"))
 }
-
