@@ -1,0 +1,303 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/record"
+)
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type partState struct {
+	epoch     uint64
+	acked     int64 // highest acknowledged offset, -1 none
+	ackEpoch  int32 // leader epoch of that record
+	committed int64 // last committed offset (next to read), -1 unknown
+	fetched   int64 // next offset to fetch
+	hwm       int64
+}
+
+// Source reads topics as a member of a consumer group.
+type Source struct {
+	cl         *kgo.Client
+	topics     []string
+	partitions int32
+	log        *slog.Logger
+
+	mu     sync.Mutex
+	parts  map[tp]*partState
+	epochs uint64
+}
+
+// SourceConfig configures a Source.
+type SourceConfig struct {
+	Seeds    []string
+	ClientID string
+	Topics   []string
+	Group    string
+	// Latest starts a group with no committed offsets at the end of the
+	// topics instead of the beginning.
+	Latest bool
+	// Partitions is the partition count of topics created on demand.
+	Partitions int32
+	Logger     *slog.Logger
+	// Opts are extra franz-go options.
+	Opts []kgo.Opt
+}
+
+// NewSource returns a Source; it connects lazily.
+func NewSource(c SourceConfig) (*Source, error) {
+	s := &Source{topics: c.Topics, partitions: c.Partitions, log: c.Logger, parts: map[tp]*partState{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	reset := kgo.NewOffset().AtStart()
+	if c.Latest {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Seeds...),
+		kgo.ClientID(c.ClientID),
+		kgo.ConsumerGroup(c.Group),
+		kgo.ConsumeTopics(c.Topics...),
+		kgo.ConsumeResetOffset(reset),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(s.assigned),
+		kgo.OnPartitionsRevoked(s.revoked),
+		kgo.OnPartitionsLost(s.lost),
+		kgo.FetchMaxWait(100e6), // 100ms: low latency when topics are quiet
+	}
+	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	return s, nil
+}
+
+// Ready implements pipeline.Readier: the brokers answer and the topics exist.
+func (s *Source) Ready(ctx context.Context) error {
+	if err := s.cl.Ping(ctx); err != nil {
+		return err
+	}
+	return EnsureTopics(ctx, s.cl, s.partitions, s.topics...)
+}
+
+func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			s.epochs++
+			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1}
+		}
+	}
+	s.log.Info("partitions assigned", "partitions", m)
+}
+
+// revoked commits what was acknowledged for the revoked partitions, then
+// forgets them: their in-flight records are dropped and never committed.
+func (s *Source) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	offsets := s.commitable(m)
+	for t, ps := range m {
+		for _, p := range ps {
+			delete(s.parts, tp{t, p})
+		}
+	}
+	s.mu.Unlock()
+	if len(offsets) > 0 {
+		if err := s.commit(ctx, offsets); err != nil {
+			s.log.Warn("commit on revoke failed", "err", err)
+		}
+	}
+	s.log.Info("partitions revoked", "partitions", m)
+}
+
+func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			delete(s.parts, tp{t, p})
+		}
+	}
+	s.log.Warn("partitions lost", "partitions", m)
+}
+
+// Fetch implements pipeline.Source.
+func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
+	fetches := s.cl.PollRecords(ctx, 10000)
+	if fetches.IsClientClosed() {
+		return nil, errors.New("kafka client closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, fe := range fetches.Errors() {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
+			continue
+		}
+		s.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
+	}
+	n := fetches.NumRecords()
+	if n == 0 {
+		return nil, nil
+	}
+	msgs := make([]pipeline.Msg, 0, n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		st := s.parts[tp{p.Topic, p.Partition}]
+		if st == nil {
+			return // revoked since it was fetched
+		}
+		st.hwm = p.HighWatermark
+		for _, r := range p.Records {
+			msgs = append(msgs, pipeline.Msg{Record: convert(r), Token: st.epoch})
+			st.fetched = r.Offset + 1
+		}
+	})
+	return msgs, nil
+}
+
+func convert(r *kgo.Record) record.Record {
+	out := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	if len(r.Headers) > 0 {
+		out.Headers = make([]record.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			out.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return out
+}
+
+// Live implements pipeline.Liveness.
+func (s *Source) Live(m *pipeline.Msg) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.parts[tp{m.Record.Topic, m.Record.Partition}]
+	return st != nil && st.epoch == m.Token
+}
+
+// Ack implements pipeline.Source.
+func (s *Source) Ack(msgs []pipeline.Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last tp
+	var st *partState
+	for i := range msgs {
+		r := &msgs[i].Record
+		if st == nil || last.partition != r.Partition || last.topic != r.Topic {
+			last = tp{r.Topic, r.Partition}
+			st = s.parts[last]
+		}
+		if st == nil || st.epoch != msgs[i].Token {
+			continue
+		}
+		if r.Offset > st.acked {
+			st.acked = r.Offset
+		}
+	}
+}
+
+// commitable returns the offsets to commit for the partitions in only
+// (all when nil). s.mu must be held.
+func (s *Source) commitable(only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{}
+	add := func(k tp, st *partState) {
+		if st.acked < 0 || st.acked+1 <= st.committed {
+			return
+		}
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: st.acked + 1}
+	}
+	if only == nil {
+		for k, st := range s.parts {
+			add(k, st)
+		}
+		return out
+	}
+	for t, ps := range only {
+		for _, p := range ps {
+			if st := s.parts[tp{t, p}]; st != nil {
+				add(tp{t, p}, st)
+			}
+		}
+	}
+	return out
+}
+
+// Commit implements pipeline.Source: it commits every acknowledged offset
+// not committed yet.
+func (s *Source) Commit(ctx context.Context) error {
+	s.mu.Lock()
+	offsets := s.commitable(nil)
+	s.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	return s.commit(ctx, offsets)
+}
+
+func (s *Source) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	var cerr error
+	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, e)
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range offsets {
+		for p, eo := range ps {
+			if st := s.parts[tp{t, p}]; st != nil && eo.Offset > st.committed {
+				st.committed = eo.Offset
+			}
+		}
+	}
+	return nil
+}
+
+// Lag implements pipeline.Lagger.
+func (s *Source) Lag() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.parts))
+	for k, st := range s.parts {
+		if st.hwm < 0 || st.fetched < 0 {
+			continue
+		}
+		out[k.topic+"/"+strconv.Itoa(int(k.partition))] = max(0, st.hwm-st.fetched)
+	}
+	return out
+}
+
+// Close implements pipeline.Source.
+func (s *Source) Close() { s.cl.Close() }

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/streamd/streamd/plugins"
+)
+
+// Policy says what happens to a record that a stage or the sink rejects.
+type Policy int
+
+// The error policies.
+const (
+	// Stop fails the pipeline; nothing after the bad record is committed.
+	Stop Policy = iota
+	// Drop logs and counts the record, then acknowledges it.
+	Drop
+	// DLQ writes the original input record, with error headers, to the
+	// dead-letter sink, then acknowledges it.
+	DLQ
+)
+
+// Stage is one transform stage.
+type Stage struct {
+	// Name identifies the stage in metrics, logs and the streamd-stage header.
+	Name string
+	// Transformer does the work.
+	Transformer plugins.Transformer
+	// Plugin is the plugin's name for the streamd-plugin header, if any.
+	Plugin string
+}
+
+// Option configures a Pipeline.
+type Option func(*options)
+
+type options struct {
+	stages          []Stage
+	maxRecords      int
+	maxBytes        int
+	linger          time.Duration
+	workers         int
+	maxInFlight     int
+	policy          Policy
+	dlq             plugins.Sink
+	retryInitial    time.Duration
+	retryMax        time.Duration
+	retryAttempts   int
+	shutdownTimeout time.Duration
+	commitInterval  time.Duration
+	logger          *slog.Logger
+	metrics         *Metrics
+}
+
+func defaults() options {
+	return options{
+		maxRecords:      256,
+		maxBytes:        1 << 20,
+		linger:          5 * time.Millisecond,
+		workers:         2,
+		maxInFlight:     50000,
+		retryInitial:    100 * time.Millisecond,
+		retryMax:        10 * time.Second,
+		shutdownTimeout: 30 * time.Second,
+		commitInterval:  time.Second,
+		logger:          slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithStages sets the transform stages, run in order.
+func WithStages(stages ...Stage) Option { return func(o *options) { o.stages = stages } }
+
+// WithBatch sets the batching policy: a batch is written when it holds
+// maxRecords records or maxBytes bytes, or linger after its first record.
+func WithBatch(maxRecords, maxBytes int, linger time.Duration) Option {
+	return func(o *options) { o.maxRecords, o.maxBytes, o.linger = maxRecords, maxBytes, linger }
+}
+
+// WithWorkers sets how many batches are processed at once. Records of one
+// partition always go to the same worker.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = max(1, n) } }
+
+// WithMaxInFlight bounds records fetched but not yet acknowledged; fetching
+// pauses above it.
+func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
+
+// WithErrorPolicy sets the error policy; dlq is the dead-letter sink for DLQ.
+func WithErrorPolicy(p Policy, dlq plugins.Sink) Option {
+	return func(o *options) { o.policy, o.dlq = p, dlq }
+}
+
+// WithRetry sets the capped exponential backoff of transient sink errors;
+// attempts 0 retries until shutdown.
+func WithRetry(initial, maxBackoff time.Duration, attempts int) Option {
+	return func(o *options) { o.retryInitial, o.retryMax, o.retryAttempts = initial, maxBackoff, attempts }
+}
+
+// WithShutdownTimeout bounds draining in-flight work after Run's context is
+// done.
+func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
+
+// WithCommitInterval sets how often acknowledged positions are committed.
+func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMetrics records the pipeline's metrics in m.
+func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }

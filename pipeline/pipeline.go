@@ -1,0 +1,637 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// State is where a pipeline is in its life.
+type State string
+
+// The states of a pipeline.
+const (
+	Starting State = "starting"
+	Running  State = "running"
+	Draining State = "draining"
+	Done     State = "done"    // a finite source ended and everything was written
+	Stopped  State = "stopped" // shut down on request
+	Failed   State = "failed"
+)
+
+// Headers added to dead-letter records.
+const (
+	HeaderError           = "streamd-error"
+	HeaderStage           = "streamd-stage"
+	HeaderPlugin          = "streamd-plugin"
+	HeaderSourceTopic     = "streamd-source-topic"
+	HeaderSourcePartition = "streamd-source-partition"
+	HeaderSourceOffset    = "streamd-source-offset"
+)
+
+// Pipeline moves records from a Source through stages to a Sink.
+type Pipeline struct {
+	name string
+	src  Source
+	sink plugins.Sink
+	o    options
+
+	inflight atomic.Int64
+	space    chan struct{} // signalled when in-flight drops
+	stop     chan struct{} // closed on a fatal error
+	stopOnce sync.Once
+
+	mu     sync.Mutex
+	state  State
+	err    error
+	ready  bool
+	counts Counts
+}
+
+// Counts are a pipeline's running totals.
+type Counts struct {
+	In      int64 `json:"records_in"`
+	Out     int64 `json:"records_out"`
+	Errors  int64 `json:"errors"`
+	DLQ     int64 `json:"dlq"`
+	Dropped int64 `json:"dropped"`
+}
+
+// Status is a snapshot of a pipeline for /pipelines.
+type Status struct {
+	Name     string           `json:"name"`
+	State    State            `json:"state"`
+	Ready    bool             `json:"ready"`
+	Error    string           `json:"error,omitempty"`
+	InFlight int64            `json:"in_flight"`
+	Lag      map[string]int64 `json:"lag,omitempty"`
+	Counts
+}
+
+// New returns a pipeline named name that reads src and writes sink.
+func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p := &Pipeline{name: name, src: src, sink: sink, o: o, state: Starting,
+		space: make(chan struct{}, 1), stop: make(chan struct{})}
+	if o.metrics != nil {
+		o.metrics.add(p)
+	}
+	return p
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.name }
+
+// Status returns a snapshot of the pipeline.
+func (p *Pipeline) Status() Status {
+	p.mu.Lock()
+	s := Status{Name: p.name, State: p.state, Ready: p.ready, Counts: p.counts, InFlight: p.inflight.Load()}
+	if p.err != nil {
+		s.Error = p.err.Error()
+	}
+	p.mu.Unlock()
+	if l, ok := p.src.(Lagger); ok {
+		s.Lag = l.Lag()
+	}
+	return s
+}
+
+// Ready reports whether the source and sink are connected and the pipeline
+// has not failed.
+func (p *Pipeline) Ready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready && p.state != Failed
+}
+
+func (p *Pipeline) setState(s State) {
+	p.mu.Lock()
+	if p.state != Failed {
+		p.state = s
+	}
+	p.mu.Unlock()
+}
+
+// fail records a fatal error and stops the pipeline.
+func (p *Pipeline) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.state = Failed
+	p.mu.Unlock()
+	p.stopOnce.Do(func() { close(p.stop) })
+}
+
+func (p *Pipeline) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// waitReady checks every part that can be checked, retrying until ctx ends.
+func (p *Pipeline) waitReady(ctx context.Context) error {
+	parts := []any{p.src, p.sink}
+	if p.o.dlq != nil {
+		parts = append(parts, p.o.dlq)
+	}
+	for _, part := range parts {
+		r, ok := part.(Readier)
+		if !ok {
+			continue
+		}
+		backoff := p.o.retryInitial
+		for {
+			err := r.Ready(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			p.o.logger.Warn("not ready yet", "pipeline", p.name, "err", err)
+			if sleep(ctx, backoff) != nil {
+				return ctx.Err()
+			}
+			backoff = min(backoff*2, p.o.retryMax)
+		}
+	}
+	p.mu.Lock()
+	p.ready = true
+	p.mu.Unlock()
+	return nil
+}
+
+// Run runs the pipeline until its source ends, ctx is done or it fails.
+// When ctx is done it stops fetching, drains in-flight work for at most the
+// shutdown timeout, commits, and returns nil. It returns the error that
+// failed the pipeline, if any. Run closes the source.
+func (p *Pipeline) Run(ctx context.Context) error {
+	defer p.src.Close()
+	log := p.o.logger.With("pipeline", p.name)
+	if err := p.waitReady(ctx); err != nil {
+		p.setState(Stopped)
+		return nil
+	}
+	p.setState(Running)
+	log.Info("pipeline running", "stages", len(p.o.stages), "workers", p.o.workers)
+
+	// work is cancelled only when the shutdown timeout runs out: in-flight
+	// batches finish writing after ctx is done.
+	work, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+
+	shards := make([]chan []Msg, p.o.workers)
+	var wg sync.WaitGroup
+	for i := range shards {
+		shards[i] = make(chan []Msg, 4)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.worker(work, shards[i])
+		}()
+	}
+	commitDone := make(chan struct{})
+	stopCommit := make(chan struct{})
+	go func() {
+		defer close(commitDone)
+		t := time.NewTicker(p.o.commitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := p.src.Commit(work); err != nil {
+					log.Warn("commit failed", "err", err)
+				}
+			case <-stopCommit:
+				return
+			}
+		}
+	}()
+
+	eof := p.fetchLoop(ctx, shards)
+	for _, s := range shards {
+		close(s)
+	}
+	if eof {
+		p.setState(Draining)
+		wg.Wait() // a finite source: write everything, however long it takes
+	} else {
+		p.setState(Draining)
+		drained := make(chan struct{})
+		go func() { wg.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(p.o.shutdownTimeout):
+			log.Warn("shutdown timeout: abandoning in-flight batches (they are not committed)", "in_flight", p.inflight.Load())
+			abort()
+			<-drained
+		}
+	}
+	close(stopCommit)
+	<-commitDone
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.src.Commit(cctx); err != nil {
+		log.Error("final commit failed", "err", err)
+		if p.failed() == nil {
+			p.fail(fmt.Errorf("final commit: %w", err))
+		}
+	}
+	if err := p.failed(); err != nil {
+		log.Error("pipeline failed", "err", err)
+		return err
+	}
+	if eof {
+		p.setState(Done)
+	} else {
+		p.setState(Stopped)
+	}
+	log.Info("pipeline stopped", "state", p.Status().State)
+	return nil
+}
+
+// fetchLoop fetches until the source ends (true), ctx is done or the
+// pipeline fails (false).
+func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool) {
+	per := make([][]Msg, len(shards))
+	for {
+		for p.inflight.Load() >= int64(p.o.maxInFlight) {
+			select {
+			case <-p.space:
+			case <-ctx.Done():
+				return false
+			case <-p.stop:
+				return false
+			}
+		}
+		msgs, err := p.src.Fetch(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return true
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			p.fail(fmt.Errorf("source: %w", err))
+			return false
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		p.inflight.Add(int64(len(msgs)))
+		p.count(func(c *Counts) { c.In += int64(len(msgs)) })
+		if m := p.o.metrics; m != nil {
+			m.in.WithLabelValues(p.name).Add(float64(len(msgs)))
+			m.inflight.WithLabelValues(p.name).Set(float64(p.inflight.Load()))
+		}
+		if len(shards) == 1 {
+			per[0] = msgs
+		} else {
+			for i := range msgs {
+				s := shard(&msgs[i].Record, len(shards))
+				per[s] = append(per[s], msgs[i])
+			}
+		}
+		for i, b := range per {
+			if len(b) == 0 {
+				continue
+			}
+			select {
+			case shards[i] <- b:
+			case <-p.stop:
+				return false
+			}
+			per[i] = nil
+		}
+	}
+}
+
+func shard(r *record.Record, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(r.Topic))
+	var b [4]byte
+	b[0], b[1], b[2], b[3] = byte(r.Partition>>24), byte(r.Partition>>16), byte(r.Partition>>8), byte(r.Partition)
+	h.Write(b[:])
+	return int(h.Sum32() % uint32(n))
+}
+
+func (p *Pipeline) count(f func(*Counts)) {
+	p.mu.Lock()
+	f(&p.counts)
+	p.mu.Unlock()
+}
+
+// worker batches what it receives and processes batches one at a time, so
+// a partition's records are written and acknowledged in order.
+func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
+	var (
+		batch []Msg
+		size  int
+		timer = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	flush := func() bool {
+		if len(batch) == 0 {
+			return true
+		}
+		b := batch
+		batch, size = nil, 0
+		timer.Stop()
+		if err := p.process(ctx, b); err != nil {
+			p.fail(err)
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case msgs, ok := <-in:
+			if !ok {
+				flush()
+				return
+			}
+			for _, m := range msgs {
+				if len(batch) == 0 {
+					timer.Reset(p.o.linger)
+				}
+				batch = append(batch, m)
+				size += len(m.Record.Key) + len(m.Record.Value)
+				if len(batch) >= p.o.maxRecords || size >= p.o.maxBytes {
+					if !flush() {
+						return
+					}
+				}
+			}
+		case <-timer.C:
+			if !flush() {
+				return
+			}
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// failure is why an input record was rejected.
+type failure struct {
+	stage, plugin string
+	err           error
+}
+
+// process runs one batch through the stages and the sink, applies the
+// error policy, and acknowledges it. An error is fatal for the pipeline.
+func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
+	start := time.Now()
+	if lv, ok := p.src.(Liveness); ok {
+		live := batch[:0:0]
+		for i := range batch {
+			if lv.Live(&batch[i]) {
+				live = append(live, batch[i])
+			}
+		}
+		if dropped := len(batch) - len(live); dropped > 0 {
+			p.release(dropped)
+			p.count(func(c *Counts) { c.Dropped += int64(dropped) })
+			if m := p.o.metrics; m != nil {
+				m.dropped.WithLabelValues(p.name).Add(float64(dropped))
+			}
+			p.o.logger.Debug("dropped records of a revoked partition", "pipeline", p.name, "n", dropped)
+		}
+		batch = live
+		if len(batch) == 0 {
+			return nil
+		}
+	}
+
+	recs := make([]record.Record, len(batch))
+	origin := make([]int, len(batch))
+	for i := range batch {
+		recs[i] = batch[i].Record
+		origin[i] = i
+	}
+	failed := map[int]failure{}
+	for _, st := range p.o.stages {
+		results, err := st.Transformer.Transform(ctx, recs)
+		if err == nil && len(results) != len(recs) {
+			err = fmt.Errorf("stage returned %d results for %d records", len(results), len(recs))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(recs), "err", err)
+			results, err = p.isolate(ctx, st, recs)
+			if err != nil {
+				return err
+			}
+		}
+		var next []record.Record
+		var nextOrigin []int
+		for i, r := range results {
+			o := origin[i]
+			if _, bad := failed[o]; bad {
+				continue
+			}
+			if r.Err != nil {
+				failed[o] = failure{stage: st.Name, plugin: st.Plugin, err: r.Err}
+				continue
+			}
+			for _, out := range r.Records {
+				next = append(next, out)
+				nextOrigin = append(nextOrigin, o)
+			}
+		}
+		recs, origin = next, nextOrigin
+	}
+	// Outputs of an input that failed anywhere are withheld: the input goes
+	// to the error policy whole.
+	if len(failed) > 0 {
+		keep := recs[:0:0]
+		var keepOrigin []int
+		for i := range recs {
+			if _, bad := failed[origin[i]]; !bad {
+				keep = append(keep, recs[i])
+				keepOrigin = append(keepOrigin, origin[i])
+			}
+		}
+		recs, origin = keep, keepOrigin
+	}
+	written := 0
+	if len(recs) > 0 {
+		errs, err := p.write(ctx, p.sink, recs, "sink")
+		if err != nil {
+			return err
+		}
+		for i, e := range errs {
+			if e == nil {
+				written++
+				continue
+			}
+			if _, bad := failed[origin[i]]; !bad {
+				failed[origin[i]] = failure{stage: "sink", err: e}
+			}
+		}
+	}
+	if err := p.handleFailures(ctx, batch, failed); err != nil {
+		return err
+	}
+	p.src.Ack(batch)
+	p.release(len(batch))
+	p.count(func(c *Counts) { c.Out += int64(written) })
+	if m := p.o.metrics; m != nil {
+		m.out.WithLabelValues(p.name).Add(float64(written))
+		m.batch.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
+		m.inflight.WithLabelValues(p.name).Set(float64(p.inflight.Load()))
+	}
+	return nil
+}
+
+func (p *Pipeline) release(n int) {
+	p.inflight.Add(-int64(n))
+	select {
+	case p.space <- struct{}{}:
+	default:
+	}
+}
+
+// isolate runs a failed batch's records one at a time, so that only the
+// poison record fails.
+func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(recs))
+	for i := range recs {
+		res, err := st.Transformer.Transform(ctx, recs[i:i+1])
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			out[i] = plugins.Result{Err: err}
+		case len(res) != 1:
+			out[i] = plugins.Result{Err: fmt.Errorf("stage returned %d results for 1 record", len(res))}
+		default:
+			out[i] = res[0]
+		}
+	}
+	return out, nil
+}
+
+// write writes recs with capped exponential backoff on whole-batch errors.
+func (p *Pipeline) write(ctx context.Context, sink plugins.Sink, recs []record.Record, what string) ([]error, error) {
+	backoff := p.o.retryInitial
+	for attempt := 1; ; attempt++ {
+		errs, err := sink.Write(ctx, recs)
+		if err == nil {
+			if len(errs) != len(recs) {
+				return nil, fmt.Errorf("%s returned %d results for %d records", what, len(errs), len(recs))
+			}
+			return errs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if p.o.retryAttempts > 0 && attempt >= p.o.retryAttempts {
+			return nil, fmt.Errorf("%s failed after %d attempts: %w", what, attempt, err)
+		}
+		p.o.logger.Warn("write failed; retrying", "pipeline", p.name, "to", what, "attempt", attempt, "backoff", backoff, "err", err)
+		if m := p.o.metrics; m != nil {
+			m.retries.WithLabelValues(p.name).Inc()
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		backoff = min(backoff*2, p.o.retryMax)
+	}
+}
+
+// handleFailures applies the error policy to the rejected input records.
+func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[int]failure) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	idx := make([]int, 0, len(failed))
+	for i := range batch {
+		if _, ok := failed[i]; ok {
+			idx = append(idx, i)
+		}
+	}
+	for _, i := range idx {
+		f := failed[i]
+		r := &batch[i].Record
+		p.count(func(c *Counts) { c.Errors++ })
+		if m := p.o.metrics; m != nil {
+			m.errors.WithLabelValues(p.name, f.stage).Inc()
+		}
+		p.o.logger.Warn("record rejected", "pipeline", p.name, "stage", f.stage, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", f.err)
+	}
+	switch p.o.policy {
+	case Stop:
+		f := failed[idx[0]]
+		r := &batch[idx[0]].Record
+		return fmt.Errorf("record %s/%d@%d rejected by %s: %w (error policy: stop)", r.Topic, r.Partition, r.Offset, f.stage, f.err)
+	case Drop:
+		p.count(func(c *Counts) { c.Dropped += int64(len(idx)) })
+		if m := p.o.metrics; m != nil {
+			m.dropped.WithLabelValues(p.name).Add(float64(len(idx)))
+		}
+		return nil
+	}
+	dead := make([]record.Record, 0, len(idx))
+	for _, i := range idx {
+		dead = append(dead, DeadLetter(batch[i].Record, failed[i].stage, failed[i].plugin, failed[i].err))
+	}
+	errs, err := p.write(ctx, p.o.dlq, dead, "dlq")
+	if err != nil {
+		return err
+	}
+	for j, e := range errs {
+		if e != nil {
+			r := &batch[idx[j]].Record
+			return fmt.Errorf("dead-letter write of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, e)
+		}
+	}
+	p.count(func(c *Counts) { c.DLQ += int64(len(dead)) })
+	if m := p.o.metrics; m != nil {
+		m.dlq.WithLabelValues(p.name).Add(float64(len(dead)))
+	}
+	return nil
+}
+
+// DeadLetter returns the dead-letter record for in: its key, value and
+// headers, plus headers saying why and where it came from.
+func DeadLetter(in record.Record, stage, plugin string, err error) record.Record {
+	out := in.Clone()
+	out.Topic, out.Offset = "", -1
+	out.SetHeader(HeaderError, []byte(err.Error()))
+	out.SetHeader(HeaderStage, []byte(stage))
+	if plugin != "" {
+		out.SetHeader(HeaderPlugin, []byte(plugin))
+	}
+	out.SetHeader(HeaderSourceTopic, []byte(in.Topic))
+	out.SetHeader(HeaderSourcePartition, []byte(strconv.Itoa(int(in.Partition))))
+	out.SetHeader(HeaderSourceOffset, []byte(strconv.FormatInt(in.Offset, 10)))
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,373 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// fakeSource serves records of several partitions in chunks and records acks.
+type fakeSource struct {
+	mu       sync.Mutex
+	pending  []Msg
+	chunk    int
+	block    bool // after the last record, block instead of io.EOF
+	acked    map[int32][]int64
+	fetched  atomic.Int64
+	ackedN   atomic.Int64
+	commits  atomic.Int64
+	dead     map[int32]bool // partitions whose records are stale
+	maxAhead atomic.Int64   // largest fetched-minus-acked seen at a fetch
+}
+
+func newFakeSource(partitions int32, perPartition int, chunk int) *fakeSource {
+	s := &fakeSource{chunk: chunk, acked: map[int32][]int64{}, dead: map[int32]bool{}}
+	for o := 0; o < perPartition; o++ {
+		for p := int32(0); p < partitions; p++ {
+			s.pending = append(s.pending, Msg{Record: record.Record{
+				Topic: "in", Partition: p, Offset: int64(o), Key: []byte(fmt.Sprint("k", o)), Value: []byte(fmt.Sprint("v", p, "-", o)),
+			}})
+		}
+	}
+	return s
+}
+
+func (s *fakeSource) Fetch(ctx context.Context) ([]Msg, error) {
+	s.mu.Lock()
+	if len(s.pending) == 0 {
+		s.mu.Unlock()
+		if s.block {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, io.EOF
+	}
+	n := min(s.chunk, len(s.pending))
+	out := append([]Msg(nil), s.pending[:n]...)
+	s.pending = s.pending[n:]
+	s.mu.Unlock()
+	ahead := s.fetched.Add(int64(n)) - s.ackedN.Load()
+	for {
+		m := s.maxAhead.Load()
+		if ahead <= m || s.maxAhead.CompareAndSwap(m, ahead) {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeSource) Ack(msgs []Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.acked[m.Record.Partition] = append(s.acked[m.Record.Partition], m.Record.Offset)
+	}
+	s.ackedN.Add(int64(len(msgs)))
+}
+
+func (s *fakeSource) Live(m *Msg) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.dead[m.Record.Partition]
+}
+
+func (s *fakeSource) Commit(context.Context) error { s.commits.Add(1); return nil }
+func (s *fakeSource) Close()                       {}
+
+// memSink stores what it is given; failFirst whole-batch errors first.
+type memSink struct {
+	mu        sync.Mutex
+	recs      []record.Record
+	failFirst int
+	calls     int
+	reject    func(r *record.Record) error
+	delay     time.Duration
+}
+
+func (m *memSink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.calls <= m.failFirst {
+		return nil, errors.New("broker unavailable")
+	}
+	errs := make([]error, len(batch))
+	for i := range batch {
+		if m.reject != nil {
+			if errs[i] = m.reject(&batch[i]); errs[i] != nil {
+				continue
+			}
+		}
+		m.recs = append(m.recs, batch[i])
+	}
+	return errs, nil
+}
+
+func (m *memSink) byPartition() map[int32][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int32][]string{}
+	for _, r := range m.recs {
+		out[r.Partition] = append(out[r.Partition], string(r.Value))
+	}
+	return out
+}
+
+// upper uppercases values; it fails a whole batch that holds "poison" and
+// rejects a record whose value contains "bad".
+type upper struct{ calls atomic.Int64 }
+
+func (u *upper) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	u.calls.Add(1)
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		v := string(r.Value)
+		if strings.Contains(v, "poison") {
+			return nil, errors.New("wasm trap: unreachable")
+		}
+		if strings.Contains(v, "bad") {
+			out[i].Err = errors.New("not a v2 order")
+			continue
+		}
+		r.Value = []byte(strings.ToUpper(v))
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+func fast() []Option {
+	return []Option{WithBatch(16, 1<<20, time.Millisecond), WithRetry(time.Millisecond, 4*time.Millisecond, 0), WithCommitInterval(5 * time.Millisecond)}
+}
+
+func TestOrderAndAck(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
+			src := newFakeSource(4, 500, 37)
+			sink := &memSink{}
+			p := New("t", src, sink, append(fast(), WithWorkers(workers), WithStages(Stage{Name: "up", Transformer: &upper{}}))...)
+			if err := p.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := sink.byPartition()
+			for part := int32(0); part < 4; part++ {
+				if len(got[part]) != 500 {
+					t.Fatalf("partition %d: %d records written, want 500", part, len(got[part]))
+				}
+				for o, v := range got[part] {
+					if want := fmt.Sprintf("V%d-%d", part, o); v != want {
+						t.Fatalf("partition %d position %d: %s, want %s (order lost)", part, o, v, want)
+					}
+				}
+				for o, a := range src.acked[part] {
+					if a != int64(o) {
+						t.Fatalf("partition %d: ack %d at position %d: acks out of order", part, a, o)
+					}
+				}
+			}
+			if s := p.Status(); s.State != Done || s.In != 2000 || s.Out != 2000 || s.InFlight != 0 {
+				t.Fatalf("status %+v", s)
+			}
+			if src.commits.Load() == 0 {
+				t.Fatal("never committed")
+			}
+		})
+	}
+}
+
+func TestPoisonRecordIsolatedToDLQ(t *testing.T) {
+	src := newFakeSource(1, 40, 40)
+	src.pending[17].Record.Value = []byte("poison")
+	src.pending[30].Record.Value = []byte("bad one")
+	sink, dlq := &memSink{}, &memSink{}
+	tr := &upper{}
+	p := New("t", src, sink, append(fast(), WithErrorPolicy(DLQ, dlq), WithStages(Stage{Name: "down", Transformer: tr, Plugin: "orders-downgrade"}))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.recs) != 38 {
+		t.Fatalf("sink got %d records, want 38", len(sink.recs))
+	}
+	if len(dlq.recs) != 2 {
+		t.Fatalf("dlq got %d records, want 2", len(dlq.recs))
+	}
+	d := dlq.recs[0]
+	for k, want := range map[string]string{
+		HeaderError: "wasm trap: unreachable", HeaderStage: "down", HeaderPlugin: "orders-downgrade",
+		HeaderSourceTopic: "in", HeaderSourcePartition: "0", HeaderSourceOffset: "17",
+	} {
+		if v, _ := d.Header(k); string(v) != want {
+			t.Errorf("dlq header %s = %q, want %q", k, v, want)
+		}
+	}
+	if string(d.Value) != "poison" || string(d.Key) != "k17" {
+		t.Errorf("dlq record lost key/value: %q %q", d.Key, d.Value)
+	}
+	if v, _ := dlq.recs[1].Header(HeaderError); string(v) != "not a v2 order" {
+		t.Errorf("second dlq error %q", v)
+	}
+	if len(src.acked[0]) != 40 {
+		t.Fatalf("acked %d, want all 40 (DLQ'd records are handled)", len(src.acked[0]))
+	}
+}
+
+func TestStopPolicyFailsAndDoesNotAck(t *testing.T) {
+	src := newFakeSource(1, 40, 40)
+	src.pending[20].Record.Value = []byte("bad")
+	p := New("t", src, &memSink{}, append(fast(), WithStages(Stage{Name: "down", Transformer: &upper{}}))...)
+	err := p.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "in/0@20") || !strings.Contains(err.Error(), "not a v2 order") {
+		t.Fatalf("err = %v, want it to name in/0@20 and the reason", err)
+	}
+	for _, o := range src.acked[0] {
+		if o >= 16 {
+			t.Fatalf("offset %d acknowledged at or after the failing batch", o)
+		}
+	}
+	if p.Status().State != Failed || p.Ready() {
+		t.Fatalf("state %v", p.Status().State)
+	}
+}
+
+func TestTransientSinkErrorsRetried(t *testing.T) {
+	src := newFakeSource(2, 50, 100)
+	sink := &memSink{failFirst: 3}
+	p := New("t", src, sink, append(fast(), WithWorkers(1))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.recs) != 100 {
+		t.Fatalf("wrote %d, want 100", len(sink.recs))
+	}
+	// Attempts are bounded when asked.
+	sink2 := &memSink{failFirst: 1000}
+	p2 := New("t", newFakeSource(1, 5, 5), sink2, append(fast(), WithRetry(time.Millisecond, time.Millisecond, 4))...)
+	if err := p2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "after 4 attempts") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBackpressureBoundsInFlight(t *testing.T) {
+	src := newFakeSource(1, 400, 10)
+	sink := &memSink{delay: time.Millisecond}
+	p := New("t", src, sink, append(fast(), WithBatch(10, 1<<20, time.Millisecond), WithMaxInFlight(30))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A fetch happens only below the bound, and returns at most one chunk.
+	if m := src.maxAhead.Load(); m > 30+10 {
+		t.Fatalf("in flight reached %d, bound 30 (+ one fetch of 10)", m)
+	}
+	if len(sink.recs) != 400 {
+		t.Fatalf("wrote %d", len(sink.recs))
+	}
+}
+
+func TestShutdownDrains(t *testing.T) {
+	src := newFakeSource(2, 200, 50)
+	src.block = true
+	sink := &memSink{delay: 2 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := New("t", src, sink, fast()...)
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	for src.fetched.Load() < 400 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := src.ackedN.Load(); got != src.fetched.Load() || len(sink.recs) != 400 {
+		t.Fatalf("acked %d of %d fetched, wrote %d", got, src.fetched.Load(), len(sink.recs))
+	}
+	if p.Status().State != Stopped {
+		t.Fatalf("state %s", p.Status().State)
+	}
+}
+
+func TestShutdownTimeoutAbandons(t *testing.T) {
+	src := newFakeSource(1, 10, 10)
+	src.block = true
+	block := make(chan struct{})
+	sink := sinkFunc(func(ctx context.Context, b []record.Record) ([]error, error) {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return make([]error, len(b)), nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	p := New("t", src, sink, append(fast(), WithShutdownTimeout(50*time.Millisecond))...)
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	for src.fetched.Load() < 10 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the shutdown timeout")
+	}
+	if src.ackedN.Load() != 0 {
+		t.Fatal("an abandoned batch was acknowledged")
+	}
+}
+
+type sinkFunc func(context.Context, []record.Record) ([]error, error)
+
+func (f sinkFunc) Write(ctx context.Context, b []record.Record) ([]error, error) { return f(ctx, b) }
+
+func TestStaleRecordsDropped(t *testing.T) {
+	src := newFakeSource(2, 20, 40)
+	src.dead[1] = true
+	sink := &memSink{}
+	p := New("t", src, sink, fast()...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.byPartition(); len(got[1]) != 0 || len(got[0]) != 20 {
+		t.Fatalf("wrote %d of a revoked partition, %d of a live one", len(got[1]), len(got[0]))
+	}
+	if len(src.acked[1]) != 0 {
+		t.Fatal("records of a revoked partition were acknowledged")
+	}
+	if s := p.Status(); s.Dropped != 20 || s.InFlight != 0 {
+		t.Fatalf("status %+v", s)
+	}
+}
+
+func TestGenerateSource(t *testing.T) {
+	g := NewGenerateSource(0, 300, 10)
+	var n int
+	for {
+		msgs, err := g.Fetch(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(msgs)
+	}
+	if n != 300 {
+		t.Fatalf("generated %d, want 300", n)
+	}
+	k, v := Order(12, 10)
+	if string(k) != "c-2" || !strings.HasPrefix(string(v), `{"order_id":"o-12","customer":{"id":"c-2"`) {
+		t.Fatalf("order %s %s", k, v)
+	}
+}

@@ -1,0 +1,50 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/streamd/streamd/record"
+)
+
+// Msg is one record read by a Source, with an opaque token the Source uses
+// to recognise it on Ack (a Kafka source stores the partition's assignment
+// epoch there, so acks that arrive after a revoke are ignored).
+type Msg struct {
+	Record record.Record
+	Token  uint64
+}
+
+// Source is where a pipeline reads. Fetch and Ack are called from different
+// goroutines; Ack calls for one partition come in offset order.
+type Source interface {
+	// Fetch blocks until records are available. It returns io.EOF when a
+	// finite source has no more records, and ctx.Err() when ctx is done.
+	Fetch(ctx context.Context) ([]Msg, error)
+	// Ack says that every output of msgs is durably written or handled by
+	// the error policy.
+	Ack(msgs []Msg)
+	// Commit makes acknowledged positions durable (a Kafka group commit).
+	// It is called periodically and once at shutdown.
+	Commit(ctx context.Context) error
+	// Close releases the source.
+	Close()
+}
+
+// Liveness is implemented by sources whose records can become stale: a
+// Kafka partition revoked from this member. The pipeline drops stale
+// records instead of writing them, and never acknowledges them.
+type Liveness interface {
+	Live(m *Msg) bool
+}
+
+// Readier is implemented by sources and sinks that can check their
+// connection; a pipeline is ready once every part's Ready returns nil.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Lagger is implemented by sources that know how far behind they are.
+type Lagger interface {
+	// Lag returns records not yet consumed, per "topic/partition".
+	Lag() map[string]int64
+}
