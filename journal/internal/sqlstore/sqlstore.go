@@ -1,0 +1,506 @@
+// Package sqlstore is the journal's relational replication store, on
+// SQLite (modernc.org/sqlite, pure Go, WAL) or PostgreSQL (pgx), with the
+// same tables: journal_meta (metajournal), journal_event (journal),
+// journal_pointer (pointer2) and journal_setting (schema version). Schema
+// creation and migration run at Open, one process at a time (SQLite: an
+// IMMEDIATE transaction; PostgreSQL: an advisory transaction lock).
+//
+// A Batch is applied in one transaction, pointer included, so a crash never
+// leaves a half-applied batch and redelivered records are skipped by the
+// pointer.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+
+	"github.com/streamd/streamd/journal/internal/action"
+	"github.com/streamd/streamd/journal/internal/store"
+)
+
+// SchemaVersion is the schema this code writes.
+const SchemaVersion = 1
+
+type dialect int
+
+const (
+	sqlite dialect = iota
+	postgres
+)
+
+// Store is a relational journal store.
+type Store struct {
+	d     dialect
+	write *sql.DB
+	read  *sql.DB
+	now   func() time.Time
+	q     queries
+}
+
+type queries struct {
+	meta, putMeta, delMeta, delEvents, setPointer, pointer, events, expired string
+	insertEventsHead, insertEventsRow, insertEventsTail                     string
+}
+
+// OpenSQLite opens (creating if needed) the SQLite database at path.
+func OpenSQLite(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite store: empty path")
+	}
+	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(30000)&_pragma=foreign_keys(OFF)"
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", base)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	s := newStore(sqlite, w, r)
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenPostgres opens the PostgreSQL database named by dsn
+// ("postgres://user@host:port/db?...").
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	db.SetMaxOpenConns(8)
+	s := newStore(postgres, db, db)
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	return s, nil
+}
+
+func newStore(d dialect, w, r *sql.DB) *Store {
+	s := &Store{d: d, write: w, read: r, now: time.Now}
+	s.q = queries{
+		meta:       `SELECT kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id = ?`,
+		putMeta:    `INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`,
+		delMeta:    `DELETE FROM journal_meta WHERE topic = ? AND id = ?`,
+		delEvents:  `DELETE FROM journal_event WHERE topic = ? AND id = ? AND seq_nr <= ?`,
+		setPointer: `INSERT INTO journal_pointer (topic, kafka_partition, kafka_offset, created, updated) VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic, kafka_partition) DO UPDATE SET kafka_offset = CASE WHEN excluded.kafka_offset > journal_pointer.kafka_offset THEN excluded.kafka_offset ELSE journal_pointer.kafka_offset END, updated = excluded.updated`,
+		pointer:    `SELECT kafka_offset FROM journal_pointer WHERE topic = ? AND kafka_partition = ?`,
+		events:     `SELECT seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload FROM journal_event WHERE topic = ? AND id = ? AND seq_nr >= ? ORDER BY seq_nr`,
+		expired:    `SELECT topic, id FROM journal_meta WHERE expire_on IS NOT NULL AND expire_on <= ? ORDER BY expire_on LIMIT ?`,
+
+		insertEventsHead: `INSERT INTO journal_event (topic, id, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) VALUES `,
+		insertEventsRow:  `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		insertEventsTail: ` ON CONFLICT (topic, id, seq_nr) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, ts = excluded.ts, origin = excluded.origin, version = excluded.version, tags = excluded.tags, metadata = excluded.metadata, headers = excluded.headers, payload_type = excluded.payload_type, payload = excluded.payload`,
+	}
+	if d == postgres {
+		for _, p := range []*string{&s.q.meta, &s.q.putMeta, &s.q.delMeta, &s.q.delEvents, &s.q.setPointer, &s.q.pointer, &s.q.events, &s.q.expired} {
+			*p = rebind(*p, 1)
+		}
+	}
+	return s
+}
+
+// rebind turns ? placeholders into $n, numbering from n.
+func rebind(q string, n int) string {
+	var b strings.Builder
+	for _, c := range q {
+		if c == '?' {
+			b.WriteString("$" + strconv.Itoa(n))
+			n++
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (s *Store) blob() string {
+	if s.d == postgres {
+		return "BYTEA"
+	}
+	return "BLOB"
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin schema transaction: %w", err)
+	}
+	defer tx.Rollback()
+	if s.d == postgres {
+		// One process at a time applies DDL.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7263540151)`); err != nil {
+			return fmt.Errorf("schema lock: %w", err)
+		}
+	}
+	ddl := []string{
+		`CREATE TABLE IF NOT EXISTS journal_setting (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS journal_pointer (topic TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, kafka_partition))`,
+		`CREATE TABLE IF NOT EXISTS journal_meta (topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, id))`,
+		`CREATE INDEX IF NOT EXISTS journal_meta_expire_on ON journal_meta (expire_on)`,
+		`CREATE TABLE IF NOT EXISTS journal_event (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (topic, id, seq_nr))`,
+	}
+	var version string
+	err = tx.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&version)
+	switch {
+	case err == nil:
+		v, perr := strconv.Atoi(version)
+		if perr != nil {
+			return fmt.Errorf("journal_setting schema_version %q is not a number", version)
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("database schema version %d is newer than this streamd's %d", v, SchemaVersion)
+		}
+		if v == SchemaVersion {
+			return tx.Commit()
+		}
+	case isNoTable(err), errors.Is(err, sql.ErrNoRows):
+	default:
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	for _, q := range ddl {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("schema: %s: %w", q, err)
+		}
+	}
+	up := `INSERT INTO journal_setting (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`
+	if _, err := tx.ExecContext(ctx, s.bind(up), "schema_version", strconv.Itoa(SchemaVersion)); err != nil {
+		return fmt.Errorf("write schema version: %w", err)
+	}
+	return tx.Commit()
+}
+
+func isNoTable(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "no such table") || strings.Contains(m, "does not exist")
+}
+
+func (s *Store) bind(q string) string {
+	if s.d == postgres {
+		return rebind(q, 1)
+	}
+	return q
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	err := s.write.Close()
+	if s.read != s.write {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+// Apply implements store.Store: one transaction per batch.
+func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("journal store: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := store.ApplyTx(ctx, &sqlTx{s: s, tx: tx}, b, s.now()); err != nil {
+		return fmt.Errorf("journal store: apply %s/%d: %w", b.Topic, b.Partition, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("journal store: commit: %w", err)
+	}
+	return nil
+}
+
+// Pointer implements store.Store.
+func (s *Store) Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+	return pointer(ctx, s.read, s.q.pointer, topic, partition)
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func pointer(ctx context.Context, db queryer, q, topic string, partition int32) (int64, bool, error) {
+	var off int64
+	err := db.QueryRowContext(ctx, q, topic, partition).Scan(&off)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("journal store: pointer %s/%d: %w", topic, partition, err)
+	}
+	return off, true, nil
+}
+
+// Expired implements store.Store.
+func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]store.Key, error) {
+	rows, err := s.read.QueryContext(ctx, s.q.expired, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("journal store: expired: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Key
+	for rows.Next() {
+		var k store.Key
+		if err := rows.Scan(&k.Topic, &k.ID); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Snapshot implements store.Store: a read-only transaction (SQLite WAL
+// snapshot; PostgreSQL REPEATABLE READ).
+func (s *Store) Snapshot(ctx context.Context) (store.Snapshot, error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.d == postgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.read.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("journal store: begin read: %w", err)
+	}
+	return &snapshot{s: s, tx: tx}, nil
+}
+
+type snapshot struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (r *snapshot) Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+	return pointer(ctx, r.tx, r.s.q.pointer, topic, partition)
+}
+
+func (r *snapshot) Meta(ctx context.Context, key store.Key) (store.Meta, bool, error) {
+	return meta(ctx, r.tx, r.s.q.meta, key)
+}
+
+func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn func(store.Event) error) error {
+	rows, err := r.tx.QueryContext(ctx, r.s.q.events, key.Topic, key.ID, from)
+	if err != nil {
+		return fmt.Errorf("journal store: events %s/%s: %w", key.Topic, key.ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			e                                  store.Event
+			ts                                 int64
+			origin, version, tags, md, headers sql.NullString
+			kind                               int16
+			payload                            []byte
+		)
+		if err := rows.Scan(&e.SeqNr, &e.Partition, &e.Offset, &ts, &origin, &version, &tags, &md, &headers, &kind, &payload); err != nil {
+			return fmt.Errorf("journal store: events %s/%s: %w", key.Topic, key.ID, err)
+		}
+		e.Timestamp = time.UnixMilli(ts)
+		e.Origin, e.Version = origin.String, version.String
+		e.Kind = action.PayloadKind(kind)
+		if e.Kind != action.PayloadNone {
+			e.Payload = payload
+			if e.Payload == nil {
+				e.Payload = []byte{}
+			}
+		}
+		if tags.Valid && tags.String != "" {
+			if err := json.Unmarshal([]byte(tags.String), &e.Tags); err != nil {
+				return fmt.Errorf("journal store: event %s/%s/%d: tags: %w", key.Topic, key.ID, e.SeqNr, err)
+			}
+		}
+		if md.Valid {
+			e.Metadata = json.RawMessage(md.String)
+		}
+		if headers.Valid && headers.String != "" {
+			if err := json.Unmarshal([]byte(headers.String), &e.Headers); err != nil {
+				return fmt.Errorf("journal store: event %s/%s/%d: headers: %w", key.Topic, key.ID, e.SeqNr, err)
+			}
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (r *snapshot) Close() error { return r.tx.Rollback() }
+
+func meta(ctx context.Context, db queryer, q string, key store.Key) (store.Meta, bool, error) {
+	var (
+		m                store.Meta
+		expAfter, expOn  sql.NullInt64
+		origin           sql.NullString
+		created, updated int64
+	)
+	err := db.QueryRowContext(ctx, q, key.Topic, key.ID).Scan(&m.Partition, &m.Offset, &m.SeqNr, &m.DeleteTo, &expAfter, &expOn, &origin, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Meta{}, false, nil
+	}
+	if err != nil {
+		return store.Meta{}, false, fmt.Errorf("journal store: meta %s/%s: %w", key.Topic, key.ID, err)
+	}
+	if expAfter.Valid {
+		m.ExpireAfter = time.Duration(expAfter.Int64) * time.Millisecond
+	}
+	if expOn.Valid {
+		m.ExpireOn = time.UnixMilli(expOn.Int64)
+	}
+	m.Origin = origin.String
+	m.Created, m.Updated = time.UnixMilli(created), time.UnixMilli(updated)
+	return m, true, nil
+}
+
+type sqlTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (t *sqlTx) Meta(ctx context.Context, key store.Key) (store.Meta, bool, error) {
+	return meta(ctx, t.tx, t.s.q.meta, key)
+}
+
+func nullInt(v int64, ok bool) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
+
+func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func (t *sqlTx) PutMeta(ctx context.Context, key store.Key, m store.Meta, _ bool) error {
+	_, err := t.tx.ExecContext(ctx, t.s.q.putMeta, key.Topic, key.ID, m.Partition, m.Offset, m.SeqNr, m.DeleteTo,
+		nullInt(m.ExpireAfter.Milliseconds(), m.ExpireAfter > 0), nullInt(m.ExpireOn.UnixMilli(), !m.ExpireOn.IsZero()),
+		nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("put meta %s: %w", key.ID, err)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteMeta(ctx context.Context, key store.Key) error {
+	if _, err := t.tx.ExecContext(ctx, t.s.q.delMeta, key.Topic, key.ID); err != nil {
+		return fmt.Errorf("delete meta %s: %w", key.ID, err)
+	}
+	return nil
+}
+
+const eventsPerInsert = 100
+
+func (t *sqlTx) PutEvents(ctx context.Context, key store.Key, events []store.Event) error {
+	for len(events) > 0 {
+		n := min(len(events), eventsPerInsert)
+		if err := t.insertEvents(ctx, key, events[:n]); err != nil {
+			return err
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+func (t *sqlTx) insertEvents(ctx context.Context, key store.Key, events []store.Event) error {
+	var b strings.Builder
+	b.WriteString(t.s.q.insertEventsHead)
+	for i := range events {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(t.s.q.insertEventsRow)
+	}
+	b.WriteString(t.s.q.insertEventsTail)
+	q := b.String()
+	if t.s.d == postgres {
+		q = rebind(q, 1)
+	}
+	args := make([]any, 0, 13*len(events))
+	for _, e := range events {
+		var tags, headers sql.NullString
+		if len(e.Tags) > 0 {
+			j, _ := json.Marshal(e.Tags)
+			tags = sql.NullString{String: string(j), Valid: true}
+		}
+		if len(e.Headers) > 0 {
+			j, _ := json.Marshal(e.Headers)
+			headers = sql.NullString{String: string(j), Valid: true}
+		}
+		var md sql.NullString
+		if e.Metadata != nil {
+			md = sql.NullString{String: string(e.Metadata), Valid: true}
+		}
+		var payload []byte
+		if e.Kind != action.PayloadNone {
+			payload = e.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+		}
+		args = append(args, key.Topic, key.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
+			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
+	}
+	if _, err := t.tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("put events %s: %w", key.ID, err)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteEvents(ctx context.Context, key store.Key, to int64) error {
+	if _, err := t.tx.ExecContext(ctx, t.s.q.delEvents, key.Topic, key.ID, to); err != nil {
+		return fmt.Errorf("delete events %s: %w", key.ID, err)
+	}
+	return nil
+}
+
+func (t *sqlTx) SetPointer(ctx context.Context, topic string, partition int32, offset int64) error {
+	now := t.s.now().UnixMilli()
+	if _, err := t.tx.ExecContext(ctx, t.s.q.setPointer, topic, partition, offset, now, now); err != nil {
+		return fmt.Errorf("set pointer %s/%d: %w", topic, partition, err)
+	}
+	return nil
+}
+
+// Dump returns every journal's row and stored event seqNrs on topic, for
+// tests and the crash check.
+func (s *Store) Dump(ctx context.Context, topic string) (map[store.Key]store.Dumped, error) {
+	out := map[store.Key]store.Dumped{}
+	rows, err := s.read.QueryContext(ctx, s.bind(`SELECT topic, id, seq_nr, delete_to FROM journal_meta WHERE topic = ?`), topic)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k store.Key
+		var d store.Dumped
+		if err := rows.Scan(&k.Topic, &k.ID, &d.SeqNr, &d.DeleteTo); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[k] = d
+	}
+	rows.Close()
+	rows, err = s.read.QueryContext(ctx, s.bind(`SELECT topic, id, seq_nr FROM journal_event WHERE topic = ? ORDER BY topic, id, seq_nr`), topic)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k store.Key
+		var seq int64
+		if err := rows.Scan(&k.Topic, &k.ID, &seq); err != nil {
+			return nil, err
+		}
+		d, ok := out[k]
+		if !ok {
+			return nil, fmt.Errorf("event %s/%s/%d has no journal_meta row", k.Topic, k.ID, seq)
+		}
+		d.Events = append(d.Events, seq)
+		out[k] = d
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,267 @@
+package journal
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/streamd/streamd/journal/internal/action"
+	"github.com/streamd/streamd/journal/internal/store"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// QuarantineFunc receives a malformed action record and why it is
+// malformed. It must return only once the record is durably kept
+// (produced to a quarantine topic, say): replication then goes on past it.
+type QuarantineFunc func(ctx context.Context, rec record.Record, reason error) error
+
+// Option configures a Replicator or a Journal.
+type Option func(*options)
+
+type options struct {
+	logger     *slog.Logger
+	quarantine QuarantineFunc
+	origin     string
+	headCache  bool
+}
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithQuarantine sets where a Replicator sends malformed action records.
+// Without it they are logged, counted and skipped.
+func WithQuarantine(q QuarantineFunc) Option { return func(o *options) { o.quarantine = q } }
+
+func buildOptions(opts []Option) options {
+	o := options{logger: slog.Default(), headCache: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// ReplicatorStats are a Replicator's counters since it started.
+type ReplicatorStats struct {
+	Records     int64 // action records seen
+	Skipped     int64 // at or below the stored pointer (redelivered)
+	Ignored     int64 // no key, no journal.action header, unknown action
+	Quarantined int64 // malformed
+	Events      int64 // events written
+	Batches     int64 // store transactions
+}
+
+// Replicator applies journal actions to a Store. It is a plugins.Sink: the
+// pipeline engine gives it records of the journal topics (each partition's
+// in offset order) and commits offsets once Write reports them durable.
+type Replicator struct {
+	store *Store
+	o     options
+	stats struct {
+		records, skipped, ignored, quarantined, events, batches atomic.Int64
+	}
+}
+
+var _ plugins.Sink = (*Replicator)(nil)
+
+// NewReplicator returns a Replicator into store.
+func NewReplicator(s *Store, opts ...Option) (*Replicator, error) {
+	if s == nil {
+		return nil, errors.New("journal replicator: nil store")
+	}
+	return &Replicator{store: s, o: buildOptions(opts)}, nil
+}
+
+// Stats returns the counters.
+func (r *Replicator) Stats() ReplicatorStats {
+	return ReplicatorStats{
+		Records: r.stats.records.Load(), Skipped: r.stats.skipped.Load(), Ignored: r.stats.ignored.Load(),
+		Quarantined: r.stats.quarantined.Load(), Events: r.stats.events.Load(), Batches: r.stats.batches.Load(),
+	}
+}
+
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+// Write implements plugins.Sink. Per partition: records at or below the
+// stored pointer are skipped; the rest are decoded, grouped by key,
+// folded, applied with the new pointer in one store write. Every record is
+// then durable (a malformed one once quarantined). An error means nothing
+// of the batch is known durable; applying it again is safe.
+func (r *Replicator) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	var order []partKey
+	groups := map[partKey][]int{}
+	for i := range batch {
+		k := partKey{batch[i].Topic, batch[i].Partition}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	for _, pk := range order {
+		if err := r.writePartition(ctx, pk, batch, groups[pk]); err != nil {
+			return nil, err
+		}
+	}
+	return make([]error, len(batch)), nil
+}
+
+func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []record.Record, idx []int) error {
+	ptr, hasPtr, err := r.store.s.Pointer(ctx, pk.topic, pk.partition)
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(batch[a].Offset, batch[b].Offset) })
+	per := map[string][]store.Action{}
+	var ids []string
+	newPtr, any := ptr, false
+	for _, i := range idx {
+		rec := &batch[i]
+		r.stats.records.Add(1)
+		if hasPtr && rec.Offset <= ptr {
+			r.stats.skipped.Add(1)
+			continue
+		}
+		if !any || rec.Offset > newPtr {
+			newPtr, any = rec.Offset, true
+		}
+		id, a, ok, err := parseRecord(rec)
+		if err != nil {
+			r.stats.quarantined.Add(1)
+			if qerr := r.quarantine(ctx, rec, err); qerr != nil {
+				return qerr
+			}
+			continue
+		}
+		if !ok {
+			r.stats.ignored.Add(1)
+			continue
+		}
+		if _, seen := per[id]; !seen {
+			ids = append(ids, id)
+		}
+		per[id] = append(per[id], a)
+	}
+	if !any {
+		return nil
+	}
+	b := &store.Batch{Topic: pk.topic, Partition: pk.partition, Pointer: newPtr}
+	n := 0
+	for _, id := range ids {
+		ops := store.Fold(pk.partition, per[id])
+		for _, op := range ops {
+			n += len(op.Events)
+		}
+		b.Keys = append(b.Keys, store.KeyOps{ID: id, Ops: ops})
+	}
+	if err := r.store.s.Apply(ctx, b); err != nil {
+		return err
+	}
+	r.stats.batches.Add(1)
+	r.stats.events.Add(int64(n))
+	return nil
+}
+
+func (r *Replicator) quarantine(ctx context.Context, rec *record.Record, reason error) error {
+	r.o.logger.Warn("journal: malformed action record quarantined",
+		"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "reason", reason)
+	if r.o.quarantine == nil {
+		return nil
+	}
+	if err := r.o.quarantine(ctx, *rec, reason); err != nil {
+		return fmt.Errorf("journal replicator: quarantine %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	return nil
+}
+
+// QuarantineHeaders are added to a quarantined record by
+// QuarantineRecord: why, and where it came from.
+const (
+	QuarantineReasonHeader    = "journal.quarantine.reason"
+	QuarantineTopicHeader     = "journal.quarantine.topic"
+	QuarantinePartitionHeader = "journal.quarantine.partition"
+	QuarantineOffsetHeader    = "journal.quarantine.offset"
+)
+
+// QuarantineRecord returns rec as it goes to a quarantine topic: same key,
+// value and headers, plus headers naming the reason and the origin.
+func QuarantineRecord(rec record.Record, reason error, topic string) record.Record {
+	q := rec.Clone()
+	q.Topic, q.Partition, q.Offset = topic, 0, 0
+	q.Headers = append(q.Headers,
+		record.Header{Key: QuarantineReasonHeader, Value: []byte(reason.Error())},
+		record.Header{Key: QuarantineTopicHeader, Value: []byte(rec.Topic)},
+		record.Header{Key: QuarantinePartitionHeader, Value: []byte(strconv.Itoa(int(rec.Partition)))},
+		record.Header{Key: QuarantineOffsetHeader, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+	)
+	return q
+}
+
+// parseRecord decodes an action record. ok is false for a record a
+// consumer skips (no key, no journal.action header, an unknown action, an
+// Append with a null value); err (wrapping ErrMalformed) for a malformed one.
+func parseRecord(rec *record.Record) (id string, a store.Action, ok bool, err error) {
+	if rec.Key == nil {
+		return "", a, false, nil
+	}
+	hv, has := rec.Header(action.HeaderKey)
+	if !has {
+		return "", a, false, nil
+	}
+	h, err := action.DecodeHeader(hv)
+	if err != nil {
+		return "", a, false, err
+	}
+	if h.Kind == action.KindUnknown {
+		return "", a, false, nil
+	}
+	a = store.Action{Header: h, Offset: rec.Offset, Timestamp: rec.Timestamp}
+	if h.Kind == action.KindAppend {
+		if rec.Value == nil {
+			return "", a, false, nil
+		}
+		ev, err := action.DecodePayload(h.PayloadType, rec.Value)
+		if err != nil {
+			return "", a, false, err
+		}
+		if err := checkRange(h, ev); err != nil {
+			return "", a, false, err
+		}
+		a.Events = ev
+		for _, x := range rec.Headers {
+			if x.Key == action.HeaderKey {
+				continue
+			}
+			if a.Headers == nil {
+				a.Headers = map[string]string{}
+			}
+			a.Headers[x.Key] = string(x.Value)
+		}
+	}
+	return string(rec.Key), a, true, nil
+}
+
+// ErrMalformed is wrapped by every error about a malformed action record.
+var ErrMalformed = action.ErrMalformed
+
+func checkRange(h action.Header, ev *action.Events) error {
+	prev := int64(0)
+	for _, e := range ev.Events {
+		if e.SeqNr <= prev {
+			return fmt.Errorf("%w: append: event seqNrs not increasing (%d after %d)", action.ErrMalformed, e.SeqNr, prev)
+		}
+		prev = e.SeqNr
+	}
+	first, last := ev.Events[0].SeqNr, ev.Events[len(ev.Events)-1].SeqNr
+	if first != h.From || last != h.To {
+		return fmt.Errorf("%w: append: header range %d..%d but events %d..%d", action.ErrMalformed, h.From, h.To, first, last)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/streamd/streamd/journal/internal/sqlstore"
+	"github.com/streamd/streamd/journal/internal/store"
+	"github.com/streamd/streamd/plugins"
+)
+
+// Store is where the replicator keeps journals and readers find them:
+// SQLite, PostgreSQL, or a sink plugin (write-only). One Store value is
+// safe for concurrent use by a Replicator and any number of Journals.
+type Store struct {
+	s        store.Store
+	readable bool
+	desc     string
+}
+
+// StoreOption configures OpenStore.
+type StoreOption func(*storeConfig)
+
+type storeConfig struct {
+	loadSink func(ctx context.Context, ref string) (plugins.Sink, error)
+}
+
+// WithSinkLoader lets OpenStore open "wasm:PATH" and "native:PATH" stores:
+// load returns the sink plugin named by ref (the whole "wasm:..." string).
+func WithSinkLoader(load func(ctx context.Context, ref string) (plugins.Sink, error)) StoreOption {
+	return func(c *storeConfig) { c.loadSink = load }
+}
+
+// OpenStore opens the store named by dsn, creating or migrating its schema:
+//
+//	sqlite:PATH                 SQLite file (created if missing)
+//	postgres://... postgresql://...   PostgreSQL
+//	wasm:PATH | native:PATH     a sink plugin (needs WithSinkLoader)
+func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, error) {
+	var c storeConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		s, err := sqlstore.OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
+		if err != nil {
+			return nil, err
+		}
+		return &Store{s: s, readable: true, desc: dsn}, nil
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		s, err := sqlstore.OpenPostgres(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		return &Store{s: s, readable: true, desc: "postgres"}, nil
+	case strings.HasPrefix(dsn, "wasm:"), strings.HasPrefix(dsn, "native:"):
+		if c.loadSink == nil {
+			return nil, fmt.Errorf("journal store %q: plugin stores need a sink loader (WithSinkLoader)", dsn)
+		}
+		sink, err := c.loadSink(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("journal store %q: %w", dsn, err)
+		}
+		return NewPluginStore(sink), nil
+	case dsn == "":
+		return nil, errors.New("journal store: empty; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH")
+	}
+	return nil, fmt.Errorf("journal store %q: unknown kind; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH", dsn)
+}
+
+// NewMemoryStore returns an in-memory store (tests, examples).
+func NewMemoryStore() *Store {
+	return &Store{s: store.NewMemory(), readable: true, desc: "memory"}
+}
+
+// Readable reports whether Journals can read from the store. A plugin
+// store is write-only: a Journal on it reads everything from Kafka.
+func (s *Store) Readable() bool { return s.readable }
+
+// Close closes the store.
+func (s *Store) Close() error { return s.s.Close() }
