@@ -1,0 +1,31 @@
+//! orders-downgrade: the streamd transform around [`downgrade::value`].
+//! Every `fluid-schema-version` header is replaced by one
+//! `fluid-schema-version: 1` appended last; key and timestamp are kept.
+
+pub mod downgrade;
+
+use streamd::{Emitter, Error, Record, Transform};
+
+/// The transform; it keeps its buffers between records.
+#[derive(Default)]
+pub struct OrdersDowngrade {
+    value: Vec<u8>,
+    scratch: downgrade::Scratch,
+}
+
+impl Transform for OrdersDowngrade {
+    fn transform(&mut self, rec: &Record<'_>, out: &mut Emitter<'_>) -> Result<(), Error> {
+        self.value.clear();
+        downgrade::value(&mut self.value, rec.value, &mut self.scratch)?;
+        let mut w = out.begin(rec.timestamp_ms, rec.key, Some(&self.value));
+        for (name, value) in rec.headers() {
+            if name != downgrade::SCHEMA_HEADER {
+                w.header(name, value);
+            }
+        }
+        w.header(downgrade::SCHEMA_HEADER, Some(b"1"));
+        Ok(())
+    }
+}
+
+streamd::export_transform!("orders-downgrade", "1.0.0", OrdersDowngrade);
