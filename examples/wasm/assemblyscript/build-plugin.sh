@@ -1,0 +1,22 @@
+#!/bin/sh
+# build-plugin.sh DIR: builds DIR/plugin.wasm from DIR/assembly/index.ts with
+# the AssemblyScript compiler pinned in DIR/package-lock.json, then checks
+# that the module is a streamd ABI v1 plugin importing nothing but
+# streamd.reply/streamd.log. Needs Node >= 20 and npm; fails loudly.
+#
+# Flags: the incremental runtime (TLSF + GC that runs on allocation, so
+# plugins that allocate per record do not leak; the host never calls into the
+# GC), aborts routed to the SDK's handler (logs through streamd.log, then
+# traps), -O3.
+set -eu
+dir=$(cd "${1:?usage: build-plugin.sh DIR}" && pwd)
+command -v node >/dev/null 2>&1 || { echo "build-plugin.sh: node not found (need Node >= 20)" >&2; exit 1; }
+command -v npm >/dev/null 2>&1 || { echo "build-plugin.sh: npm not found" >&2; exit 1; }
+cd "$dir"
+npm ci --no-audit --no-fund --loglevel=error
+npx --no-install asc assembly/index.ts \
+	--outFile plugin.wasm \
+	-O3 \
+	--runtime incremental \
+	--use abort=~lib/@streamd/sdk/assembly/index/streamdAbort
+node node_modules/@streamd/sdk/bin/check.mjs plugin.wasm
