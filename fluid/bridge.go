@@ -360,6 +360,9 @@ func (b *Bridge) partitions(ctx context.Context, topic string) (int, error) {
 	}
 	d, ok := td[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		// kgo caches metadata answers for admin requests (MetadataMinAge);
+		// forget this one so the topic is seen as soon as it exists.
+		b.cl.PurgeTopicsFromClient(topic)
 		return 0, nil
 	}
 	if d.Err != nil {
@@ -502,10 +505,13 @@ func (b *Bridge) readRange(ctx context.Context, topic string, partition int32, f
 // committed returns group's committed offsets for topic (partition -> offset).
 func (b *Bridge) committed(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	resp, err := b.adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = resp.Error()
 	}
-	if err := resp.Error(); err != nil {
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}, nil // never committed
+	}
+	if err != nil {
 		return nil, err
 	}
 	out := map[int32]int64{}

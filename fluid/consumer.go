@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -302,6 +303,9 @@ func (c *Consumer) addDowngradePartitions(ctx context.Context, ps []int32) error
 	resp, err := c.adm.FetchOffsets(ctx, c.cfg.Group)
 	if err == nil {
 		err = resp.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		resp, err = nil, nil // never committed
 	}
 	if err != nil {
 		return fmt.Errorf("fluid consumer: committed offsets: %w", err)

@@ -52,7 +52,11 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 		if !ok {
 			start = 0
 		}
-		if e, ok := ends.Lookup(dtopic, p); ok && e.Err == nil && e.Offset > 0 {
+		e, ok := ends.Lookup(dtopic, p)
+		if !ok || e.Err != nil {
+			return fmt.Errorf("end offset of %s/%d: %v", dtopic, p, e.Err)
+		}
+		if e.Offset > 0 {
 			last, err := b.lastBefore(ctx, dtopic, p, e.Offset)
 			if err != nil {
 				return fmt.Errorf("resume %s/%d: %w", dtopic, p, err)
