@@ -82,3 +82,10 @@ func (s *Store) Readable() bool { return s.readable }
 
 // Close closes the store.
 func (s *Store) Close() error { return s.s.Close() }
+
+// KafkaOnly returns a Store with nothing in it, for Journals whose real
+// store cannot be read (a plugin store): they read every journal from
+// Kafka, from the start of its partition. It cannot replicate.
+func KafkaOnly() *Store {
+	return &Store{s: &pluginStore{sink: nil}, readable: false, desc: "kafka-only"}
+}
