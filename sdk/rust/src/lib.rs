@@ -96,13 +96,19 @@ pub struct Error {
 impl Error {
     /// A per-record error: the record is rejected with this reason.
     pub fn record(msg: impl Into<String>) -> Error {
-        Error { msg: msg.into(), batch: false }
+        Error {
+            msg: msg.into(),
+            batch: false,
+        }
     }
 
     /// A batch error: the whole call fails with this reason and the host
     /// retries the records one at a time.
     pub fn batch(msg: impl Into<String>) -> Error {
-        Error { msg: msg.into(), batch: true }
+        Error {
+            msg: msg.into(),
+            batch: true,
+        }
     }
 
     /// The reason.
@@ -187,7 +193,12 @@ pub struct Emitter<'o> {
 
 impl<'o> Emitter<'o> {
     fn new(buf: &'o mut Vec<u8>) -> Emitter<'o> {
-        Emitter { buf, count: 0, kept: false, misuse: None }
+        Emitter {
+            buf,
+            count: 0,
+            kept: false,
+            misuse: None,
+        }
     }
 
     /// Answers with the input record unchanged (KEEP). It must be the only
@@ -225,7 +236,12 @@ impl<'o> Emitter<'o> {
         wire::put_nbytes(self.buf, value);
         let hcount = self.buf.len();
         wire::put_u32(self.buf, 0);
-        RecordWriter { e: self, start, hcount, n: 0 }
+        RecordWriter {
+            e: self,
+            start,
+            hcount,
+            n: 0,
+        }
     }
 
     /// How many records were emitted so far.
@@ -325,7 +341,14 @@ pub struct Instance<T, C, S> {
 impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
     /// Makes an instance serving `plugin` under `name` and `version`.
     pub fn new(name: &'static str, version: &'static str, plugin: Plugin<T, C, S>) -> Self {
-        Instance { name, version, plugin, input: Vec::new(), output: Vec::new(), payload: Vec::new() }
+        Instance {
+            name,
+            version,
+            plugin,
+            input: Vec::new(),
+            output: Vec::new(),
+            payload: Vec::new(),
+        }
     }
 
     /// The plugin's kind.
@@ -383,7 +406,10 @@ impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
     /// `streamd_init`: the input buffer holds `len` bytes of config JSON.
     pub fn init(&mut self, len: i32) -> (i32, &[u8]) {
         if len < 0 || len as usize > self.input.len() {
-            return self.text(status::ERR_INTERNAL, "streamd_init: config length is past the input buffer");
+            return self.text(
+                status::ERR_INTERNAL,
+                "streamd_init: config length is past the input buffer",
+            );
         }
         let config = &self.input[..len as usize];
         let r = match &mut self.plugin {
@@ -393,18 +419,34 @@ impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
         };
         match r {
             Ok(()) => (status::OK, &[]),
-            Err(msg) => self.text(status::ERR_CONFIG, if msg.is_empty() { "config refused" } else { &msg }),
+            Err(msg) => self.text(
+                status::ERR_CONFIG,
+                if msg.is_empty() {
+                    "config refused"
+                } else {
+                    &msg
+                },
+            ),
         }
     }
 
     /// `streamd_process`: the input buffer holds a `len`-byte request batch.
     pub fn process(&mut self, len: i32) -> (i32, &[u8]) {
         if len < 0 || len as usize > self.input.len() {
-            return self.text(status::ERR_INTERNAL, "streamd_process: request length is past the input buffer");
+            return self.text(
+                status::ERR_INTERNAL,
+                "streamd_process: request length is past the input buffer",
+            );
         }
         let kind = self.kind();
         let name = self.name;
-        let Instance { plugin, input, output, payload, .. } = self;
+        let Instance {
+            plugin,
+            input,
+            output,
+            payload,
+            ..
+        } = self;
         let req = match wire::decode_request(&input[..len as usize]) {
             Ok(r) => r,
             Err(e) => {
@@ -420,7 +462,12 @@ impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
                 | (op::WRITE, Plugin::Sink(_))
         );
         if !served {
-            let msg = format!("op {} is not served by {} plugin {}", req.op(), kind.name(), name);
+            let msg = format!(
+                "op {} is not served by {} plugin {}",
+                req.op(),
+                kind.name(),
+                name
+            );
             return text(output, status::ERR_UNSUPPORTED, &msg);
         }
         output.clear();
@@ -457,7 +504,11 @@ impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
                 }
                 Plugin::Codec(p) => {
                     payload.clear();
-                    let r = if op == op::ENCODE { p.encode(&rec, payload) } else { p.decode(&rec, payload) };
+                    let r = if op == op::ENCODE {
+                        p.encode(&rec, payload)
+                    } else {
+                        p.decode(&rec, payload)
+                    };
                     if r.is_ok() {
                         let mut e = Emitter::new(output);
                         drop(e.begin(rec.timestamp_ms, None, Some(&payload[..])));

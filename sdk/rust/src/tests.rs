@@ -51,7 +51,10 @@ fn request(op: u32, recs: &[R<'_>]) -> Vec<u8> {
     b
 }
 
-fn process<T: Transform, C: Codec, S: Sink>(i: &mut Instance<T, C, S>, req: &[u8]) -> (i32, Vec<u8>) {
+fn process<T: Transform, C: Codec, S: Sink>(
+    i: &mut Instance<T, C, S>,
+    req: &[u8],
+) -> (i32, Vec<u8>) {
     let buf = i.buffer(req.len() as i32).expect("buffer");
     buf[..req.len()].copy_from_slice(req);
     let (st, reply) = i.process(req.len() as i32);
@@ -105,7 +108,9 @@ impl<'a> Res<'a> {
         let mut out = Vec::new();
         for _ in 0..n {
             match self.u32() {
-                1 => out.push(Entry::Err(String::from_utf8(self.nbytes().unwrap()).unwrap())),
+                1 => out.push(Entry::Err(
+                    String::from_utf8(self.nbytes().unwrap()).unwrap(),
+                )),
                 0 => {
                     let c = self.u32();
                     if c == u32::MAX {
@@ -127,7 +132,14 @@ impl<'a> Res<'a> {
                             headers.push((name, self.nbytes()));
                         }
                         assert_eq!(self.pos, end, "record size does not match its body");
-                        recs.push(Out { off, ts, part, key, value, headers });
+                        recs.push(Out {
+                            off,
+                            ts,
+                            part,
+                            key,
+                            value,
+                            headers,
+                        });
                     }
                     out.push(Entry::Records(recs));
                 }
@@ -190,7 +202,11 @@ fn out_of(r: &R<'_>) -> Out {
         part: -1,
         key: r.key.map(|k| k.to_vec()),
         value: r.value.map(|v| v.to_vec()),
-        headers: r.headers.iter().map(|(n, v)| (n.to_vec(), v.map(|v| v.to_vec()))).collect(),
+        headers: r
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_vec(), v.map(|v| v.to_vec())))
+            .collect(),
     }
 }
 
@@ -199,9 +215,15 @@ fn manifest() {
     let mut i = transform_instance();
     let (st, m) = i.manifest();
     assert_eq!(st, status::OK);
-    assert_eq!(m, &b"{\"name\":\"t\",\"kind\":\"transform\",\"version\":\"1.0.0\",\"abi\":1}"[..]);
+    assert_eq!(
+        m,
+        &b"{\"name\":\"t\",\"kind\":\"transform\",\"version\":\"1.0.0\",\"abi\":1}"[..]
+    );
     let mut c: Instance<Never, Flip, Never> = Instance::new("c", "1\"2", Plugin::Codec(Flip));
-    assert_eq!(c.manifest().1, &b"{\"name\":\"c\",\"kind\":\"codec\",\"version\":\"1\\\"2\",\"abi\":1}"[..]);
+    assert_eq!(
+        c.manifest().1,
+        &b"{\"name\":\"c\",\"kind\":\"codec\",\"version\":\"1\\\"2\",\"abi\":1}"[..]
+    );
 }
 
 #[test]
@@ -209,7 +231,11 @@ fn init() {
     let mut i = transform_instance();
     for (config, want_st, want_reply) in [
         (&b"{}"[..], status::OK, &b""[..]),
-        (&b"{\"bad\":true}"[..], status::ERR_CONFIG, &b"bad is not allowed"[..]),
+        (
+            &b"{\"bad\":true}"[..],
+            status::ERR_CONFIG,
+            &b"bad is not allowed"[..],
+        ),
     ] {
         let buf = i.buffer(config.len() as i32).unwrap();
         buf[..config.len()].copy_from_slice(config);
@@ -223,20 +249,40 @@ fn init() {
 fn transform_batch() {
     let mut i = transform_instance();
     let big = vec![b'b'; 300_000]; // past the first 64 KiB of input buffer
-    let values: Vec<Option<&[u8]>> =
-        vec![Some(b"keep"), Some(b"drop"), Some(b"err"), Some(b"two"), None, Some(&big), Some(b"")];
+    let values: Vec<Option<&[u8]>> = vec![
+        Some(b"keep"),
+        Some(b"drop"),
+        Some(b"err"),
+        Some(b"two"),
+        None,
+        Some(&big),
+        Some(b""),
+    ];
     let recs: Vec<R<'_>> = values.iter().map(|v| rec(*v)).collect();
     let req = request(op::TRANSFORM, &recs);
     for round in 0..2 {
         let (st, reply) = process(&mut i, &req);
-        assert_eq!(st, status::OK, "round {}: {:?}", round, String::from_utf8_lossy(&reply));
+        assert_eq!(
+            st,
+            status::OK,
+            "round {}: {:?}",
+            round,
+            String::from_utf8_lossy(&reply)
+        );
         let got = entries(&reply);
         let want = vec![
             Entry::Keep,
             Entry::Records(vec![]),
             Entry::Err("bad record".into()),
             Entry::Records(vec![
-                Out { off: -1, ts: 5, part: -1, key: None, value: Some(b"first".to_vec()), headers: vec![(b"x".to_vec(), None)] },
+                Out {
+                    off: -1,
+                    ts: 5,
+                    part: -1,
+                    key: None,
+                    value: Some(b"first".to_vec()),
+                    headers: vec![(b"x".to_vec(), None)],
+                },
                 out_of(&recs[3]),
             ]),
             Entry::Records(vec![out_of(&recs[4])]),
@@ -250,14 +296,25 @@ fn transform_batch() {
 #[test]
 fn transform_failures() {
     let mut i = transform_instance();
-    let (st, reply) = process(&mut i, &request(op::TRANSFORM, &[rec(Some(b"x")), rec(Some(b"batch"))]));
+    let (st, reply) = process(
+        &mut i,
+        &request(op::TRANSFORM, &[rec(Some(b"x")), rec(Some(b"batch"))]),
+    );
     assert_eq!((st, &reply[..]), (status::ERR_BATCH, &b"whole batch"[..]));
     let (st, reply) = process(&mut i, &request(op::TRANSFORM, &[rec(Some(b"misuse"))]));
-    assert_eq!(st, status::ERR_INTERNAL, "{}", String::from_utf8_lossy(&reply));
+    assert_eq!(
+        st,
+        status::ERR_INTERNAL,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
     for op in [op::ENCODE, op::DECODE, op::WRITE, 99] {
         let (st, reply) = process(&mut i, &request(op, &[]));
         assert_eq!(st, status::ERR_UNSUPPORTED, "op {}", op);
-        assert_eq!(reply, format!("op {} is not served by transform plugin t", op).as_bytes());
+        assert_eq!(
+            reply,
+            format!("op {} is not served by transform plugin t", op).as_bytes()
+        );
     }
     let (st, reply) = process(&mut i, &request(op::TRANSFORM, &[]));
     assert_eq!((st, &reply[..]), (status::OK, &[0u8, 0, 0, 0][..]));
@@ -277,7 +334,11 @@ fn malformed_requests() {
     many_headers[hc..hc + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("short head", vec![1, 0, 0, 0], "at byte 4: truncated"),
-        ("record past end", vec![1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0], "at byte 8: record runs past the end"),
+        (
+            "record past end",
+            vec![1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0],
+            "at byte 8: record runs past the end",
+        ),
         ("trailing bytes", tail, "bytes after the last record"),
         ("short body", short_body, "record runs past the end"),
         ("key length -2", bad_key, "at byte 32: invalid length"),
@@ -288,7 +349,13 @@ fn malformed_requests() {
         let (st, reply) = process(&mut i, &req);
         let reply = String::from_utf8(reply).unwrap();
         assert_eq!(st, status::ERR_INTERNAL, "{}: {}", name, reply);
-        assert!(reply.contains(want), "{}: {:?} does not contain {:?}", name, reply, want);
+        assert!(
+            reply.contains(want),
+            "{}: {:?} does not contain {:?}",
+            name,
+            reply,
+            want
+        );
     }
 }
 
@@ -317,15 +384,39 @@ impl Codec for Flip {
 #[test]
 fn codec() {
     let mut i: Instance<Never, Flip, Never> = Instance::new("flip", "0.1", Plugin::Codec(Flip));
-    for (op, want, msg) in [(op::ENCODE, &b"MIXED"[..], "cannot encode bad"), (op::DECODE, &b"mixed"[..], "cannot decode bad")] {
-        let (st, reply) = process(&mut i, &request(op, &[rec(Some(b"MiXed")), rec(Some(b"bad")), rec(Some(b""))]));
+    for (op, want, msg) in [
+        (op::ENCODE, &b"MIXED"[..], "cannot encode bad"),
+        (op::DECODE, &b"mixed"[..], "cannot decode bad"),
+    ] {
+        let (st, reply) = process(
+            &mut i,
+            &request(
+                op,
+                &[rec(Some(b"MiXed")), rec(Some(b"bad")), rec(Some(b""))],
+            ),
+        );
         assert_eq!(st, status::OK);
         let got = entries(&reply);
-        let payload = |v: &[u8]| Entry::Records(vec![Out { off: -1, ts: 1_700_000_000_123, part: -1, key: None, value: Some(v.to_vec()), headers: vec![] }]);
-        assert_eq!(got, vec![payload(want), Entry::Err(msg.into()), payload(b"")]);
+        let payload = |v: &[u8]| {
+            Entry::Records(vec![Out {
+                off: -1,
+                ts: 1_700_000_000_123,
+                part: -1,
+                key: None,
+                value: Some(v.to_vec()),
+                headers: vec![],
+            }])
+        };
+        assert_eq!(
+            got,
+            vec![payload(want), Entry::Err(msg.into()), payload(b"")]
+        );
     }
     for op in [op::TRANSFORM, op::WRITE] {
-        assert_eq!(process(&mut i, &request(op, &[])).0, status::ERR_UNSUPPORTED);
+        assert_eq!(
+            process(&mut i, &request(op, &[])).0,
+            status::ERR_UNSUPPORTED
+        );
     }
 }
 
@@ -344,10 +435,17 @@ impl Sink for Count {
 
 #[test]
 fn sink() {
-    let mut i: Instance<Never, Never, Count> = Instance::new("count", "1", Plugin::Sink(Count::default()));
-    let (st, reply) = process(&mut i, &request(op::WRITE, &[rec(Some(b"fail")), rec(Some(b"ok"))]));
+    let mut i: Instance<Never, Never, Count> =
+        Instance::new("count", "1", Plugin::Sink(Count::default()));
+    let (st, reply) = process(
+        &mut i,
+        &request(op::WRITE, &[rec(Some(b"fail")), rec(Some(b"ok"))]),
+    );
     assert_eq!(st, status::OK);
-    assert_eq!(entries(&reply), vec![Entry::Err("disk full".into()), Entry::Records(vec![])]);
+    assert_eq!(
+        entries(&reply),
+        vec![Entry::Err("disk full".into()), Entry::Records(vec![])]
+    );
     match &i.plugin {
         Plugin::Sink(c) => assert_eq!(c.0, 1),
         _ => unreachable!(),
@@ -362,8 +460,18 @@ fn record_headers() {
     let got: Vec<Record<'_>> = parsed.records().collect::<Result<_, _>>().unwrap();
     assert_eq!(got.len(), 1);
     let h: Vec<_> = got[0].headers().collect();
-    assert_eq!(h, vec![(&b"h1"[..], Some(&b"v1"[..])), (&b"h1"[..], None), (&b""[..], Some(&b""[..]))]);
+    assert_eq!(
+        h,
+        vec![
+            (&b"h1"[..], Some(&b"v1"[..])),
+            (&b"h1"[..], None),
+            (&b""[..], Some(&b""[..]))
+        ]
+    );
     assert_eq!(got[0].header(b"h1"), Some(None));
     assert_eq!(got[0].header(b"nope"), None);
-    assert_eq!((got[0].offset, got[0].partition, got[0].key), (42, 7, Some(&b"k"[..])));
+    assert_eq!(
+        (got[0].offset, got[0].partition, got[0].key),
+        (42, 7, Some(&b"k"[..]))
+    );
 }

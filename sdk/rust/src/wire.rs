@@ -39,7 +39,10 @@ pub struct Record<'a> {
 impl<'a> Record<'a> {
     /// The headers, in order: (name, value) with `None` a null value.
     pub fn headers(&self) -> Headers<'a> {
-        Headers { b: self.headers, left: self.header_count }
+        Headers {
+            b: self.headers,
+            left: self.header_count,
+        }
     }
 
     /// How many headers the record has.
@@ -111,7 +114,14 @@ impl<'a> Request<'a> {
     /// The records, in order. After the last record, bytes left over are
     /// reported as an error.
     pub fn records(&self) -> Records<'a> {
-        Records { r: Reader { b: self.body, pos: 8 }, left: self.count, done: false }
+        Records {
+            r: Reader {
+                b: self.body,
+                pos: 8,
+            },
+            left: self.count,
+            done: false,
+        }
     }
 }
 
@@ -133,15 +143,24 @@ impl<'a> Iterator for Records<'a> {
         if self.left == 0 {
             self.done = true;
             if self.r.pos != self.r.b.len() {
-                return Some(Err(WireError { at: self.r.pos, what: "bytes after the last record" }));
+                return Some(Err(WireError {
+                    at: self.r.pos,
+                    what: "bytes after the last record",
+                }));
             }
             return None;
         }
         self.left -= 1;
         let at = self.r.pos;
         let res = self.r.u32().and_then(|size| {
-            let body = self.r.take(size as usize).map_err(|_| WireError { at, what: "record runs past the end" })?;
-            decode_record(body).map_err(|e| WireError { at: at + 4 + e.at, what: e.what })
+            let body = self.r.take(size as usize).map_err(|_| WireError {
+                at,
+                what: "record runs past the end",
+            })?;
+            decode_record(body).map_err(|e| WireError {
+                at: at + 4 + e.at,
+                what: e.what,
+            })
         });
         if res.is_err() {
             self.done = true;
@@ -164,9 +183,20 @@ fn decode_record(b: &[u8]) -> Result<Record<'_>, WireError> {
         r.nbytes(true)?;
     }
     if r.pos != b.len() {
-        return Err(WireError { at: r.pos, what: "bytes after the record's headers" });
+        return Err(WireError {
+            at: r.pos,
+            what: "bytes after the record's headers",
+        });
     }
-    Ok(Record { offset, timestamp_ms, partition, key, value, headers: &b[start..], header_count })
+    Ok(Record {
+        offset,
+        timestamp_ms,
+        partition,
+        key,
+        value,
+        headers: &b[start..],
+        header_count,
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -178,7 +208,10 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         if self.b.len() - self.pos < n {
-            return Err(WireError { at: self.pos, what: "truncated" });
+            return Err(WireError {
+                at: self.pos,
+                what: "truncated",
+            });
         }
         let s = &self.b[self.pos..self.pos + n];
         self.pos += n;
@@ -203,9 +236,15 @@ impl<'a> Reader<'a> {
             if n == -1 && nullable {
                 return Ok(None);
             }
-            return Err(WireError { at, what: "invalid length" });
+            return Err(WireError {
+                at,
+                what: "invalid length",
+            });
         }
-        self.take(n as usize).map(Some).map_err(|_| WireError { at, what: "length runs past the end" })
+        self.take(n as usize).map(Some).map_err(|_| WireError {
+            at,
+            what: "length runs past the end",
+        })
     }
 }
 
@@ -235,7 +274,14 @@ pub(crate) fn put_json_string(b: &mut Vec<u8>, s: &[u8]) {
     for &c in s {
         match c {
             b'"' | b'\\' => b.extend_from_slice(&[b'\\', c]),
-            0..=0x1f => b.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            0..=0x1f => b.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ]),
             _ => b.push(c),
         }
     }

@@ -32,7 +32,14 @@ pub fn value(dst: &mut Vec<u8>, input: Option<&[u8]>, scratch: &mut Scratch) -> 
     let input = input.ok_or_else(|| "null value".to_string())?;
     let Scratch { s, top, customer } = scratch;
     s.clear();
-    let mut p = Parser { b: input, i: 0, s, top, customer, o: Order::default() };
+    let mut p = Parser {
+        b: input,
+        i: 0,
+        s,
+        top,
+        customer,
+        o: Order::default(),
+    };
     p.top()?;
     let o = p.o;
     let s = &p.s[..];
@@ -87,7 +94,14 @@ pub fn append_string(dst: &mut Vec<u8>, s: &[u8]) {
             b'\n' => dst.extend_from_slice(b"\\n"),
             b'\r' => dst.extend_from_slice(b"\\r"),
             b'\t' => dst.extend_from_slice(b"\\t"),
-            _ => dst.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            _ => dst.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ]),
         }
         start = i + 1;
     }
@@ -147,7 +161,12 @@ impl KeySet {
             self.small.push((start, end));
             return true;
         }
-        let big: HashSet<Vec<u8>> = self.small.iter().map(|&(a, b)| self.arena[a..b].to_vec()).chain(std::iter::once(key.to_vec())).collect();
+        let big: HashSet<Vec<u8>> = self
+            .small
+            .iter()
+            .map(|&(a, b)| self.arena[a..b].to_vec())
+            .chain(std::iter::once(key.to_vec()))
+            .collect();
         self.big = Some(big);
         self.arena.clear();
         self.small.clear();
@@ -321,7 +340,11 @@ impl<'a, 's> Parser<'a, 's> {
                 }
                 Obj::Top | Obj::Customer => {
                     let start = self.keys(kind).arena.len();
-                    self.string(if kind == Obj::Top { Dst::TopKey } else { Dst::CustomerKey })?;
+                    self.string(if kind == Obj::Top {
+                        Dst::TopKey
+                    } else {
+                        Dst::CustomerKey
+                    })?;
                     let ks = self.keys(kind);
                     let field = classify(kind, &ks.arena[start..]);
                     if !ks.add(start) {
@@ -549,7 +572,7 @@ impl<'a, 's> Parser<'a, 's> {
             let start = self.i;
             while self.i < b.len() {
                 let c = b[self.i];
-                if c < 0x20 || c >= 0x80 || c == b'"' || c == b'\\' {
+                if !(0x20..0x80).contains(&c) || c == b'"' || c == b'\\' {
                     break;
                 }
                 self.i += 1;
@@ -660,7 +683,9 @@ mod tests {
     }
 
     fn nested(levels: usize) -> Vec<u8> {
-        let mut s = br#"{"order_id":"a","customer":{"id":"b"},"amount_cents":1,"currency":"c","t":"#.to_vec();
+        let mut s =
+            br#"{"order_id":"a","customer":{"id":"b"},"amount_cents":1,"currency":"c","t":"#
+                .to_vec();
         s.extend(std::iter::repeat(b'[').take(levels - 1));
         s.extend(std::iter::repeat(b']').take(levels - 1));
         s.push(b'}');
@@ -688,14 +713,20 @@ mod tests {
             ),
         ];
         for (input, want) in cases {
-            assert_eq!(run(Some(input)).map_err(|e| e + " for " + &String::from_utf8_lossy(input)), Ok(want.to_vec()));
+            assert_eq!(
+                run(Some(input)).map_err(|e| e + " for " + &String::from_utf8_lossy(input)),
+                Ok(want.to_vec())
+            );
         }
         assert!(run(Some(&nested(64))).is_ok());
     }
 
     #[test]
     fn invalid() {
-        let many_keys: String = (0..20).map(|i| format!("\"k{}\":{},", i, i)).collect::<String>() + "\"k3\":0}";
+        let many_keys: String = (0..20)
+            .map(|i| format!("\"k{}\":{},", i, i))
+            .collect::<String>()
+            + "\"k3\":0}";
         let many_keys = "{".to_string() + &many_keys;
         let deep = nested(65);
         let cases: Vec<(Option<&[u8]>, &str)> = vec![
@@ -724,8 +755,19 @@ mod tests {
         ];
         for (input, want) in cases {
             match run(input) {
-                Ok(v) => panic!("{:?}: got {:?}, want an error containing {:?}", input, String::from_utf8_lossy(&v), want),
-                Err(e) => assert!(e.contains(want), "{:?}: error {:?} does not contain {:?}", input, e, want),
+                Ok(v) => panic!(
+                    "{:?}: got {:?}, want an error containing {:?}",
+                    input,
+                    String::from_utf8_lossy(&v),
+                    want
+                ),
+                Err(e) => assert!(
+                    e.contains(want),
+                    "{:?}: error {:?} does not contain {:?}",
+                    input,
+                    e,
+                    want
+                ),
             }
         }
     }
