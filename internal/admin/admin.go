@@ -1,0 +1,106 @@
+// Package admin is streamd's admin HTTP server: /healthz, /readyz,
+// /metrics, /pipelines, pprof, and the routes other parts mount (fluid,
+// journal).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/streamd/streamd/pipeline"
+)
+
+// Server serves the admin API.
+type Server struct {
+	mux       *http.ServeMux
+	srv       *http.Server
+	pipelines func() []*pipeline.Pipeline
+	log       *slog.Logger
+}
+
+// New returns a server for the pipelines that pipelines returns, with
+// metrics from gatherer.
+func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, log *slog.Logger) *Server {
+	s := &Server{mux: http.NewServeMux(), pipelines: pipelines, log: log}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /pipelines", func(w http.ResponseWriter, _ *http.Request) {
+		var out []pipeline.Status
+		for _, p := range s.pipelines() {
+			out = append(out, p.Status())
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return s
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var notReady []string
+	for _, p := range s.pipelines() {
+		st := p.Status()
+		if st.State == pipeline.Done || st.State == pipeline.Stopped {
+			continue
+		}
+		if !p.Ready() {
+			notReady = append(notReady, p.Name())
+		}
+	}
+	if len(notReady) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Handle mounts h on pattern (http.ServeMux syntax).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler returns the server's handler, for tests.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Start listens on addr and serves in the background; it returns the
+// address actually bound.
+func (s *Server) Start(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// Shutdown stops the server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	return s.srv.Shutdown(ctx)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

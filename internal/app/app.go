@@ -1,0 +1,396 @@
+// Package app assembles a streamd daemon from a config: the embedded broker,
+// the pipelines with their plugins, and the admin server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/streamd/streamd/internal/admin"
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/plugins/codecs"
+)
+
+// Opener loads a plugin from a reference such as "wasm:x.wasm" or
+// "native:./bin" (plugins/load.Open).
+type Opener func(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error)
+
+// App is an assembled daemon.
+type App struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	open    Opener
+	stdout  io.Writer
+	reg     *prometheus.Registry
+	metrics *pipeline.Metrics
+
+	pipes   []*pipeline.Pipeline
+	loaded  []plugins.Plugin
+	closers []func() error
+	broker  *kfake.Cluster
+	Admin   *admin.Server
+	// AdminAddr is the address the admin server bound, once Run started it.
+	AdminAddr string
+	mu        sync.Mutex
+}
+
+// Logger returns a slog logger for the config's [log] section.
+func Logger(c config.Log, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	o := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// Build loads every plugin and assembles every pipeline, without touching
+// the network: `streamd lint` is Build then Close.
+func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opener, stdout io.Writer) (*App, error) {
+	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = pipeline.NewMetrics(a.reg)
+	var errs []error
+	for i := range cfg.Pipelines {
+		p, err := a.buildPipeline(ctx, i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		a.pipes = append(a.pipes, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Admin = admin.New(a.reg, a.Pipelines, log)
+	return a, nil
+}
+
+// Pipelines returns the assembled pipelines.
+func (a *App) Pipelines() []*pipeline.Pipeline {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]*pipeline.Pipeline(nil), a.pipes...)
+}
+
+// Registry returns the Prometheus registry the app's metrics are in.
+func (a *App) Registry() *prometheus.Registry { return a.reg }
+
+// Plugins returns every plugin loaded for the pipelines.
+func (a *App) Plugins() []plugins.Plugin { return a.loaded }
+
+func (a *App) where(i int, part string) string {
+	return fmt.Sprintf("%s: pipeline %q %s", a.cfg.File, a.cfg.Pipelines[i].Name, part)
+}
+
+// pluginRef turns a stage's path/plugin into a loader reference with paths
+// resolved against the config file's folder.
+func (a *App) pluginRef(typ, path, plugin string) string {
+	ref := plugin
+	if ref == "" {
+		ref = path
+	}
+	kind, rest, ok := strings.Cut(ref, ":")
+	if !ok || (kind != "wasm" && kind != "native") {
+		kind, rest = typ, ref
+		if kind != "native" {
+			kind = "wasm"
+		}
+	}
+	return kind + ":" + a.cfg.Resolve(rest)
+}
+
+func (a *App) pluginOpts(kind plugins.Kind, name string, cfg map[string]any, pool int, pages uint32, timeout config.Duration, dirs map[string]string, checksum string) plugins.Options {
+	o := plugins.Options{
+		Kind: kind, Config: cfg, Logger: a.log.With("plugin", name), CacheDir: a.cfg.Plugins.CacheDir,
+		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
+		Pool: pool, Checksum: checksum,
+	}
+	if pages != 0 {
+		o.MaxMemoryPages = pages
+	}
+	if timeout.Duration != 0 {
+		o.Timeout = timeout.Duration
+	}
+	if len(dirs) > 0 {
+		o.Dirs = map[string]string{}
+		for guest, host := range dirs {
+			o.Dirs[guest] = a.cfg.Resolve(host)
+		}
+	}
+	return o
+}
+
+func (a *App) load(ctx context.Context, ref string, o plugins.Options) (plugins.Plugin, error) {
+	if a.open == nil {
+		return nil, errors.New("plugins are not available in this build")
+	}
+	p, err := a.open(ctx, ref, o)
+	if err != nil {
+		return nil, err
+	}
+	a.loaded = append(a.loaded, p)
+	return p, nil
+}
+
+func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, error) {
+	pc := &a.cfg.Pipelines[i]
+	log := a.log.With("pipeline", pc.Name)
+	src, err := a.buildSource(pc, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.where(i, "source"), err)
+	}
+	var stages []pipeline.Stage
+	for j := range pc.Transforms {
+		st, err := a.buildStage(ctx, pc, j)
+		if err != nil {
+			src.Close()
+			return nil, fmt.Errorf("%s: %w", a.where(i, fmt.Sprintf("transform[%d]", j)), err)
+		}
+		stages = append(stages, st)
+	}
+	sink, err := a.buildSink(ctx, pc)
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("%s: %w", a.where(i, "sink"), err)
+	}
+	opts := []pipeline.Option{
+		pipeline.WithStages(stages...),
+		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, pc.Batch.Linger.Duration),
+		pipeline.WithWorkers(pc.Workers),
+		pipeline.WithMaxInFlight(pc.MaxInFlight),
+		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
+		pipeline.WithShutdownTimeout(pc.ShutdownTimeout.Duration),
+		pipeline.WithLogger(a.log),
+		pipeline.WithMetrics(a.metrics),
+	}
+	switch pc.Errors.Policy {
+	case "dlq":
+		dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: pc.Errors.DLQTopic, Partitions: a.cfg.Kafka.Partitions})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
+		}
+		a.closers = append(a.closers, dlq.Close)
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.DLQ, dlq))
+	case "drop":
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.Drop, nil))
+	default:
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.Stop, nil))
+	}
+	return pipeline.New(pc.Name, src, sink, opts...), nil
+}
+
+func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Source, error) {
+	s := &pc.Source
+	switch s.Type {
+	case "kafka":
+		return kafka.NewSource(kafka.SourceConfig{
+			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topics: s.Topics, Group: s.Group,
+			Latest: s.Start == "latest", Partitions: a.cfg.Kafka.Partitions, Logger: log,
+		})
+	case "generate":
+		return pipeline.NewGenerateSource(s.Rate, s.Count, s.Keys), nil
+	case "file":
+		return pipeline.NewFileSource(a.cfg.Resolve(s.Path))
+	}
+	return nil, fmt.Errorf("unknown source type %q", s.Type)
+}
+
+func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipeline.Stage, error) {
+	s := &pc.Transforms[j]
+	pool := s.Pool
+	if pool == 0 {
+		pool = pc.Workers
+	}
+	if s.Type == "codec" {
+		var c plugins.Codec
+		name := s.Codec
+		if s.Codec != "" {
+			bc, err := codecs.New(s.Codec, s.Level)
+			if err != nil {
+				return pipeline.Stage{}, err
+			}
+			c = bc
+		} else {
+			p, err := a.load(ctx, a.pluginRef("wasm", s.Path, s.Plugin), a.pluginOpts(plugins.KindCodec, s.Name, s.Config, pool, s.MaxMemoryPages, s.Timeout, s.Dirs, s.Checksum))
+			if err != nil {
+				return pipeline.Stage{}, err
+			}
+			pc, ok := p.(plugins.Codec)
+			if !ok {
+				return pipeline.Stage{}, fmt.Errorf("plugin %s is a %s, not a codec", p.Manifest().Name, p.Manifest().Kind)
+			}
+			c, name = pc, p.Manifest().Name
+		}
+		return pipeline.Stage{Name: s.Name, Transformer: pipeline.CodecStage(c, name, s.Mode == "encode"), Plugin: name}, nil
+	}
+	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), a.pluginOpts(plugins.KindTransform, s.Name, s.Config, pool, s.MaxMemoryPages, s.Timeout, s.Dirs, s.Checksum))
+	if err != nil {
+		return pipeline.Stage{}, err
+	}
+	t, ok := p.(plugins.Transformer)
+	if !ok {
+		return pipeline.Stage{}, fmt.Errorf("plugin %s is a %s, not a transform", p.Manifest().Name, p.Manifest().Kind)
+	}
+	return pipeline.Stage{Name: s.Name, Transformer: t, Plugin: p.Manifest().Name}, nil
+}
+
+func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink, error) {
+	k := &pc.Sink
+	switch k.Type {
+	case "kafka":
+		s, err := kafka.NewSink(kafka.SinkConfig{
+			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: k.Topic, Compression: k.Compression,
+			Level: k.CompressionLevel, SamePartition: k.Partition == "same", Partitions: a.cfg.Kafka.Partitions,
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, s.Close)
+		return s, nil
+	case "file":
+		path := a.cfg.Resolve(k.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		s, err := pipeline.NewFileSink(path)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, s.Close)
+		return s, nil
+	case "stdout":
+		return pipeline.NewWriterSink(a.stdout), nil
+	case "drop":
+		return pipeline.DropSink{}, nil
+	case "wasm", "native":
+		pool := k.Pool
+		if pool == 0 {
+			pool = pc.Workers
+		}
+		p, err := a.load(ctx, a.pluginRef(k.Type, "", k.Plugin), a.pluginOpts(plugins.KindSink, pc.Name+"-sink", k.Config, pool, k.MaxMemoryPages, k.Timeout, k.Dirs, k.Checksum))
+		if err != nil {
+			return nil, err
+		}
+		s, ok := p.(plugins.Sink)
+		if !ok {
+			return nil, fmt.Errorf("plugin %s is a %s, not a sink", p.Manifest().Name, p.Manifest().Kind)
+		}
+		return s, nil
+	case "journal":
+		return a.journalSink(ctx, pc)
+	}
+	return nil, fmt.Errorf("unknown sink type %q", k.Type)
+}
+
+// journalSink is wired when the journal package lands.
+func (a *App) journalSink(context.Context, *config.Pipeline) (plugins.Sink, error) {
+	return nil, errors.New("the journal sink is not available yet")
+}
+
+// StartBroker starts an in-process kfake broker on listen that persists to
+// dataDir.
+func StartBroker(listen, dataDir string, syncWrites bool, partitions int32) (*kfake.Cluster, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker listen %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker listen %q: bad port", listen)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dataDir),
+		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(int(max(1, partitions))),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return net.Listen(network, net.JoinHostPort(host, portStr))
+		}),
+	}
+	if syncWrites {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", listen, dataDir, err)
+	}
+	return c, nil
+}
+
+// Run starts the embedded broker (if configured) and the admin server, and
+// runs every pipeline until ctx is done or all of them have ended. It
+// returns an error if any pipeline failed.
+func (a *App) Run(ctx context.Context) error {
+	if e := a.cfg.Kafka.Embedded; e != nil {
+		b, err := StartBroker(e.Listen, e.DataDir, e.SyncWrites, a.cfg.Kafka.Partitions)
+		if err != nil {
+			return err
+		}
+		a.broker = b
+		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
+	}
+	if a.cfg.Admin.Listen != "" {
+		addr, err := a.Admin.Start(a.cfg.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin listen %s: %w", a.cfg.Admin.Listen, err)
+		}
+		a.AdminAddr = addr
+		a.log.Info("admin server listening", "addr", addr)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(a.pipes))
+	for i, p := range a.pipes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("pipeline %s: %w", p.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close releases plugins, clients, the admin server and the broker.
+func (a *App) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a.Admin != nil {
+		a.Admin.Shutdown(ctx)
+	}
+	for _, c := range a.closers {
+		if err := c(); err != nil {
+			a.log.Warn("close", "err", err)
+		}
+	}
+	for _, p := range a.loaded {
+		if err := p.Close(ctx); err != nil {
+			a.log.Warn("close plugin", "plugin", p.Manifest().Name, "err", err)
+		}
+	}
+	if a.broker != nil {
+		a.broker.Close()
+	}
+}
