@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
+
+	"github.com/streamd/streamd/internal/plugincli"
 )
 
-func cmdPlugin(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "streamd plugin: not implemented yet")
-	return 2
+// openPlugin opens the plugin named by a reference; plugins/load.Open
+// replaces it once every loader is wired.
+var openPlugin plugincli.Opener = plugincli.OpenDefault
+
+func cmdPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return plugincli.Main(ctx, args, stdout, stderr, openPlugin)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/streamd/streamd/plugins"
@@ -32,7 +33,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Ope
 		return 2
 	}
 	var err error
-	code := 2
+	code := 0
 	switch args[0] {
 	case "inspect":
 		err = inspect(ctx, args[1:], stdout, stderr, open)
@@ -68,6 +69,16 @@ type common struct {
 	input, expect, config, op string
 	batch                     int
 	verbose                   bool
+	cacheDir                  string
+}
+
+// defaultCacheDir is where compiled Wasm is kept between runs.
+func defaultCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "streamd", "wasm")
 }
 
 func parseFlags(name string, args []string, stderr io.Writer, needInput, needExpect bool) (string, common, error) {
@@ -84,6 +95,7 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.StringVar(&c.expect, "expect", "", "expected output, JSON lines")
 	}
 	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log")
+	fs.StringVar(&c.cacheDir, "cache", defaultCacheDir(), "compiled Wasm cache directory (empty: none)")
 	// Accept the plugin file before or after the flags.
 	var file string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -114,7 +126,7 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 }
 
 func options(c common, stderr io.Writer) (plugins.Options, error) {
-	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler)}
+	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: c.cacheDir}
 	if c.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

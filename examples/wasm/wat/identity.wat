@@ -1,0 +1,30 @@
+(module
+  (import "streamd" "reply" (func $reply (param i32 i32)))
+  (memory (export "memory") 2)
+  (func (export "streamd_abi_v1"))
+  ;; input buffer at 65536, one page; output scratch at 1024
+  (func (export "streamd_buffer") (param $n i32) (result i32)
+    (if (i32.gt_u (local.get $n) (i32.const 65536))
+      (then
+        (if (i32.eq (memory.grow (i32.div_u (i32.add (local.get $n) (i32.const 65535)) (i32.const 65536))) (i32.const -1))
+          (then (return (i32.const 0))))))
+    (i32.const 65536))
+  (data (i32.const 0) "{\"name\":\"identity\",\"kind\":\"transform\",\"version\":\"1.0.0\",\"abi\":1}")
+  (func (export "streamd_manifest") (result i32)
+    (call $reply (i32.const 0) (i32.const 64)) (i32.const 0))
+  (func (export "streamd_init") (param i32) (result i32) (i32.const 0))
+  (func (export "streamd_process") (param $len i32) (result i32)
+    (local $count i32) (local $i i32) (local $p i32)
+    (local.set $count (i32.load offset=4 (i32.const 65536)))
+    ;; result: count, then (status 0, KEEP) per record, written at 1024
+    (i32.store (i32.const 1024) (local.get $count))
+    (local.set $p (i32.const 1028))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $count)))
+      (i32.store (local.get $p) (i32.const 0))
+      (i32.store offset=4 (local.get $p) (i32.const -1))
+      (local.set $p (i32.add (local.get $p) (i32.const 8)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (call $reply (i32.const 1024) (i32.sub (local.get $p) (i32.const 1024)))
+    (i32.const 0)))

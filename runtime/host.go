@@ -1,0 +1,283 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/runtime/internal/abi"
+)
+
+// Defaults for the zero values of plugins.Options.
+const (
+	// DefaultMaxMemoryPages caps an instance at 256 MiB.
+	DefaultMaxMemoryPages = 4096
+	// DefaultTimeout bounds one call into a guest.
+	DefaultTimeout = 10 * time.Second
+)
+
+// NewestABI is the newest host ABI version this host speaks; it also speaks
+// every older one.
+const NewestABI = 1
+
+// Op says what a guest does with a batch (docs/abi.md section 7).
+type Op uint32
+
+// The ops of ABI v1.
+const (
+	OpTransform = Op(abi.OpTransform)
+	OpEncode    = Op(abi.OpEncode)
+	OpDecode    = Op(abi.OpDecode)
+	OpWrite     = Op(abi.OpWrite)
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpTransform:
+		return "TRANSFORM"
+	case OpEncode:
+		return "ENCODE"
+	case OpDecode:
+		return "DECODE"
+	case OpWrite:
+		return "WRITE"
+	}
+	return "op " + strconv.Itoa(int(o))
+}
+
+// ErrNotPlugin is wrapped by load errors for a file that is not a streamd
+// Wasm plugin (not Wasm, no or unsupported ABI marker, missing exports).
+var ErrNotPlugin = errors.New("not a streamd plugin")
+
+// Host loads Wasm plugins. It is safe for concurrent use.
+type Host struct {
+	mu     sync.Mutex
+	caches map[string]wazero.CompilationCache // by directory
+}
+
+// HostOption configures a Host. There are none yet; the type keeps NewHost
+// stable when some come.
+type HostOption func(*Host)
+
+// NewHost returns a Host. Close it to release the compilation caches.
+func NewHost(_ context.Context, opts ...HostOption) (*Host, error) {
+	h := &Host{caches: map[string]wazero.CompilationCache{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
+}
+
+// Close releases the compilation caches. Modules must be closed first.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for dir, c := range h.caches {
+		errs = append(errs, c.Close(ctx))
+		delete(h.caches, dir)
+	}
+	return errors.Join(errs...)
+}
+
+func (h *Host) cache(dir string) (wazero.CompilationCache, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.caches[dir]; ok {
+		return c, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wasm cache dir: %w", err)
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm cache dir %s: %w", dir, err)
+	}
+	h.caches[dir] = c
+	return c, nil
+}
+
+// Load reads, checks, compiles and instantiates the plugin at path, calls its
+// manifest and init, and returns the Module. opts.Kind, when set, must match
+// the manifest's kind.
+func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Module, error) {
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return h.load(ctx, path, bin, opts)
+}
+
+func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.Options) (*Module, error) {
+	name := filepath.Base(path)
+	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
+		return nil, fmt.Errorf("%s: %w: not a WebAssembly module", name, ErrNotPlugin)
+	}
+	maxPages := opts.MaxMemoryPages
+	if maxPages == 0 {
+		maxPages = DefaultMaxMemoryPages
+	}
+	if maxPages > 65536 {
+		return nil, fmt.Errorf("%s: max memory pages %d exceeds 65536 (4 GiB)", name, maxPages)
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(maxPages).
+		WithCloseOnContextDone(true)
+	if opts.CacheDir != "" {
+		c, err := h.cache(opts.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		rc = rc.WithCompilationCache(c)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	m, err := newModule(ctx, rt, name, bin, opts)
+	if err != nil {
+		rt.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	m.path = path
+	m.sum = sha256.Sum256(bin)
+	return m, nil
+}
+
+// exports checks a compiled module's exports and imports against ABI v1.
+func checkExports(name string, cm wazero.CompiledModule) (int, error) {
+	fns := cm.ExportedFunctions()
+	var versions []int
+	for export := range fns {
+		if v, ok := strings.CutPrefix(export, "streamd_abi_v"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || strconv.Itoa(n) != v {
+				return 0, fmt.Errorf("%s: %w: bad ABI marker export %q", name, ErrNotPlugin, export)
+			}
+			versions = append(versions, n)
+		}
+	}
+	switch {
+	case len(versions) == 0:
+		return 0, fmt.Errorf("%s: %w: missing export streamd_abi_vN", name, ErrNotPlugin)
+	case len(versions) > 1:
+		slices.Sort(versions)
+		return 0, fmt.Errorf("%s: %w: several ABI marker exports (versions %v), want exactly one", name, ErrNotPlugin, versions)
+	case versions[0] > NewestABI:
+		return 0, fmt.Errorf("%s: %w: plugin needs ABI v%d, this streamd supports ABI v%d at most", name, ErrNotPlugin, versions[0], NewestABI)
+	case versions[0] < 1:
+		return 0, fmt.Errorf("%s: %w: ABI v%d does not exist", name, ErrNotPlugin, versions[0])
+	}
+	i32 := api.ValueTypeI32
+	want := []struct {
+		name            string
+		params, results []api.ValueType
+	}{
+		{"streamd_buffer", []api.ValueType{i32}, []api.ValueType{i32}},
+		{"streamd_manifest", nil, []api.ValueType{i32}},
+		{"streamd_init", []api.ValueType{i32}, []api.ValueType{i32}},
+		{"streamd_process", []api.ValueType{i32}, []api.ValueType{i32}},
+	}
+	for _, w := range want {
+		fn, ok := fns[w.name]
+		if !ok {
+			return 0, fmt.Errorf("%s: %w: missing export %s", name, ErrNotPlugin, w.name)
+		}
+		if !slices.Equal(fn.ParamTypes(), w.params) || !slices.Equal(fn.ResultTypes(), w.results) {
+			return 0, fmt.Errorf("%s: export %s has signature %s, want %s", name, w.name,
+				signature(fn.ParamTypes(), fn.ResultTypes()), signature(w.params, w.results))
+		}
+	}
+	if _, ok := cm.ExportedMemories()["memory"]; !ok {
+		return 0, fmt.Errorf("%s: %w: missing export memory", name, ErrNotPlugin)
+	}
+	if fn, ok := fns["_initialize"]; ok && (len(fn.ParamTypes()) != 0 || len(fn.ResultTypes()) != 0) {
+		return 0, fmt.Errorf("%s: export _initialize has signature %s, want () -> ()", name,
+			signature(fn.ParamTypes(), fn.ResultTypes()))
+	}
+	for _, fn := range cm.ImportedFunctions() {
+		mod, imp, _ := fn.Import()
+		switch mod {
+		case "streamd":
+			if imp != "reply" && imp != "log" {
+				return 0, fmt.Errorf("%s: imports streamd.%s, which ABI v1 does not provide", name, imp)
+			}
+		case wasi_snapshot_preview1.ModuleName:
+		default:
+			return 0, fmt.Errorf("%s: imports %s.%s; a plugin may import only module streamd and %s",
+				name, mod, imp, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	return versions[0], nil
+}
+
+func signature(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ", ") + ")"
+	}
+	return names(params) + " -> " + names(results)
+}
+
+// parseManifest parses and checks a manifest reply.
+func parseManifest(name string, version int, b []byte) (plugins.Manifest, error) {
+	var m plugins.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: manifest is not valid JSON: %w", name, err)
+	}
+	if !validName(m.Name) {
+		return m, fmt.Errorf("%s: manifest name %q must match [a-z0-9._-]{1,64}", name, m.Name)
+	}
+	switch m.Kind {
+	case plugins.KindTransform, plugins.KindCodec, plugins.KindSink:
+	default:
+		return m, fmt.Errorf("%s: manifest kind %q must be transform, codec or sink", name, m.Kind)
+	}
+	if m.ABI != version {
+		return m, fmt.Errorf("%s: manifest says abi %d but the module exports streamd_abi_v%d", name, m.ABI, version)
+	}
+	return m, nil
+}
+
+func validName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func poolSize(n int) int {
+	if n > 0 {
+		return n
+	}
+	return goruntime.GOMAXPROCS(0)
+}
+
+func discardLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

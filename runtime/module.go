@@ -1,0 +1,467 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+	"github.com/streamd/streamd/runtime/internal/abi"
+)
+
+// ErrBatch is wrapped by every error that fails a whole batch: a trap, a
+// timeout, a guest that ran out of memory, ERR_BATCH or ERR_INTERNAL from the
+// guest, or a malformed reply. The caller may retry the records one by one.
+var ErrBatch = errors.New("batch failed")
+
+// ErrUnsupported is wrapped when the guest answers ERR_UNSUPPORTED: it does
+// not serve that op.
+var ErrUnsupported = errors.New("op not supported by the plugin")
+
+// ErrClosed is returned by calls on a closed Module.
+var ErrClosed = errors.New("plugin closed")
+
+// RejectError is the per-record error of a record the guest rejected with
+// ERR_RECORD.
+type RejectError struct {
+	Plugin string
+	Reason string
+}
+
+func (e *RejectError) Error() string {
+	if e.Reason == "" {
+		return "rejected by plugin " + e.Plugin
+	}
+	return e.Reason
+}
+
+// Module is a loaded plugin: a compiled module and a pool of instances.
+// It is safe for concurrent use.
+type Module struct {
+	name     string // file name, for errors until the manifest is known
+	path     string
+	sum      [32]byte
+	manifest plugins.Manifest
+	version  int
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	modCfg   wazero.ModuleConfig
+	config   []byte // init config JSON
+	timeout  time.Duration
+	base     *slog.Logger // opts.Logger
+	logger   *slog.Logger // base with the plugin's name
+
+	pool chan *instance // idle slots; a nil slot means "instantiate"
+
+	mu      sync.Mutex
+	closing bool
+	calls   sync.WaitGroup
+}
+
+type instance struct {
+	m                                    *Module
+	mod                                  api.Module
+	mem                                  api.Memory
+	fnBuffer, fnManifest, fnInit, fnProc api.Function
+	bufAddr, bufSize                     uint32
+	stack                                [1]uint64
+	reply                                []byte
+	replied                              bool
+	replyErr                             error
+	out                                  *logWriter
+}
+
+type instKey struct{}
+
+func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, opts plugins.Options) (*Module, error) {
+	m := &Module{
+		name:    name,
+		rt:      rt,
+		timeout: opts.Timeout,
+		base:    discardLogger(opts.Logger),
+	}
+	m.logger = m.base.With("plugin", name)
+	if m.timeout <= 0 {
+		m.timeout = DefaultTimeout
+	}
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	var err error
+	if m.config, err = json.Marshal(cfg); err != nil {
+		return nil, fmt.Errorf("%s: config: %w", name, err)
+	}
+	if m.compiled, err = rt.CompileModule(ctx, bin); err != nil {
+		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
+	}
+	if m.version, err = checkExports(name, m.compiled); err != nil {
+		return nil, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, fmt.Errorf("%s: wasi: %w", name, err)
+	}
+	_, err = rt.NewHostModuleBuilder("streamd").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostReply), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithParameterNames("ptr", "len").Export("reply").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithParameterNames("level", "ptr", "len").Export("log").
+		Instantiate(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: host module: %w", name, err)
+	}
+	m.modCfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	if len(opts.Dirs) > 0 {
+		fs := wazero.NewFSConfig()
+		guests := make([]string, 0, len(opts.Dirs))
+		for g := range opts.Dirs {
+			guests = append(guests, g)
+		}
+		sort.Strings(guests)
+		for _, g := range guests {
+			fs = fs.WithDirMount(opts.Dirs[g], g)
+		}
+		m.modCfg = m.modCfg.WithFSConfig(fs)
+	}
+
+	// The first instance answers the manifest and checks the config now,
+	// so a bad plugin fails at load.
+	inst, err := m.newInstance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Kind != "" && m.manifest.Kind != opts.Kind {
+		inst.close(ctx)
+		return nil, fmt.Errorf("%s: plugin %s is a %s plugin, not a %s", name, m.manifest.Name, m.manifest.Kind, opts.Kind)
+	}
+	n := poolSize(opts.Pool)
+	m.pool = make(chan *instance, n)
+	m.pool <- inst
+	for i := 1; i < n; i++ {
+		m.pool <- nil
+	}
+	return m, nil
+}
+
+// Manifest returns what the plugin said about itself at load.
+func (m *Module) Manifest() plugins.Manifest { return m.manifest }
+
+// Path returns the file the module was loaded from.
+func (m *Module) Path() string { return m.path }
+
+// Call runs one batch: op on recs. It returns one Result per input record in
+// order; a record the guest rejected has a *RejectError. A non-nil error
+// (wrapping ErrBatch, ErrUnsupported or ErrClosed) fails the whole batch;
+// the instance that failed is replaced, so the Module stays usable.
+//
+// Records in the results share no memory with guest memory; records the
+// guest kept (KEEP) are shallow copies of the inputs.
+func (m *Module) Call(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
+	if !m.enter() {
+		return nil, ErrClosed
+	}
+	defer m.calls.Done()
+	var inst *instance
+	select {
+	case inst = <-m.pool:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if inst == nil {
+		var err error
+		if inst, err = m.newInstance(ctx); err != nil {
+			m.pool <- nil
+			return nil, err
+		}
+	}
+	res, err := inst.process(ctx, op, recs)
+	if inst.mod.IsClosed() || (err != nil && !errors.Is(err, ErrUnsupported)) {
+		// Trapped, timed out, or answered nonsense: replace it.
+		inst.close(context.WithoutCancel(ctx))
+		inst = nil
+	}
+	m.pool <- inst
+	return res, err
+}
+
+func (m *Module) enter() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.calls.Add(1)
+	return true
+}
+
+// Close waits for calls in progress to finish, then closes every instance
+// and releases the module.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.calls.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// Calls still running will fail when the runtime closes under them.
+	}
+	return m.rt.Close(context.WithoutCancel(ctx))
+}
+
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	name := m.name
+	if m.manifest.Name != "" {
+		name = m.manifest.Name
+	}
+	inst := &instance{m: m, out: &logWriter{logger: m.logger}}
+	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.out)
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instKey{}, inst), m.timeout)
+	defer cancel()
+	mod, err := m.rt.InstantiateModule(ictx, m.compiled, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: instantiate: %w", name, err)
+	}
+	inst.mod = mod
+	inst.mem = mod.Memory()
+	inst.fnBuffer = mod.ExportedFunction("streamd_buffer")
+	inst.fnManifest = mod.ExportedFunction("streamd_manifest")
+	inst.fnInit = mod.ExportedFunction("streamd_init")
+	inst.fnProc = mod.ExportedFunction("streamd_process")
+	if fn := mod.ExportedFunction("_initialize"); fn != nil {
+		if _, err := fn.Call(ictx); err != nil {
+			inst.close(ctx)
+			return nil, fmt.Errorf("%s: _initialize: %w", name, callErr(ictx, err, m.timeout))
+		}
+	}
+	// Manifest.
+	status, reply, err := inst.call(ictx, inst.fnManifest, 0)
+	if err == nil && status != abi.StatusOK {
+		err = fmt.Errorf("status %d: %s", status, reply)
+	}
+	if err != nil {
+		inst.close(ctx)
+		return nil, fmt.Errorf("%s: streamd_manifest: %w", name, err)
+	}
+	man, err := parseManifest(m.name, m.version, reply)
+	if err != nil {
+		inst.close(ctx)
+		return nil, err
+	}
+	if m.manifest.Name == "" {
+		m.manifest = man
+		m.logger = m.base.With("plugin", man.Name)
+		inst.out.logger = m.logger
+	} else if man != m.manifest {
+		inst.close(ctx)
+		return nil, fmt.Errorf("%s: a new instance answered manifest %+v, the first %+v", name, man, m.manifest)
+	}
+	// Init.
+	if err := inst.input(ictx, uint32(len(m.config)), func(b []byte) { copy(b, m.config) }); err != nil {
+		inst.close(ctx)
+		return nil, fmt.Errorf("%s: streamd_init: %w", name, err)
+	}
+	status, reply, err = inst.call(ictx, inst.fnInit, uint32(len(m.config)))
+	switch {
+	case err != nil:
+	case status == abi.StatusConfig:
+		err = fmt.Errorf("plugin refused its config %s: %s", m.config, reply)
+	case status != abi.StatusOK:
+		err = fmt.Errorf("status %d: %s", status, reply)
+	}
+	if err != nil {
+		inst.close(ctx)
+		return nil, fmt.Errorf("%s: streamd_init: %w", name, err)
+	}
+	return inst, nil
+}
+
+func (inst *instance) close(ctx context.Context) {
+	inst.out.flush()
+	inst.mod.Close(ctx)
+}
+
+// input makes room for n bytes in the guest's input buffer and lets fill
+// write them there.
+func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) error {
+	if n > inst.bufSize || inst.bufAddr == 0 {
+		inst.stack[0] = uint64(n)
+		if err := inst.fnBuffer.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return fmt.Errorf("%w: streamd_buffer(%d): %w", ErrBatch, n, callErr(ctx, err, inst.m.timeout))
+		}
+		addr := uint32(inst.stack[0])
+		if addr == 0 {
+			return fmt.Errorf("%w: streamd_buffer(%d): the guest could not provide the room (ERR_INTERNAL)", ErrBatch, n)
+		}
+		inst.bufAddr, inst.bufSize = addr, max(n, 1)
+	}
+	view, ok := inst.mem.Read(inst.bufAddr, n)
+	if !ok {
+		inst.bufAddr, inst.bufSize = 0, 0
+		return fmt.Errorf("%w: streamd_buffer returned %d bytes at %#x, outside guest memory (%d bytes)",
+			ErrBatch, n, inst.bufAddr, inst.mem.Size())
+	}
+	fill(view)
+	return nil
+}
+
+// call calls fn with arg (ignored when fn takes no parameter) and returns
+// its status and reply.
+func (inst *instance) call(ctx context.Context, fn api.Function, arg uint32) (uint32, []byte, error) {
+	inst.reply, inst.replied, inst.replyErr = nil, false, nil
+	inst.stack[0] = uint64(arg)
+	if err := fn.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, callErr(ctx, err, inst.m.timeout))
+	}
+	if inst.replyErr != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, inst.replyErr)
+	}
+	reply := inst.reply
+	inst.reply = nil
+	return uint32(inst.stack[0]), reply, nil
+}
+
+func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
+	m := inst.m
+	size, err := abi.RequestSize(recs)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", m.manifest.Name, err)
+	}
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, instKey{}, inst), m.timeout)
+	defer cancel()
+	err = inst.input(cctx, uint32(size), func(b []byte) { abi.EncodeRequest(b, abi.Op(op), recs) })
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
+	}
+	status, reply, err := inst.call(cctx, inst.fnProc, uint32(size))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
+	}
+	switch status {
+	case abi.StatusOK:
+	case abi.StatusBatch:
+		return nil, fmt.Errorf("plugin %s: %s: %w (ERR_BATCH): %s", m.manifest.Name, op, ErrBatch, reply)
+	case abi.StatusUnsupported:
+		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, ErrUnsupported)
+	case abi.StatusInternal:
+		return nil, fmt.Errorf("plugin %s: %s: %w (ERR_INTERNAL): %s", m.manifest.Name, op, ErrBatch, reply)
+	default:
+		return nil, fmt.Errorf("plugin %s: %s: %w: unknown status %d: %s", m.manifest.Name, op, ErrBatch, status, reply)
+	}
+	rs, err := abi.DecodeResult(reply, recs)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch, err)
+	}
+	out := make([]plugins.Result, len(rs))
+	for i := range rs {
+		if rs[i].Rejected {
+			out[i].Err = &RejectError{Plugin: m.manifest.Name, Reason: rs[i].Reject}
+			continue
+		}
+		out[i].Records = rs[i].Records
+	}
+	return out, nil
+}
+
+// callErr describes an error from a guest call, naming a timeout as such.
+func callErr(ctx context.Context, err error, timeout time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %v: %w", timeout, err)
+	}
+	return err
+}
+
+func instFrom(ctx context.Context) *instance {
+	inst, _ := ctx.Value(instKey{}).(*instance)
+	return inst
+}
+
+// hostReply implements streamd.reply(ptr, len).
+func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instFrom(ctx)
+	if inst == nil {
+		return
+	}
+	ptr, n := uint32(stack[0]), uint32(stack[1])
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		inst.replyErr = fmt.Errorf("reply(%#x, %d) is outside guest memory (%d bytes)", ptr, n, mod.Memory().Size())
+		return
+	}
+	inst.reply = bytes.Clone(b)
+	if inst.reply == nil {
+		inst.reply = []byte{}
+	}
+	inst.replied = true
+}
+
+// hostLog implements streamd.log(level, ptr, len).
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instFrom(ctx)
+	if inst == nil {
+		return
+	}
+	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		inst.m.logger.Warn("log call outside guest memory", "ptr", ptr, "len", n)
+		return
+	}
+	lv := slog.LevelInfo
+	switch {
+	case level <= 0:
+		lv = slog.LevelDebug
+	case level == 2:
+		lv = slog.LevelWarn
+	case level >= 3:
+		lv = slog.LevelError
+	}
+	inst.m.logger.Log(ctx, lv, string(b))
+}
+
+// logWriter turns guest stdout/stderr into log lines.
+type logWriter struct {
+	logger *slog.Logger
+	buf    []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.logger.Info(string(w.buf[:i]), "stream", "stdio")
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 {
+		w.flush()
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) flush() {
+	if len(w.buf) > 0 {
+		w.logger.Info(string(w.buf), "stream", "stdio")
+		w.buf = nil
+	}
+}

@@ -1,0 +1,29 @@
+// Package streamd is the Go SDK for streamd WebAssembly plugins (host ABI
+// v1, docs/abi.md). A plugin is a Go main package built with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
+//
+// that registers its one function in init:
+//
+//	func main() {}
+//
+//	func init() {
+//		streamd.Transform(streamd.Manifest{Name: "upper", Version: "1.0.0"},
+//			func(r *streamd.Record) ([]streamd.Record, error) {
+//				r.Value = bytes.ToUpper(r.Value)
+//				return []streamd.Record{*r}, nil
+//			})
+//	}
+//
+// The SDK exports the ABI functions, owns the growable input buffer and does
+// the batch encoding: a plugin sees one record at a time. Returning an error
+// rejects that record (ERR_RECORD); wrapping it with BatchError fails the
+// whole batch instead. Returning KeepRecord passes the input on unchanged
+// without copying it back to the host.
+//
+// Records handed to a plugin function point into the SDK's input buffer and
+// are valid only during the call: copy what you keep.
+//
+// Off wasip1 (tests on the host) the package builds too, without the
+// exports, and Process runs a request batch through the registered plugin.
+package streamd
