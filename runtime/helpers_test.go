@@ -1,0 +1,114 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+	"github.com/streamd/streamd/runtime"
+)
+
+// wat builds examples/wasm/wat/NAME.wat into a temp dir and returns the path.
+func wat(tb testing.TB, name string) string {
+	tb.Helper()
+	tool := testenv.Tool(tb, "wat2wasm")
+	out := filepath.Join(tb.TempDir(), name+".wasm")
+	cmd := exec.Command(tool, filepath.Join("..", "examples", "wasm", "wat", name+".wat"), "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("wat2wasm %s: %v\n%s", name, err, b)
+	}
+	return out
+}
+
+var goPlugins sync.Map // dir -> *goBuild
+
+type goBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// goPlugin builds the Go plugin in examples/wasm/go/DIR once per test binary.
+func goPlugin(tb testing.TB, dir string) string {
+	tb.Helper()
+	v, _ := goPlugins.LoadOrStore(dir, &goBuild{})
+	b := v.(*goBuild)
+	b.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "streamd-goplugin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(tmp, filepath.Base(dir)+".wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", b.path, ".")
+		cmd.Dir = filepath.Join("..", "examples", "wasm", "go", dir)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", dir, err, out)
+		}
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+func newHost(tb testing.TB) *runtime.Host {
+	tb.Helper()
+	h, err := runtime.NewHost(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func load(tb testing.TB, path string, opts plugins.Options) *runtime.Module {
+	tb.Helper()
+	m, err := newHost(tb).Load(context.Background(), path, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// recs makes n records with the given values.
+func recs(values ...string) []record.Record {
+	out := make([]record.Record, len(values))
+	for i, v := range values {
+		out[i] = record.Record{
+			Key:       []byte(fmt.Sprintf("k%d", i)),
+			Value:     []byte(v),
+			Headers:   []record.Header{{Key: "h", Value: []byte("x")}},
+			Timestamp: time.UnixMilli(1767225600000 + int64(i)).UTC(),
+			Partition: 3,
+			Offset:    int64(100 + i),
+		}
+	}
+	return out
+}
+
+// benchRecords makes n records of about 200 bytes.
+func benchRecords(n int) []record.Record {
+	out := make([]record.Record, n)
+	for i := range out {
+		out[i] = record.Record{
+			Key:       []byte(fmt.Sprintf("key-%012d", i)),
+			Value:     []byte(fmt.Sprintf(`{"order_id":"o-%08d","customer":{"id":"c-%06d","name":"Ann Example"},"amount_cents":%d,"currency":"EUR","tags":["a","b","c"],"note":"0123456789abcdef0123456789"}`, i, i%1000, i*7)),
+			Headers:   []record.Header{{Key: "trace-id", Value: []byte("0123456789abcdef")}},
+			Timestamp: time.UnixMilli(1767225600000 + int64(i)),
+			Partition: 0,
+			Offset:    int64(i),
+		}
+	}
+	return out
+}
