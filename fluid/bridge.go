@@ -58,7 +58,7 @@ type runner struct {
 // and starts competing for leadership. The bridge runs until Close or ctx
 // ends.
 func NewBridge(ctx context.Context, opts ...Option) (*Bridge, error) {
-	cfg := config{stateTopic: DefaultStateTopic, leaderGroup: DefaultLeaderGroup, metaDir: ".fluid", replication: 1}
+	cfg := config{stateTopic: DefaultStateTopic, leaderGroup: DefaultLeaderGroup, metaDir: ".fluid", replication: 1, suffix: DefaultTopicSuffix}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -347,8 +347,8 @@ func (b *Bridge) runRepublisher(ctx context.Context, tv topicVersion, spec repub
 }
 
 // DowngradeTopic is the name of the downgrade topic of topic for version.
-func DowngradeTopic(topic string, version int) string {
-	return topic + DowngradeTopicSuffix + strconv.Itoa(version)
+func (b *Bridge) DowngradeTopic(topic string, version int) string {
+	return topic + b.cfg.suffix + strconv.Itoa(version)
 }
 
 // partitions returns the partition count of topic, or 0 if it does not
@@ -374,7 +374,7 @@ func (b *Bridge) partitions(ctx context.Context, topic string) (int, error) {
 // ensureDowngradeTopic creates the downgrade topic of (topic, version) with
 // topic's partition count. errNoTopic: topic is not in Kafka.
 func (b *Bridge) ensureDowngradeTopic(ctx context.Context, topic string, version int) (string, int, error) {
-	name := DowngradeTopic(topic, version)
+	name := b.DowngradeTopic(topic, version)
 	b.topicsMu.Lock()
 	n, ok := b.topics[name]
 	b.topicsMu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -53,7 +54,7 @@ func newHarness(t *testing.T, partitions int32, versions int) *harness {
 func (h *harness) startBridge(opts ...Option) {
 	h.t.Helper()
 	b, err := NewBridge(context.Background(), append([]Option{WithMetadata(h.meta), WithLoader(goLoader(0)), WithBrokers(h.broker.Seeds...),
-		WithStateTopic(h.state), WithLeaderGroup(h.leader)}, opts...)...)
+		WithStateTopic(h.state), WithLeaderGroup(h.leader), WithLogger(slog.New(slog.NewTextHandler(h.t.Output(), nil)))}, opts...)...)
 	must(h.t, err)
 	h.bridge = b
 	h.srv = httptest.NewServer(b.Handler())
@@ -88,7 +89,7 @@ func (h *harness) consumerMax(group string, v, maxPoll int) *Consumer {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: h.srv.URL, Topic: h.topic, Group: group, CompatibleVersion: v, MaxPollRecords: maxPoll,
-		KafkaOptions: []kgo.Opt{kgo.SeedBrokers(h.broker.Seeds...)}})
+		KafkaOptions: []kgo.Opt{kgo.SeedBrokers(h.broker.Seeds...)}, Logger: slog.New(slog.NewTextHandler(h.t.Output(), nil))})
 	must(h.t, err)
 	return c
 }
@@ -171,6 +172,7 @@ func (s *seen) pollUntil(c *Consumer, n int) {
 		for _, r := range rs {
 			s.add(r)
 		}
+		c.Ack(rs)
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		must(s.t, c.Commit(ctx))
 		cancel()
@@ -205,7 +207,7 @@ func TestSeedStory(t *testing.T) {
 	// C1 on v3 works through v3 records.
 	h.produce(3, seq(0, 40)...)
 	c1 := h.consumerMax("c1", 3, 7)
-	if c1.DowngradeTopic() != DowngradeTopic(h.topic, 3) {
+	if c1.DowngradeTopic() != h.bridge.DowngradeTopic(h.topic, 3) {
 		t.Fatalf("downgrade topic %q", c1.DowngradeTopic())
 	}
 	s := newSeen(t, h.meta, h.topic, 3)

@@ -73,10 +73,11 @@ type Consumer struct {
 	pending  []*kgo.Record
 	switched bool
 
-	mu       sync.Mutex // assigned, mainNext, dNext (rebalance callbacks)
+	mu       sync.Mutex // everything below (rebalance callbacks, Ack)
 	assigned map[int32]bool
 	mainNext map[int32]int64 // main topic: next offset not yet returned
-	dNext    map[int32]int64 // downgrade topic: next offset to read
+	ackMain  map[int32]int64 // main topic: position after the acknowledged records
+	ackD     map[int32]int64 // downgrade topic: same
 }
 
 // NewConsumer registers with the bridge and joins the group.
@@ -91,7 +92,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		cfg.BaselineVersion = 1
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger, http: cfg.HTTPClient, compat: map[int]bool{},
-		assigned: map[int32]bool{}, mainNext: map[int32]int64{}, dNext: map[int32]int64{}}
+		assigned: map[int32]bool{}, mainNext: map[int32]int64{}, ackMain: map[int32]int64{}, ackD: map[int32]int64{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -179,7 +180,8 @@ func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]in
 	for _, p := range ps {
 		delete(c.assigned, p)
 		delete(c.mainNext, p)
-		delete(c.dNext, p)
+		delete(c.ackMain, p)
+		delete(c.ackD, p)
 	}
 	dc := c.dc
 	c.mu.Unlock()
@@ -321,7 +323,6 @@ func (c *Consumer) addDowngradePartitions(ctx context.Context, ps []int32) error
 		off := kgo.NewOffset().AtStart()
 		if o, ok := resp.Lookup(c.dtopic, p); ok && o.Err == nil && o.At >= 0 {
 			off = kgo.NewOffset().At(o.At)
-			c.dNext[p] = o.At
 		}
 		add[p] = off
 	}
@@ -357,7 +358,6 @@ func (c *Consumer) fromDowngrade() ([]record.Record, error) {
 			return out, fmt.Errorf("fluid consumer: downgrade topic record %s/%d@%d has version %d, newer than %d", r.Topic, r.Partition, r.Offset, v, c.cfg.CompatibleVersion)
 		}
 		c.pending = c.pending[1:]
-		c.dNext[r.Partition] = r.Offset + 1
 		if next, ok := c.mainNext[sp]; ok && so < next {
 			continue // already returned (from the main topic or before a restart)
 		}
@@ -367,18 +367,49 @@ func (c *Consumer) fromDowngrade() ([]record.Record, error) {
 	return out, nil
 }
 
-// Commit commits the position after every record Poll returned: on the main
-// topic and, after the switch, on the downgrade topic.
+// Ack marks records returned by Poll as processed; Commit makes that
+// durable. Ack may be called from another goroutine than Poll; records of
+// one partition must be acknowledged in order. Records of partitions no
+// longer assigned are ignored.
+func (c *Consumer) Ack(rs []record.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range rs {
+		r := &rs[i]
+		if !c.assigned[r.Partition] {
+			continue
+		}
+		if r.Topic == c.dtopic {
+			c.ackD[r.Partition] = r.Offset + 1
+			if sp, so, err := sourcePosition(r); err == nil && so+1 > c.ackMain[sp] {
+				c.ackMain[sp] = so + 1
+			}
+			continue
+		}
+		c.ackMain[r.Partition] = r.Offset + 1
+	}
+}
+
+// Live reports whether r's partition is still assigned to this member.
+func (c *Consumer) Live(r *record.Record) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.assigned[r.Partition]
+}
+
+// Commit commits the positions after the acknowledged records: on the main
+// topic (for downgraded records, the position after their source record)
+// and on the downgrade topic.
 func (c *Consumer) Commit(ctx context.Context) error {
 	m := map[string]map[int32]kgo.EpochOffset{}
 	c.mu.Lock()
-	for p, o := range c.mainNext {
+	for p, o := range c.ackMain {
 		if m[c.cfg.Topic] == nil {
 			m[c.cfg.Topic] = map[int32]kgo.EpochOffset{}
 		}
 		m[c.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
 	}
-	for p, o := range c.dNext {
+	for p, o := range c.ackD {
 		if m[c.dtopic] == nil {
 			m[c.dtopic] = map[int32]kgo.EpochOffset{}
 		}

@@ -279,7 +279,7 @@ func (b *Bridge) handleUpgrade(w http.ResponseWriter, r *http.Request) {
 // it consumed from the downgrade topic for version v, found through that
 // record's source headers. It returns the offsets it set.
 func (b *Bridge) fastForward(ctx context.Context, topic, group string, v int) (map[int32]int64, error) {
-	dtopic := DowngradeTopic(topic, v)
+	dtopic := b.DowngradeTopic(topic, v)
 	com, err := b.committed(ctx, group, dtopic)
 	if err != nil {
 		return nil, fmt.Errorf("offsets of group %s: %w", group, err)
@@ -367,7 +367,7 @@ func (b *Bridge) Status() Status {
 		}
 		for tv, spec := range vw.republish {
 			st.Republishing = append(st.Republishing, RepublishStatus{
-				Topic: tv.topic, Version: tv.version, DowngradeTopic: DowngradeTopic(tv.topic, tv.version),
+				Topic: tv.topic, Version: tv.version, DowngradeTopic: b.DowngradeTopic(tv.topic, tv.version),
 				Observed: spec.Observed, Start: spec.Start, Next: vw.progress[tv],
 			})
 		}

@@ -11,11 +11,11 @@ import (
 
 // Defaults for bridge options.
 const (
-	DefaultStateTopic  = "streamd-fluid-state"
+	DefaultStateTopic  = "_streamd_fluid_state"
 	DefaultLeaderGroup = "streamd-fluid-bridge"
-	// DowngradeTopicSuffix: the downgrade topic of topic T for version V is
-	// T + "-fluid-v" + V.
-	DowngradeTopicSuffix = "-fluid-v"
+	// DefaultTopicSuffix: the downgrade topic of topic T for version V is
+	// T + suffix + V, by default T + "-fluid-v" + V.
+	DefaultTopicSuffix = "-fluid-v"
 
 	defaultFetchMaxWait = 250 * time.Millisecond
 )
@@ -34,6 +34,7 @@ type config struct {
 	instanceID  string
 	baseline    int
 	replication int16
+	suffix      string
 	log         *slog.Logger
 }
 
@@ -87,3 +88,7 @@ func WithReplicationFactor(n int16) Option { return func(c *config) { c.replicat
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithTopicSuffix sets the downgrade topic name: topic + suffix + version
+// (default DefaultTopicSuffix).
+func WithTopicSuffix(s string) Option { return func(c *config) { c.suffix = s } }
