@@ -18,3 +18,9 @@ for kind in TRANSFORM CODEC SINK; do
 	printf '%s: ' "$kind"
 	"$tmp/test_$kind"
 done
+
+# A short fuzz run of the request decoder (FUZZ_SECONDS, default 3).
+# shellcheck disable=SC2086
+"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror $san -I"$here/.." \
+	"$here/../streamd.c" "$here/fuzz.c" -o "$tmp/fuzz"
+"$tmp/fuzz" "${FUZZ_SECONDS:-3}"

@@ -15,11 +15,18 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$root/sdk/c/test/run.sh"
 
-"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror -I"$root/sdk/c" \
-	"$root/sdk/c/streamd.c" "$here/plugin.c" "$here/downgrade.c" "$here/downgrade_test.c" \
-	-o "$tmp/downgrade_test"
+san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+echo 'int main(void){return 0;}' >"$tmp/probe.c"
+"$cc" $san "$tmp/probe.c" -o "$tmp/probe" 2>/dev/null && "$tmp/probe" || san=
+for prog in downgrade_test fuzz; do
+	# shellcheck disable=SC2086 # san is a list of flags or empty
+	"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror $san -I"$root/sdk/c" \
+		"$root/sdk/c/streamd.c" "$here/plugin.c" "$here/downgrade.c" "$here/$prog.c" \
+		-o "$tmp/$prog"
+done
 printf 'downgrade: '
 "$tmp/downgrade_test"
+"$tmp/fuzz" "${FUZZ_SECONDS:-3}"
 
 "$here/build.sh"
 
