@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/plugins/native"
+	"github.com/streamd/streamd/plugins/wasm"
 )
 
 func fluidUsage(w io.Writer) {
@@ -75,7 +78,18 @@ func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-// fluidLoader loads downgrade plugins.
+// fluidLoader loads downgrade plugins: "wasm:PATH" or "*.wasm" in the Wasm
+// runtime, "native:PATH" as a native plugin process.
+// TODO(lead): use plugins/load.Open once it is committed.
 func fluidLoader(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
-	return nil, fmt.Errorf("cannot load %q: plugins/load is not in this build yet (use --no-plugins)", ref)
+	if p, ok := strings.CutPrefix(ref, "native:"); ok {
+		return native.Open(ctx, p, opts)
+	}
+	if p, ok := strings.CutPrefix(ref, "wasm:"); ok {
+		return wasm.Open(ctx, p, opts)
+	}
+	if strings.HasSuffix(ref, ".wasm") {
+		return wasm.Open(ctx, ref, opts)
+	}
+	return nil, fmt.Errorf("plugin %q: want wasm:PATH, native:PATH or a path ending in .wasm", ref)
 }
