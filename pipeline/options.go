@@ -99,7 +99,8 @@ func WithRetry(initial, maxBackoff time.Duration, attempts int) Option {
 // done.
 func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
 
-// WithCommitInterval sets how often acknowledged positions are committed.
+// WithCommitInterval sets how often acknowledged positions are committed;
+// 0 commits after every acknowledged batch.
 func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
 
 // WithLogger sets the logger.

@@ -207,6 +207,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stopCommit := make(chan struct{})
 	go func() {
 		defer close(commitDone)
+		if p.o.commitInterval <= 0 {
+			<-stopCommit // workers commit after every batch
+			return
+		}
 		t := time.NewTicker(p.o.commitInterval)
 		defer t.Stop()
 		for {
@@ -489,6 +493,11 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 		return err
 	}
 	p.src.Ack(batch)
+	if p.o.commitInterval <= 0 {
+		if err := p.src.Commit(ctx); err != nil {
+			p.o.logger.Warn("commit failed", "pipeline", p.name, "err", err)
+		}
+	}
 	p.release(len(batch))
 	p.count(func(c *Counts) { c.Out += int64(written) })
 	if m := p.o.metrics; m != nil {

@@ -2,11 +2,123 @@ package main
 
 import (
 	"context"
+
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/plugins/load"
 )
 
-func cmdRun(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "streamd run: not implemented yet")
-	return 2
+// loadConfig parses -c FILE; it prints errors and returns nil on failure.
+func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, []string) {
+	fs := flag.NewFlagSet("streamd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "config.toml", "config file")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil
+	}
+	cfg, err := config.Load(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "streamd %s: invalid config:\n%v\n", name, err)
+		return nil, nil
+	}
+	return cfg, fs.Args()
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, _ := loadConfig("run", args, stderr)
+	if cfg == nil {
+		return 2
+	}
+	log := app.Logger(cfg.Log, stderr)
+	a, err := app.Build(ctx, cfg, log, load.Open, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "streamd run: %v\n", err)
+		return 2
+	}
+	defer a.Close()
+	if err := mountExtensions(ctx, a, cfg, log); err != nil {
+		fmt.Fprintf(stderr, "streamd run: %v\n", err)
+		return 2
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, a, hup)
+	start := time.Now()
+	err = a.Run(ctx)
+	log.Info("streamd stopped", "uptime", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		fmt.Fprintf(stderr, "streamd run: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// reloader is implemented by plugins that can swap in a new build of
+// their module between batches.
+type reloader interface {
+	Reload(ctx context.Context) error
+}
+
+func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			for _, p := range a.Plugins() {
+				if r, ok := p.(reloader); ok {
+					if err := r.Reload(ctx); err != nil {
+						fmt.Fprintf(os.Stderr, "reload %s: %v\n", p.Manifest().Name, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, _ := loadConfig("lint", args, stderr)
+	if cfg == nil {
+		return 2
+	}
+	log := app.Logger(cfg.Log, stderr)
+	a, err := app.Build(ctx, cfg, log, load.Open, io.Discard)
+	if err != nil {
+		fmt.Fprintf(stderr, "streamd lint: %v\n", err)
+		return 2
+	}
+	n := len(a.Plugins())
+	a.Close()
+	fmt.Fprintf(stdout, "%s: ok (%d pipelines, %d plugins loaded)\n", cfg.File, len(cfg.Pipelines), n)
+	return 0
+}
+
+func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("streamd broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")
+	dir := fs.String("data-dir", "data/broker", "where partitions, offsets and producer ids persist")
+	partitions := fs.Int("partitions", 4, "partitions of auto-created topics")
+	syncWrites := fs.Bool("sync-writes", false, "fsync every write")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	b, err := app.StartBroker(*listen, *dir, *syncWrites, int32(*partitions))
+	if err != nil {
+		fmt.Fprintf(stderr, "streamd broker: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "streamd broker listening on %v, data in %s\n", b.ListenAddrs(), *dir)
+	<-ctx.Done()
+	b.Close()
+	return 0
 }

@@ -180,6 +180,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 		pipeline.WithMaxInFlight(pc.MaxInFlight),
 		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
 		pipeline.WithShutdownTimeout(pc.ShutdownTimeout.Duration),
+		pipeline.WithCommitInterval(pc.CommitInterval.Duration),
 		pipeline.WithLogger(a.log),
 		pipeline.WithMetrics(a.metrics),
 	}
@@ -206,6 +207,7 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 		return kafka.NewSource(kafka.SourceConfig{
 			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topics: s.Topics, Group: s.Group,
 			Latest: s.Start == "latest", Partitions: a.cfg.Kafka.Partitions, Logger: log,
+			InstanceID: s.InstanceID, SessionTimeout: s.SessionTimeout.Duration,
 		})
 	case "generate":
 		return pipeline.NewGenerateSource(s.Rate, s.Count, s.Keys), nil

@@ -76,6 +76,10 @@ type Pipeline struct {
 	MaxInFlight int `toml:"max_in_flight"`
 	// ShutdownTimeout bounds draining on SIGINT/SIGTERM (default 30s).
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// CommitInterval is how often acknowledged offsets are committed
+	// (default 1s); "0s" commits after every acknowledged batch, which
+	// bounds the records replayed after a crash by max_in_flight.
+	CommitInterval *Duration `toml:"commit_interval"`
 	// Workers is how many batches are transformed at once (default 2).
 	Workers int `toml:"workers"`
 }
@@ -85,10 +89,16 @@ type Source struct {
 	Type string `toml:"type"` // kafka | generate | file
 
 	// kafka
-	Topics []string     `toml:"topics"`
-	Group  string       `toml:"group"`
-	Start  string       `toml:"start"` // earliest | latest (default earliest)
-	Fluid  *SourceFluid `toml:"fluid"`
+	Topics []string `toml:"topics"`
+	Group  string   `toml:"group"`
+	Start  string   `toml:"start"` // earliest | latest (default earliest)
+	// InstanceID makes this a static group member: a restarted process
+	// takes its partitions back at once instead of after session_timeout.
+	InstanceID string `toml:"instance_id"`
+	// SessionTimeout is how long the group waits for a silent member
+	// (default 45s).
+	SessionTimeout Duration     `toml:"session_timeout"`
+	Fluid          *SourceFluid `toml:"fluid"`
 
 	// generate: synthetic order JSON records
 	Rate  float64 `toml:"rate"`  // records per second, 0 = as fast as possible

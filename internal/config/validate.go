@@ -59,6 +59,9 @@ func (c *Config) setDefaults() {
 		if p.ShutdownTimeout.Duration == 0 {
 			p.ShutdownTimeout.Duration = 30 * time.Second
 		}
+		if p.CommitInterval == nil {
+			p.CommitInterval = &Duration{time.Second}
+		}
 		if p.Workers == 0 {
 			p.Workers = 2
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,6 +55,10 @@ type SourceConfig struct {
 	// Partitions is the partition count of topics created on demand.
 	Partitions int32
 	Logger     *slog.Logger
+	// InstanceID makes the member static (KIP-345).
+	InstanceID string
+	// SessionTimeout overrides the group session timeout.
+	SessionTimeout time.Duration
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
@@ -79,6 +84,12 @@ func NewSource(c SourceConfig) (*Source, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
 		kgo.FetchMaxWait(100e6), // 100ms: low latency when topics are quiet
+	}
+	if c.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(c.InstanceID))
+	}
+	if c.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout))
 	}
 	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
 	if err != nil {

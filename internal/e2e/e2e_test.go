@@ -1,0 +1,340 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/internal/testenv"
+)
+
+var streamdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "streamd-e2e")
+	if err != nil {
+		panic(err)
+	}
+	streamdBin = filepath.Join(dir, "streamd")
+	out, err := exec.Command("go", "build", "-o", streamdBin, "github.com/streamd/streamd/cmd/streamd").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building streamd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// repoRoot is the repository root (tests run in internal/e2e).
+func repoRoot(t testing.TB) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..")
+}
+
+// daemon is a running streamd process.
+type daemon struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	done chan error
+}
+
+func writeConfig(t testing.TB, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "streamd.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func brokersTOML(b *testenv.Broker) string {
+	q := make([]string, len(b.Seeds))
+	for i, s := range b.Seeds {
+		q[i] = strconv.Quote(s)
+	}
+	return "[kafka]\nbrokers = [" + strings.Join(q, ", ") + "]\n"
+}
+
+func start(t testing.TB, cfg string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{log: &bytes.Buffer{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(streamdBin, append([]string{"run", "-c", cfg}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("streamd log:\n%s", tail(d.log.String(), 4000))
+		}
+	})
+	return d
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// produce writes n records to topic: key k-i, value {"id":i,...}, header seq=i.
+func produce(t testing.TB, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, 1000)
+	flush := func() {
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		recs = recs[:0]
+	}
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("k-" + strconv.Itoa(i)),
+			Value:   []byte(fmt.Sprintf(`{"id":%d,"pad":"%0160d"}`, i, i)),
+			Headers: []kgo.RecordHeader{{Key: "seq", Value: []byte(strconv.Itoa(i))}}})
+		if len(recs) == cap(recs) {
+			flush()
+		}
+	}
+	if len(recs) > 0 {
+		flush()
+	}
+}
+
+// consumeAll reads topic from the start until want distinct seq headers were
+// seen or timeout; it returns how often each seq was seen and the records.
+func consumeAll(t testing.TB, b *testenv.Broker, topic string, want int, timeout time.Duration) (map[int]int, []*kgo.Record) {
+	t.Helper()
+	cl := b.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[int]int{}
+	var all []*kgo.Record
+	deadline := time.Now().Add(timeout)
+	for len(seen) < want && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			all = append(all, r)
+			for _, h := range r.Headers {
+				if h.Key == "seq" {
+					n, _ := strconv.Atoi(string(h.Value))
+					seen[n]++
+				}
+			}
+		})
+	}
+	return seen, all
+}
+
+func TestLintMisspeltKey(t *testing.T) {
+	cfg := writeConfig(t, `[kafka]
+brokers = ["127.0.0.1:1"]
+[[pipeline]]
+name = "p"
+[pipeline.source]
+type = "kafka"
+topics = ["in"]
+gruop = "g"
+[pipeline.sink]
+type = "drop"
+`)
+	out, err := exec.Command(streamdBin, "lint", "-c", cfg).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("lint exit: %v, want exit status 2\n%s", err, out)
+	}
+	want := cfg + ":8: pipeline.source.gruop: unknown key (did you mean \"group\"?)"
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("lint said:\n%s\nwant it to contain %q", out, want)
+	}
+	// A good config passes.
+	good := writeConfig(t, strings.Replace(string(mustRead(t, cfg)), "gruop", "group", 1))
+	if out, err := exec.Command(streamdBin, "lint", "-c", good).CombinedOutput(); err != nil {
+		t.Fatalf("lint of a good config: %v\n%s", err, out)
+	}
+}
+
+func mustRead(t testing.TB, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestPassthroughSIGTERM: records flow through a kafka -> kafka pipeline
+// with keys, headers, partitions and order kept; SIGTERM exits 0 within
+// shutdown_timeout with the group's offsets committed for everything
+// produced.
+func TestPassthroughSIGTERM(t *testing.T) {
+	b := testenv.Kafka(t)
+	in, out := testenv.Topic(t, "in"), testenv.Topic(t, "out")
+	b.CreateTopic(t, in, 4)
+	b.CreateTopic(t, out, 4)
+	const n = 20000
+	produce(t, b.Client(t), in, 0, n)
+	group := testenv.Topic(t, "g")
+	cfg := writeConfig(t, brokersTOML(b)+fmt.Sprintf(`
+[admin]
+listen = "127.0.0.1:0"
+[[pipeline]]
+name = "pass"
+shutdown_timeout = "10s"
+[pipeline.source]
+type = "kafka"
+topics = [%q]
+group = %q
+[pipeline.sink]
+type = "kafka"
+topic = %q
+compression = "zstd"
+partition = "same"
+`, in, group, out))
+	d := start(t, cfg)
+	seen, recs := consumeAll(t, b, out, n, 90*time.Second)
+	if len(seen) != n {
+		t.Fatalf("output has %d of %d records", len(seen), n)
+	}
+	lastSeq := map[int32]int{}
+	for _, r := range recs {
+		seq, _ := strconv.Atoi(string(r.Headers[0].Value))
+		if string(r.Key) != "k-"+strconv.Itoa(seq) || !bytes.HasPrefix(r.Value, []byte(fmt.Sprintf(`{"id":%d,`, seq))) {
+			t.Fatalf("record %d changed: key %q value %.40q", seq, r.Key, r.Value)
+		}
+		if prev, ok := lastSeq[r.Partition]; ok && seq < prev {
+			t.Fatalf("partition %d: seq %d after %d: order lost", r.Partition, seq, prev)
+		}
+		lastSeq[r.Partition] = seq
+	}
+	t0 := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(12 * time.Second):
+		t.Fatal("did not exit within shutdown_timeout after SIGTERM")
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(t0).Round(time.Millisecond))
+	adm := kadm.NewClient(b.Client(t))
+	ctx := context.Background()
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		c, ok := committed.Lookup(in, e.Partition)
+		if !ok || c.At != e.Offset {
+			t.Errorf("partition %d: committed %v, end offset %d", e.Partition, c.At, e.Offset)
+		}
+	})
+}
+
+// TestSIGKILLAtLeastOnce kills the daemon repeatedly while 100,000 records
+// flow: every input record must reach the output, and duplicates stay
+// within the in-flight window per kill.
+func TestSIGKILLAtLeastOnce(t *testing.T) {
+	b := testenv.Kafka(t)
+	in, out := testenv.Topic(t, "in"), testenv.Topic(t, "out")
+	b.CreateTopic(t, in, 4)
+	b.CreateTopic(t, out, 4)
+	const n, maxInFlight, batch, workers = 100000, 4000, 256, 2
+	group := testenv.Topic(t, "g")
+	cfg := writeConfig(t, brokersTOML(b)+fmt.Sprintf(`
+[[pipeline]]
+name = "pass"
+max_in_flight = %d
+workers = %d
+commit_interval = "0s"
+[pipeline.batch]
+max_records = %d
+[pipeline.source]
+type = "kafka"
+topics = [%q]
+group = %q
+instance_id = "e2e-kill"
+session_timeout = "10s"
+[pipeline.sink]
+type = "kafka"
+topic = %q
+`, maxInFlight, workers, batch, in, group, out))
+	// Records arrive all the time (about 25,000/s) while the daemon is
+	// killed every 0.2-1 s, so kills land mid-batch.
+	producer := b.Client(t)
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		for i := 0; i < n; i += 1000 {
+			produce(t, producer, in, i, 1000)
+			time.Sleep(40 * time.Millisecond)
+		}
+	}()
+	kills := 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	for running := true; running; {
+		select {
+		case <-prodDone:
+			running = false
+		default:
+		}
+		d := start(t, cfg)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		d.cmd.Process.Kill()
+		<-d.done
+		kills++
+	}
+	if kills < 3 {
+		t.Fatalf("only %d kills while records flowed", kills)
+	}
+	// A last run that is allowed to finish.
+	d := start(t, cfg)
+	seen, _ := consumeAll(t, b, out, n, 3*time.Minute)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
+	missing := 0
+	for i := 0; i < n; i++ {
+		if seen[i] == 0 {
+			missing++
+		}
+	}
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	t.Logf("%d kills, %d records, %d duplicates", kills, n, dups)
+	if missing > 0 {
+		t.Fatalf("%d input records missing from the output", missing)
+	}
+	if bound := kills * (maxInFlight + workers*batch); dups > bound {
+		t.Fatalf("%d duplicates, more than %d kills x in-flight window", dups, kills)
+	}
+}
