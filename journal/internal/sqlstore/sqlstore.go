@@ -156,6 +156,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		`CREATE INDEX IF NOT EXISTS journal_meta_expire_on ON journal_meta (expire_on)`,
 		`CREATE TABLE IF NOT EXISTS journal_event (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (topic, id, seq_nr))`,
 	}
+	if _, err := tx.ExecContext(ctx, ddl[0]); err != nil {
+		return fmt.Errorf("schema: %s: %w", ddl[0], err)
+	}
 	var version string
 	err = tx.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&version)
 	switch {
@@ -170,7 +173,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if v == SchemaVersion {
 			return tx.Commit()
 		}
-	case isNoTable(err), errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, sql.ErrNoRows):
 	default:
 		return fmt.Errorf("read schema version: %w", err)
 	}
@@ -184,11 +187,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("write schema version: %w", err)
 	}
 	return tx.Commit()
-}
-
-func isNoTable(err error) bool {
-	m := err.Error()
-	return strings.Contains(m, "no such table") || strings.Contains(m, "does not exist")
 }
 
 func (s *Store) bind(q string) string {

@@ -145,11 +145,13 @@ func applyKey(ctx context.Context, tx Tx, key Key, partition int32, ops []Op, no
 			if ok && op.Offset <= meta.Offset {
 				continue
 			}
+			// Events already applied (redelivered) or at or below deleteTo (a
+			// writer appending below a Delete) are not written.
 			evs := op.Events
 			if ok {
 				evs = evs[:0:0]
 				for _, e := range op.Events {
-					if e.Offset > meta.Offset {
+					if e.Offset > meta.Offset && e.SeqNr > meta.DeleteTo {
 						evs = append(evs, e)
 					}
 				}
