@@ -2,15 +2,204 @@ package journal
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// headCache is a placeholder until the cache lands: it reads Kafka.
-type headCache struct{ j *Journal }
+// headCacheMaxActions bounds what one partition's cache keeps; past it the
+// partition's cache is dropped and reads go to Kafka until the store
+// catches up.
+const headCacheMaxActions = 200_000
 
-func newHeadCache(j *Journal) *headCache { return &headCache{j: j} }
-
-func (c *headCache) actions(ctx context.Context, key Key, mark Position, start int64) ([]headAction, error) {
-	return c.j.readHead(ctx, key, mark, start)
+// headCache tails each journal partition that has been read once, keeping
+// every key's actions above the store's pointer, so that reading a hot
+// journal does not read Kafka again on each call: a read waits until the
+// tail has passed its Mark and takes the key's actions from memory. What
+// the store has replicated is evicted as reads report the pointer.
+type headCache struct {
+	j      *Journal
+	mu     sync.Mutex
+	topics map[string]*topicTail
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-func (c *headCache) close() {}
+type topicTail struct {
+	cl    *kgo.Client
+	parts map[int32]*partTail
+	err   error
+}
+
+type partTail struct {
+	from    int64 // lowest offset kept (actions below were evicted)
+	next    int64 // next offset to consume
+	keys    map[string][]headAction
+	count   int
+	changed chan struct{} // closed and replaced when next advances
+}
+
+func newHeadCache(j *Journal) *headCache {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &headCache{j: j, topics: map[string]*topicTail{}, ctx: ctx, cancel: cancel}
+}
+
+func (c *headCache) close() {
+	c.cancel()
+	c.mu.Lock()
+	for _, t := range c.topics {
+		t.cl.Close()
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// actions returns key's actions at offsets start..mark.Offset, from the
+// cache when it covers them, else from Kafka.
+func (c *headCache) actions(ctx context.Context, key Key, mark Position, start int64) ([]headAction, error) {
+	p, err := c.partition(key.Topic, mark.Partition, start)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		c.mu.Lock()
+		// Evict what the store has: it is at or below start-1.
+		if start > p.from {
+			c.evict(p, start)
+		}
+		if p.from > start {
+			c.mu.Unlock()
+			return c.j.readHead(ctx, key, mark, start) // the cache does not cover it
+		}
+		if p.next > mark.Offset {
+			var out []headAction
+			for _, a := range p.keys[key.ID] {
+				if a.offset >= start && a.offset <= mark.Offset {
+					out = append(out, a)
+				}
+			}
+			c.mu.Unlock()
+			c.j.stats.cacheHits.Add(1)
+			return out, nil
+		}
+		ch := p.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Second):
+			return c.j.readHead(ctx, key, mark, start)
+		}
+	}
+}
+
+// evict drops actions below start; c.mu is held.
+func (c *headCache) evict(p *partTail, start int64) {
+	p.from = start
+	for id, acts := range p.keys {
+		i := 0
+		for i < len(acts) && acts[i].offset < start {
+			i++
+		}
+		p.count -= i
+		if i == len(acts) {
+			delete(p.keys, id)
+		} else if i > 0 {
+			p.keys[id] = append([]headAction(nil), acts[i:]...)
+		}
+	}
+}
+
+// partition returns the tail of topic/partition, starting one at start if
+// there is none.
+func (c *headCache) partition(topic string, partition int32, start int64) (*partTail, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[topic]
+	if !ok {
+		opts := append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, c.j.consOpts...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		t = &topicTail{cl: cl, parts: map[int32]*partTail{}}
+		c.topics[topic] = t
+		c.wg.Add(1)
+		go c.run(topic, t)
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	p, ok := t.parts[partition]
+	if !ok {
+		p = &partTail{from: start, next: start, keys: map[string][]headAction{}, changed: make(chan struct{})}
+		t.parts[partition] = p
+		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(start)}})
+	}
+	return p, nil
+}
+
+func (c *headCache) run(topic string, t *topicTail) {
+	defer c.wg.Done()
+	for {
+		fs := t.cl.PollFetches(c.ctx)
+		if c.ctx.Err() != nil {
+			return
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+				ferr = err
+			}
+		})
+		c.mu.Lock()
+		if ferr != nil {
+			// Drop the topic: reads fall back to Kafka and a later read starts
+			// a new tail.
+			c.j.o.logger.Warn("journal: head cache consumer failed", "topic", topic, "err", ferr)
+			delete(c.topics, topic)
+			for _, p := range t.parts {
+				p.from = 1<<62 - 1
+				close(p.changed)
+				p.changed = make(chan struct{})
+			}
+			c.mu.Unlock()
+			t.cl.Close()
+			return
+		}
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			p := t.parts[ftp.Partition]
+			if p == nil || len(ftp.Records) == 0 {
+				return
+			}
+			for _, r := range ftp.Records {
+				if r.Offset < p.next {
+					continue
+				}
+				p.next = r.Offset + 1
+				if r.Offset < p.from {
+					continue
+				}
+				a, ok := c.j.decodeHead(r)
+				if !ok {
+					continue
+				}
+				if p.count >= headCacheMaxActions {
+					// Too much unreplicated head: stop caching below here.
+					p.keys, p.count, p.from = map[string][]headAction{}, 0, p.next
+					continue
+				}
+				id := string(r.Key)
+				p.keys[id] = append(p.keys[id], a)
+				p.count++
+			}
+			close(p.changed)
+			p.changed = make(chan struct{})
+		})
+		c.mu.Unlock()
+	}
+}

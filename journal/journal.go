@@ -29,7 +29,7 @@ type Journal struct {
 	// afterMark, if set, runs after a Mark is produced (tests use it to let
 	// a replicator catch up at exactly that point).
 	afterMark func()
-	stats     struct{ views, storeOnly, kafkaReads atomic.Int64 }
+	stats     struct{ views, storeOnly, kafkaReads, cacheHits atomic.Int64 }
 }
 
 // JournalStats are a Journal's counters since it was made.
@@ -40,13 +40,15 @@ type JournalStats struct {
 	// was at or past the Mark).
 	StoreOnly int64
 	// KafkaReads is how many read the partition's unreplicated head from
-	// Kafka (the rest were answered by the head cache).
+	// Kafka.
 	KafkaReads int64
+	// CacheHits is how many were answered by the head cache.
+	CacheHits int64
 }
 
 // Stats returns the counters.
 func (j *Journal) Stats() JournalStats {
-	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load()}
+	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load(), CacheHits: j.stats.cacheHits.Load()}
 }
 
 // WithOrigin sets the origin written in every action header (default: the

@@ -193,6 +193,11 @@ var modes = []mode{
 }
 
 func TestRules(t *testing.T) {
+	t.Run("head-cache", func(t *testing.T) { testRules(t, true) })
+	t.Run("no-cache", func(t *testing.T) { testRules(t, false) })
+}
+
+func testRules(t *testing.T, cache bool) {
 	scenarios := []struct {
 		name  string
 		steps []step
@@ -254,7 +259,11 @@ func TestRules(t *testing.T) {
 			answers := map[string][]string{}
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) {
-					h := newHarness(t, 1)
+					var opts []Option
+					if !cache {
+						opts = append(opts, WithoutHeadCache())
+					}
+					h := newHarness(t, 1, opts...)
 					h.j.afterMark = func() { m.atMark(h) }
 					key := Key{Topic: h.topic, ID: "journal-1"}
 					other := Key{Topic: h.topic, ID: "other"}
@@ -303,6 +312,12 @@ func TestRules(t *testing.T) {
 					st := h.j.Stats()
 					if m.name == "caught-up" && st.StoreOnly != st.Views {
 						t.Errorf("caught up: %d of %d views went past the store", st.Views-st.StoreOnly, st.Views)
+					}
+					if cache && st.KafkaReads != 0 {
+						t.Errorf("head cache on: %d views read Kafka (%+v)", st.KafkaReads, st)
+					}
+					if !cache && st.KafkaReads != st.Views-st.StoreOnly {
+						t.Errorf("head cache off: %d Kafka reads for %d views past the store", st.KafkaReads, st.Views-st.StoreOnly)
 					}
 					if m.name == "stopped" && st.StoreOnly != 0 {
 						t.Errorf("stopped: %d views answered by an empty store alone", st.StoreOnly)
