@@ -31,7 +31,7 @@ func conformance(t *testing.T, path string, sameReasons bool) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	recs, err := plugincli.DecodeRecords(f)
+	recs, err := plugincli.DecodeRecords(f, fixtureIn)
 	if err != nil {
 		t.Fatal(err)
 	}

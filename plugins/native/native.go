@@ -150,6 +150,12 @@ func (p *transformPlugin) Transform(ctx context.Context, batch []record.Record) 
 	if err != nil {
 		return nil, err
 	}
+	return transformResults(p.s.manifest.Name, batch, res)
+}
+
+// transformResults turns a plugin's results for batch into plugins.Results.
+// The caller has checked that there is one result per record.
+func transformResults(name string, batch []record.Record, res []*pluginv1.Result) ([]plugins.Result, error) {
 	out := make([]plugins.Result, len(res))
 	for i, r := range res {
 		switch o := r.GetOutcome().(type) {
@@ -168,6 +174,8 @@ func (p *transformPlugin) Transform(ctx context.Context, batch []record.Record) 
 				r.Topic, r.Partition, r.Offset = batch[i].Topic, batch[i].Partition, batch[i].Offset
 				out[i].Records[j] = r
 			}
+		default:
+			return nil, fmt.Errorf("native plugin %s: transform result %d has no outcome", name, i)
 		}
 	}
 	return out, nil
@@ -192,12 +200,17 @@ func (p *codecPlugin) codec(ctx context.Context, op pluginv1.Op, payloads [][]by
 		if b == nil {
 			b = []byte{}
 		}
-		in[i] = &pluginv1.Record{Offset: -1, Partition: -1, Value: b}
+		in[i] = &pluginv1.Record{Offset: -1, Partition: -1, TimestampMs: pluginv1.NoTimestamp, Value: b}
 	}
 	res, err := p.s.process(ctx, op, in)
 	if err != nil {
 		return nil, err
 	}
+	return codecResults(p.s.manifest.Name, op, payloads, res)
+}
+
+// codecResults turns a plugin's results for payloads into plugins.Payloads.
+func codecResults(name string, op pluginv1.Op, payloads [][]byte, res []*pluginv1.Result) ([]plugins.Payload, error) {
 	out := make([]plugins.Payload, len(res))
 	for i, r := range res {
 		switch o := r.GetOutcome().(type) {
@@ -205,11 +218,13 @@ func (p *codecPlugin) codec(ctx context.Context, op pluginv1.Op, payloads [][]by
 			out[i].Err = recordErr(o.Error)
 		case *pluginv1.Result_Records:
 			if n := len(o.Records.GetRecords()); n != 1 {
-				return nil, fmt.Errorf("native plugin %s: %s result %d has %d records, a codec must return exactly one", p.s.manifest.Name, op, i, n)
+				return nil, fmt.Errorf("native plugin %s: %s result %d has %d records, a codec must return exactly one", name, op, i, n)
 			}
 			out[i].Data = o.Records.GetRecords()[0].GetValue()
+		case *pluginv1.Result_Keep:
+			out[i].Data = payloads[i]
 		default:
-			return nil, fmt.Errorf("native plugin %s: %s result %d is KEEP, which a codec may not return", p.s.manifest.Name, op, i)
+			return nil, fmt.Errorf("native plugin %s: %s result %d has no outcome", name, op, i)
 		}
 	}
 	return out, nil
@@ -224,6 +239,11 @@ func (p *sinkPlugin) Write(ctx context.Context, batch []record.Record) ([]error,
 	if err != nil {
 		return nil, err
 	}
+	return sinkResults(p.s.manifest.Name, res)
+}
+
+// sinkResults turns a plugin's write results into per-record errors.
+func sinkResults(name string, res []*pluginv1.Result) ([]error, error) {
 	errs := make([]error, len(res))
 	for i, r := range res {
 		switch o := r.GetOutcome().(type) {
@@ -231,10 +251,12 @@ func (p *sinkPlugin) Write(ctx context.Context, batch []record.Record) ([]error,
 			errs[i] = recordErr(o.Error)
 		case *pluginv1.Result_Records:
 			if n := len(o.Records.GetRecords()); n != 0 {
-				return nil, fmt.Errorf("native plugin %s: write result %d has %d records, a sink must return none", p.s.manifest.Name, i, n)
+				return nil, fmt.Errorf("native plugin %s: write result %d has %d records, a sink must return none", name, i, n)
 			}
+		case *pluginv1.Result_Keep:
+			// KEEP from a sink means durably written, as in the Wasm ABI.
 		default:
-			return nil, fmt.Errorf("native plugin %s: write result %d is KEEP, which a sink may not return", p.s.manifest.Name, i)
+			return nil, fmt.Errorf("native plugin %s: write result %d has no outcome", name, i)
 		}
 	}
 	return errs, nil

@@ -462,3 +462,8 @@ func TestKill9MidStream(t *testing.T) {
 	}
 	t.Logf("%d kill -9s, %d restarts, %d records all present", n, s.restarts, len(got))
 }
+
+// newTextLogger logs one line per record: newlines inside values are quoted.
+func newTextLogger(w *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

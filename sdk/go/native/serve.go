@@ -264,7 +264,7 @@ func (s *server) codec(ctx context.Context, op pluginv1.Op, in []*pluginv1.Recor
 		if data == nil {
 			data = []byte{}
 		}
-		out.Results[i] = recordsResult([]*pluginv1.Record{{Offset: -1, Partition: -1, Value: data}})
+		out.Results[i] = recordsResult([]*pluginv1.Record{{Offset: -1, Partition: -1, TimestampMs: pluginv1.NoTimestamp, Value: data}})
 	}
 	return out, nil
 }

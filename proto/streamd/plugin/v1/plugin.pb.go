@@ -343,7 +343,8 @@ type Record struct {
 	// offset and partition say where the record was read, or -1. In output
 	// records they are ignored (write -1).
 	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	// timestamp_ms is milliseconds since the Unix epoch.
+	// timestamp_ms is milliseconds since the Unix epoch, -1 when the record
+	// has none.
 	TimestampMs int64 `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	Partition   int32 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	// key absent means a null key.
@@ -427,6 +428,9 @@ func (x *Record) GetHeaders() []*Header {
 	return nil
 }
 
+// ProcessRequest is one batch. For OP_ENCODE and OP_DECODE only payloads are
+// sent: each record has its value set, no key, no headers, and offset,
+// timestamp_ms and partition -1.
 type ProcessRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            Op                     `protobuf:"varint,1,opt,name=op,proto3,enum=streamd.plugin.v1.Op" json:"op,omitempty"`
@@ -650,7 +654,8 @@ type Result_Records struct {
 }
 
 type Result_Keep struct {
-	// keep: the input record, unchanged (transform).
+	// keep: the input record, unchanged (transform); the payload unchanged
+	// (codec); durably written (sink).
 	Keep *Keep `protobuf:"bytes,2,opt,name=keep,proto3,oneof"`
 }
 

@@ -59,7 +59,7 @@ func (x *Record) ToRecord() record.Record {
 		Partition: x.GetPartition(),
 		Offset:    x.GetOffset(),
 	}
-	if ms := x.GetTimestampMs(); ms != 0 {
+	if ms := x.GetTimestampMs(); ms != NoTimestamp {
 		r.Timestamp = time.UnixMilli(ms).UTC()
 	}
 	if hs := x.GetHeaders(); len(hs) > 0 {
@@ -80,12 +80,15 @@ func ToRecords(in []*Record) []record.Record {
 	return out
 }
 
-// timestampMs is t in milliseconds since the Unix epoch. The zero time is 0,
-// and ToRecord maps 0 back to the zero time, so a record without a timestamp
-// round-trips.
+// NoTimestamp is the timestamp_ms of a record that has none (the zero
+// time.Time), as in the Wasm ABI.
+const NoTimestamp = -1
+
+// timestampMs is t in milliseconds since the Unix epoch, or NoTimestamp for
+// the zero time; ToRecord maps NoTimestamp back to the zero time.
 func timestampMs(t time.Time) int64 {
 	if t.IsZero() {
-		return 0
+		return NoTimestamp
 	}
 	return t.UnixMilli()
 }
