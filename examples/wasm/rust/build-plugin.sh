@@ -1,17 +1,18 @@
 #!/bin/sh
-# build-plugin.sh CRATE_DIR - builds CRATE_DIR/src/lib.rs and the Rust SDK
-# (sdk/rust) into CRATE_DIR/plugin.wasm with plain rustc (no cargo, no
-# network): the system rustc with its wasm32-wasi standard library (Debian:
-# rustc and libstd-rust-dev-wasm32).
+# build-plugin.sh CRATE_DIR [OUT.wasm] - builds CRATE_DIR/src/lib.rs and the
+# Rust SDK (sdk/rust) into OUT.wasm (default CRATE_DIR/plugin.wasm) with plain
+# rustc (no cargo, no network): the system rustc with its wasm32-wasi
+# standard library (Debian: rustc and libstd-rust-dev-wasm32).
 #
 # Environment: RUSTC (default /usr/bin/rustc if it exists, else rustc);
 # WASM_TARGET (default: wasm32-wasip1 if RUSTC knows it, else wasm32-wasi).
 set -eu
-if [ $# -ne 1 ]; then
-	echo "usage: $0 CRATE_DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	echo "usage: $0 CRATE_DIR [OUT.wasm]" >&2
 	exit 2
 fi
 crate=$(cd "$1" && pwd)
+out=${2:-$crate/plugin.wasm}
 here=$(cd "$(dirname "$0")" && pwd)
 sdk=$(cd "$here/../../../sdk/rust" && pwd)
 if [ -z "${RUSTC:-}" ]; then
@@ -41,5 +42,5 @@ flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C cod
 "$RUSTC" $flags --crate-type rlib --crate-name streamd "$sdk/src/lib.rs" -o "$tmp/libstreamd.rlib"
 # shellcheck disable=SC2086
 "$RUSTC" $flags -C lto -C strip=symbols --crate-type cdylib --crate-name "$name" \
-	--extern streamd="$tmp/libstreamd.rlib" -L "$tmp" "$crate/src/lib.rs" -o "$crate/plugin.wasm"
-echo "built $crate/plugin.wasm ($(wc -c <"$crate/plugin.wasm") bytes, $WASM_TARGET)"
+	--extern streamd="$tmp/libstreamd.rlib" -L "$tmp" "$crate/src/lib.rs" -o "$out"
+echo "built $out ($(wc -c <"$out") bytes, $WASM_TARGET)"
