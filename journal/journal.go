@@ -18,6 +18,10 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
+// ErrInvalid is wrapped by errors about a bad request: no events,
+// seqNrs not increasing, a payload that is not what its type says.
+var ErrInvalid = errors.New("invalid journal request")
+
 // Journal reads and writes journals on Kafka and a Store. It is safe for
 // concurrent use.
 type Journal struct {
@@ -122,27 +126,27 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 		o(&c)
 	}
 	if len(events) == 0 {
-		return Position{}, fmt.Errorf("journal %s: append: no events", key)
+		return Position{}, fmt.Errorf("journal %s: append: no events: %w", key, ErrInvalid)
 	}
 	ev := &action.Events{Metadata: action.Metadata{ExpireAfter: c.expireAfter}}
 	if c.metadata != nil {
 		if !json.Valid(c.metadata) {
-			return Position{}, fmt.Errorf("journal %s: append: metadata is not valid JSON", key)
+			return Position{}, fmt.Errorf("journal %s: append: metadata is not valid JSON: %w", key, ErrInvalid)
 		}
 		ev.Metadata.Data = c.metadata
 	}
 	prev := int64(0)
 	for _, e := range events {
 		if e.SeqNr <= prev {
-			return Position{}, fmt.Errorf("journal %s: append: seqNr %d after %d: seqNrs must be >= 1 and increasing", key, e.SeqNr, prev)
+			return Position{}, fmt.Errorf("journal %s: append: seqNr %d after %d: seqNrs must be >= 1 and increasing: %w", key, e.SeqNr, prev, ErrInvalid)
 		}
 		prev = e.SeqNr
 		k, err := kindOf(e.PayloadType)
 		if err != nil {
-			return Position{}, fmt.Errorf("journal %s: append: event %d: %w", key, e.SeqNr, err)
+			return Position{}, fmt.Errorf("journal %s: append: event %d: %w: %w", key, e.SeqNr, err, ErrInvalid)
 		}
 		if k == action.PayloadJSON && !json.Valid(e.Payload) {
-			return Position{}, fmt.Errorf("journal %s: append: event %d: payload is not valid JSON", key, e.SeqNr)
+			return Position{}, fmt.Errorf("journal %s: append: event %d: payload is not valid JSON: %w", key, e.SeqNr, ErrInvalid)
 		}
 		ev.Events = append(ev.Events, action.Event{SeqNr: e.SeqNr, Tags: e.Tags, Kind: k, Payload: e.Payload})
 	}
@@ -154,7 +158,7 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 	var extra []kgo.RecordHeader
 	for k, v := range c.headers {
 		if k == action.HeaderKey {
-			return Position{}, fmt.Errorf("journal %s: append: header %q is reserved", key, k)
+			return Position{}, fmt.Errorf("journal %s: append: header %q is reserved: %w", key, k, ErrInvalid)
 		}
 		extra = append(extra, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
@@ -171,7 +175,7 @@ func (j *Journal) Purge(ctx context.Context, key Key) (Position, error) {
 // false), else Delete(min(to, pointer)).
 func (j *Journal) Delete(ctx context.Context, key Key, to int64) (pos Position, ok bool, err error) {
 	if to < 1 {
-		return Position{}, false, fmt.Errorf("journal %s: delete: to %d < 1", key, to)
+		return Position{}, false, fmt.Errorf("journal %s: delete: to %d < 1: %w", key, to, ErrInvalid)
 	}
 	seqNr, _, err := j.Pointer(ctx, key)
 	if err != nil {

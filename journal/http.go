@@ -1,0 +1,155 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Handler serves the journal operations over HTTP (the admin API):
+//
+//	GET  /journal/{topic}/{id}?from=N          events as JSON lines (application/x-ndjson)
+//	GET  /journal/{topic}/{id}/pointer         {"seqNr":N} or {"seqNr":null}
+//	POST /journal/{topic}/{id}?expireAfter=D   append the JSON-lines events in the body
+//	POST /journal/{topic}/{id}/delete?to=N     delete events up to N
+//	POST /journal/{topic}/{id}/purge           remove the journal
+//
+// Writes answer {"partition":P,"offset":O} (delete of no journal: null).
+// Bad requests get 400 and {"error":"..."}; failures 500 or 504.
+func Handler(j *Journal) http.Handler {
+	mux := http.NewServeMux()
+	key := func(r *http.Request) Key { return Key{Topic: r.PathValue("topic"), ID: r.PathValue("id")} }
+	mux.HandleFunc("GET /journal/{topic}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		from := int64(1)
+		if s := r.URL.Query().Get("from"); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 1 {
+				httpError(w, http.StatusBadRequest, fmt.Errorf("from=%q: want a seqNr >= 1", s))
+				return
+			}
+			from = n
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		bw := bufio.NewWriter(w)
+		enc := json.NewEncoder(bw)
+		wrote := false
+		_, err := j.Read(r.Context(), key(r), from, func(e Event) error {
+			wrote = true
+			return enc.Encode(e)
+		})
+		if err != nil && !wrote {
+			httpError(w, statusOf(err), err)
+			return
+		}
+		bw.Flush()
+	})
+	mux.HandleFunc("GET /journal/{topic}/{id}/pointer", func(w http.ResponseWriter, r *http.Request) {
+		seqNr, _, err := j.Pointer(r.Context(), key(r))
+		if err != nil {
+			httpError(w, statusOf(err), err)
+			return
+		}
+		var v *int64
+		if seqNr > 0 {
+			v = &seqNr
+		}
+		writeJSON(w, map[string]*int64{"seqNr": v})
+	})
+	mux.HandleFunc("POST /journal/{topic}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var opts []AppendOption
+		if s := r.URL.Query().Get("expireAfter"); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				httpError(w, http.StatusBadRequest, fmt.Errorf("expireAfter=%q: want a duration such as 24h", s))
+				return
+			}
+			opts = append(opts, ExpireAfter(d))
+		}
+		evs, err := decodeEvents(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		pos, err := j.Append(r.Context(), key(r), evs, opts...)
+		if err != nil {
+			httpError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, pos)
+	})
+	mux.HandleFunc("POST /journal/{topic}/{id}/delete", func(w http.ResponseWriter, r *http.Request) {
+		s := r.URL.Query().Get("to")
+		to, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || to < 1 {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("to=%q: want a seqNr >= 1", s))
+			return
+		}
+		pos, ok, err := j.Delete(r.Context(), key(r), to)
+		if err != nil {
+			httpError(w, statusOf(err), err)
+			return
+		}
+		if !ok {
+			writeJSON(w, nil)
+			return
+		}
+		writeJSON(w, pos)
+	})
+	mux.HandleFunc("POST /journal/{topic}/{id}/purge", func(w http.ResponseWriter, r *http.Request) {
+		pos, err := j.Purge(r.Context(), key(r))
+		if err != nil {
+			httpError(w, statusOf(err), err)
+			return
+		}
+		writeJSON(w, pos)
+	})
+	return mux
+}
+
+// decodeEvents reads JSON-lines events (a JSON array is accepted too).
+func decodeEvents(r io.Reader) ([]Event, error) {
+	br := bufio.NewReader(r)
+	dec := json.NewDecoder(br)
+	var evs []Event
+	for i := 1; ; i++ {
+		var e Event
+		if err := dec.Decode(&e); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+		evs = append(evs, e)
+	}
+	if len(evs) == 0 {
+		return nil, errors.New("no events in the body (want JSON lines: {\"seqNr\":1,\"payload\":{...}})")
+	}
+	return evs, nil
+}
+
+func statusOf(err error) int {
+	if errors.Is(err, ErrInvalid) {
+		return http.StatusBadRequest
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
