@@ -28,6 +28,19 @@ func wat(tb testing.TB, name string) string {
 	return out
 }
 
+// tmpRoot holds the plugins built for the tests of this binary.
+var tmpRoot string
+
+func TestMain(m *testing.M) {
+	var err error
+	if tmpRoot, err = os.MkdirTemp("", "streamd-runtime-test-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(tmpRoot)
+	os.Exit(code)
+}
+
 var goPlugins sync.Map // dir -> *goBuild
 
 type goBuild struct {
@@ -42,12 +55,7 @@ func goPlugin(tb testing.TB, dir string) string {
 	v, _ := goPlugins.LoadOrStore(dir, &goBuild{})
 	b := v.(*goBuild)
 	b.once.Do(func() {
-		tmp, err := os.MkdirTemp("", "streamd-goplugin-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(tmp, filepath.Base(dir)+".wasm")
+		b.path = filepath.Join(tmpRoot, filepath.Base(dir)+".wasm")
 		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", b.path, ".")
 		cmd.Dir = filepath.Join("..", "examples", "wasm", "go", dir)
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
@@ -73,6 +81,9 @@ func newHost(tb testing.TB) *runtime.Host {
 
 func load(tb testing.TB, path string, opts plugins.Options) *runtime.Module {
 	tb.Helper()
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(tmpRoot, "cache")
+	}
 	m, err := newHost(tb).Load(context.Background(), path, opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -8,7 +8,8 @@ import (
 // Compare compares run output got with the expected output want, line by
 // line. Record lines match when their topic, key, value, headers (in order),
 // timestamp, partition and offset are equal; error lines match when both are
-// errors with the same input_offset (the messages are free text). It returns
+// errors with the same input_offset (the messages are free text), and
+// written lines when their input_offset is the same. It returns
 // "" when they match, or a report of the first differing lines. An error
 // means a line of want does not parse.
 func Compare(got, want []byte) (string, error) {
@@ -43,8 +44,8 @@ func lines(b []byte) [][]byte {
 }
 
 func sameLine(a, b jsonLine) bool {
-	if a.IsErr || b.IsErr {
-		return a.IsErr && b.IsErr && a.InputOffset == b.InputOffset
+	if a.IsErr || b.IsErr || a.Written || b.Written {
+		return a.IsErr == b.IsErr && a.Written == b.Written && a.InputOffset == b.InputOffset
 	}
 	x, y := &a.Rec, &b.Rec
 	if x.Topic != y.Topic || x.Partition != y.Partition || x.Offset != y.Offset ||

@@ -1,7 +1,6 @@
 package plugincli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -229,31 +228,22 @@ func readRecords(path string) ([]record.Record, error) {
 		defer f.Close()
 		r = f
 	}
-	recs, err := DecodeRecords(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return recs, nil
+	return DecodeRecords(r, path)
 }
 
-// DecodeRecords reads JSON-lines records; blank lines are skipped.
-func DecodeRecords(r io.Reader) ([]record.Record, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+// DecodeRecords reads JSON-lines records (record.NewReader); blank lines
+// are skipped.
+func DecodeRecords(r io.Reader, name string) ([]record.Record, error) {
+	rd := record.NewReader(r, name)
 	var recs []record.Record
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return recs, nil
 		}
-		l, err := decodeLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+			return nil, err
 		}
-		if l.IsErr {
-			return nil, fmt.Errorf("line %d: an error line is not an input record", n)
-		}
-		recs = append(recs, l.Rec)
+		recs = append(recs, rec)
 	}
-	return recs, sc.Err()
 }

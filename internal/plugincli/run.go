@@ -61,7 +61,7 @@ func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Reco
 				for j := range r.recs {
 					out := r.recs[j]
 					out.Topic, out.Partition, out.Offset = in.Topic, in.Partition, in.Offset
-					line = appendRecord(line, &out)
+					line = record.AppendJSON(line, &out)
 					line = append(line, '\n')
 				}
 			}

@@ -1,0 +1,176 @@
+package plugincli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/testenv"
+)
+
+const (
+	fixtureIn       = "../../examples/wasm/testdata/orders-v2.jsonl"
+	fixtureExpected = "../../examples/wasm/testdata/orders-v1.expected.jsonl"
+)
+
+var buildDowngrade = sync.OnceValues(func() (string, error) {
+	out := filepath.Join(tmpRoot, "orders-downgrade.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+	cmd.Dir = "../../examples/wasm/go/orders-downgrade"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return out, nil
+})
+
+// tmpRoot holds what the tests of this binary share: built plugins and a
+// compilation cache.
+var tmpRoot string
+
+func TestMain(m *testing.M) {
+	var err error
+	if tmpRoot, err = os.MkdirTemp("", "streamd-plugincli-test-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(tmpRoot)
+	os.Exit(code)
+}
+
+// cacheDir is a compilation cache shared by the tests of this binary.
+func cacheDir(*testing.T) string { return filepath.Join(tmpRoot, "cache") }
+
+func downgradePlugin(t *testing.T) string {
+	t.Helper()
+	p, err := buildDowngrade()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	args = append(args, "--cache", cacheDir(t))
+	code = plugincli.Main(context.Background(), args, &o, &e, plugincli.OpenDefault)
+	return code, o.String(), e.String()
+}
+
+// TestGoDowngradeConformance runs the Go orders-downgrade Wasm plugin over
+// the conformance fixture with `streamd plugin test`.
+func TestGoDowngradeConformance(t *testing.T) {
+	wasm := downgradePlugin(t)
+	for _, batch := range []string{"1", "5", "256"} {
+		code, out, errOut := run(t, "test", "wasm:"+wasm, "--input", fixtureIn, "--expect", fixtureExpected, "--batch", batch)
+		if code != 0 {
+			t.Fatalf("batch %s: exit %d\n%s%s", batch, code, out, errOut)
+		}
+	}
+	// run prints exactly the expected file.
+	code, out, errOut := run(t, "run", wasm, "--input", fixtureIn)
+	want, _ := os.ReadFile(fixtureExpected)
+	if code != 0 || out != string(want) {
+		t.Fatalf("run: exit %d, stderr %s\n%s", code, errOut, out)
+	}
+}
+
+func TestTestReportsDifference(t *testing.T) {
+	wasm := downgradePlugin(t)
+	want, err := os.ReadFile(fixtureExpected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(want), "\n")
+	dir := t.TempDir()
+	cases := map[string]string{
+		// a changed amount in line 3
+		"value": strings.Join(lines[:2], "") + strings.Replace(lines[2], `42`, `43`, 1) + strings.Join(lines[3:], ""),
+		// an error line expected where a record comes out
+		"error vs record": strings.Join(lines[:1], "") + `{"error":"x","input_offset":100}` + "\n" + strings.Join(lines[1:], ""),
+		// error for another input
+		"error offset": strings.Replace(string(want), `"input_offset":129}`, `"input_offset":128}`, 1),
+		"short":        strings.Join(lines[:10], ""),
+	}
+	for name, exp := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
+			if err := os.WriteFile(path, []byte(exp), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, _ := run(t, "test", wasm, "--input", fixtureIn, "--expect", path)
+			if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "line ") {
+				t.Fatalf("exit %d, output:\n%s", code, out)
+			}
+		})
+	}
+	// Error messages are free text: a different message still matches.
+	other := strings.Replace(string(want), `"error":"missing order_id"`, `"error":"order_id is required"`, 1)
+	path := filepath.Join(dir, "messages.jsonl")
+	if err := os.WriteFile(path, []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, "test", wasm, "--input", fixtureIn, "--expect", path); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestInspectAndUsage(t *testing.T) {
+	wasm := downgradePlugin(t)
+	code, out, errOut := run(t, "inspect", wasm)
+	if code != 0 || out != `{"name":"orders-downgrade","kind":"transform","version":"1.0.0","abi":1}`+"\n" {
+		t.Fatalf("inspect: exit %d, %q %q", code, out, errOut)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", wasm}, "missing --input"},
+		{[]string{"test", wasm, "--input", fixtureIn}, "missing --expect"},
+		{[]string{"run", "native:./x", "--input", fixtureIn}, "native plugins not wired yet"},
+		{[]string{"run", "plugin.so", "--input", fixtureIn}, "unknown plugin reference"},
+		{[]string{"run", wasm, "--input", fixtureIn, "--config", "[1]"}, "--config: not a JSON object"},
+		{[]string{"run", wasm, "--input", fixtureIn, "--op", "encode"}, "is a transform, not a codec"},
+		{[]string{"run", wasm, "--input", "nope.jsonl"}, "nope.jsonl"},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+	}
+	for _, tt := range tests {
+		var o, e bytes.Buffer
+		code := plugincli.Main(context.Background(), tt.args, &o, &e, plugincli.OpenDefault)
+		if code != 2 || !strings.Contains(e.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", tt.args, code, e.String(), tt.want)
+		}
+	}
+}
+
+// TestPoisonIsolation: a batch that traps is retried one record at a time,
+// and only the poison record becomes an error line.
+func TestPoisonIsolation(t *testing.T) {
+	tool := testenv.Tool(t, "wat2wasm")
+	wasm := filepath.Join(t.TempDir(), "poison.wasm")
+	if b, err := exec.Command(tool, "../../examples/wasm/wat/poison.wat", "-o", wasm).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	os.WriteFile(in, []byte(`{"value":"ok-1","offset":1}
+{"value":"poison","offset":2}
+{"value":"reject","offset":3}
+{"value":"ok-4","offset":4}
+`), 0o644)
+	code, out, errOut := run(t, "run", wasm, "--input", in)
+	want := `{"value":"ok-1","partition":0,"offset":1}
+{"error":"plugin poison: TRANSFORM: batch failed: wasm error: unreachable`
+	if code != 0 || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 4 ||
+		!strings.Contains(out, `{"error":"rejected by poison.wat","input_offset":3}`) ||
+		!strings.HasSuffix(out, `{"value":"ok-4","partition":0,"offset":4}`+"\n") {
+		t.Fatalf("exit %d, stderr %s\n%s", code, errOut, out)
+	}
+}

@@ -1,0 +1,168 @@
+package wasm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/plugins/wasm"
+	"github.com/streamd/streamd/record"
+	"github.com/streamd/streamd/runtime"
+)
+
+// tmpRoot holds the plugins built for the tests of this binary.
+var tmpRoot string
+
+func TestMain(m *testing.M) {
+	var err error
+	if tmpRoot, err = os.MkdirTemp("", "streamd-wasm-test-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(tmpRoot)
+	os.Exit(code)
+}
+
+var builds sync.Map // dir -> func() (string, error)
+
+// goPlugin builds examples/wasm/go/DIR once per test binary.
+func goPlugin(t *testing.T, dir string) string {
+	t.Helper()
+	f, _ := builds.LoadOrStore(dir, sync.OnceValues(func() (string, error) {
+		out := filepath.Join(tmpRoot, dir+".wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+		cmd.Dir = filepath.Join("..", "..", "examples", "wasm", "go", dir)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", dir, err, b)
+		}
+		return out, nil
+	}))
+	path, err := f.(func() (string, error))()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func wat(t *testing.T, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name+".wasm")
+	src := filepath.Join("..", "..", "examples", "wasm", "wat", name+".wat")
+	if b, err := exec.Command(testenv.Tool(t, "wat2wasm"), src, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, b)
+	}
+	return out
+}
+
+func open(t *testing.T, path string, opts plugins.Options) plugins.Plugin {
+	t.Helper()
+	opts.CacheDir = filepath.Join(tmpRoot, "cache")
+	p, err := wasm.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+func TestTransform(t *testing.T) {
+	p := open(t, wat(t, "poison"), plugins.Options{Kind: plugins.KindTransform, Pool: 1})
+	tr, ok := p.(plugins.Transformer)
+	if !ok {
+		t.Fatalf("%T is not a Transformer", p)
+	}
+	in := []record.Record{{Value: []byte("fine")}, {Value: []byte("reject")}, {Value: []byte("poison")}}
+	if _, err := tr.Transform(context.Background(), in); !errors.Is(err, runtime.ErrBatch) {
+		t.Fatalf("poisoned batch: %v", err)
+	}
+	res, err := tr.Transform(context.Background(), in[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res[0].Records[0].Value) != "fine" || res[1].Err == nil {
+		t.Fatalf("results %+v", res)
+	}
+}
+
+func TestCodec(t *testing.T) {
+	p := open(t, goPlugin(t, "base64-codec"), plugins.Options{Kind: plugins.KindCodec})
+	c, ok := p.(plugins.Codec)
+	if !ok {
+		t.Fatalf("%T is not a Codec", p)
+	}
+	enc, err := c.Encode(context.Background(), [][]byte{[]byte("hello"), {}, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"aGVsbG8=", "", ""}
+	for i, e := range enc {
+		if e.Err != nil || string(e.Data) != want[i] {
+			t.Fatalf("encode %d: %q, %v", i, e.Data, e.Err)
+		}
+	}
+	dec, err := c.Decode(context.Background(), [][]byte{[]byte("aGVsbG8="), []byte("!!")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(dec[0].Data) != "hello" || dec[0].Err != nil {
+		t.Fatalf("decode 0: %q, %v", dec[0].Data, dec[0].Err)
+	}
+	if dec[1].Err == nil || !strings.Contains(dec[1].Err.Error(), "not base64") {
+		t.Fatalf("decode of bad base64: %v", dec[1].Err)
+	}
+}
+
+func TestSink(t *testing.T) {
+	dir := t.TempDir()
+	p := open(t, goPlugin(t, "file-sink"), plugins.Options{
+		Kind:   plugins.KindSink,
+		Dirs:   map[string]string{"/out": dir},
+		Config: map[string]any{"path": "/out/records.txt"},
+	})
+	s, ok := p.(plugins.Sink)
+	if !ok {
+		t.Fatalf("%T is not a Sink", p)
+	}
+	errs, err := s.Write(context.Background(), []record.Record{{Value: []byte("one")}, {Value: []byte("two\nlines")}, {Value: []byte("three")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Fatalf("errs %v", errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "records.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "one\nthree\n" {
+		t.Fatalf("file holds %q", b)
+	}
+}
+
+// TestNoFilesByDefault: the same sink without a granted directory cannot
+// open its file, so its init refuses.
+func TestNoFilesByDefault(t *testing.T) {
+	_, err := wasm.Open(context.Background(), goPlugin(t, "file-sink"), plugins.Options{
+		Config:   map[string]any{"path": "/out/records.txt"},
+		CacheDir: filepath.Join(tmpRoot, "cache"),
+	})
+	if err == nil || !strings.Contains(err.Error(), "open /out/records.txt") {
+		t.Fatalf("Open without a granted dir: %v", err)
+	}
+}
+
+func TestKindMismatch(t *testing.T) {
+	_, err := wasm.Open(context.Background(), goPlugin(t, "base64-codec"), plugins.Options{Kind: plugins.KindTransform, CacheDir: filepath.Join(tmpRoot, "cache")})
+	if err == nil || !strings.Contains(err.Error(), "plugin base64 is a codec plugin, not a transform") {
+		t.Fatalf("kind mismatch: %v", err)
+	}
+}
