@@ -475,3 +475,94 @@ fn record_headers() {
         (42, 7, Some(&b"k"[..]))
     );
 }
+
+/// A deterministic xorshift generator for the fuzz tests.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Mutates valid requests at random (bit flips, byte sets, truncation,
+/// interesting lengths): every call must succeed with a result that parses
+/// and has one entry per record, or fail with ERR_INTERNAL and a message. It
+/// never panics. STREAMD_FUZZ_RUNS sets the number of runs (default 20000).
+#[test]
+fn fuzz_requests() {
+    let runs: u64 = std::env::var("STREAMD_FUZZ_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let lens = [
+        0u32,
+        1,
+        3,
+        4,
+        7,
+        8,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0xffff_fffe,
+    ];
+    let values: [Option<&[u8]>; 6] = [
+        Some(b"keep"),
+        Some(b"drop"),
+        Some(b"err"),
+        Some(b"two"),
+        None,
+        Some(b""),
+    ];
+    let mut rng = Rng(1);
+    let mut i = transform_instance();
+    let mut accepted = 0;
+    for run in 0..runs {
+        let n = (rng.next() % 4) as usize;
+        let recs: Vec<R<'_>> = (0..n)
+            .map(|_| rec(values[(rng.next() % 6) as usize]))
+            .collect();
+        let mut req = request(op::TRANSFORM, &recs);
+        if rng.next() % 8 != 0 {
+            for _ in 0..1 + rng.next() % 4 {
+                if req.is_empty() {
+                    break;
+                }
+                let at = (rng.next() % req.len() as u64) as usize;
+                match rng.next() % 4 {
+                    0 => req[at] ^= 1 << (rng.next() % 8),
+                    1 => req[at] = rng.next() as u8,
+                    2 => req.truncate(at),
+                    _ => {
+                        if req.len() - at >= 4 {
+                            let v = lens[(rng.next() % lens.len() as u64) as usize];
+                            req[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                }
+            }
+        }
+        let (st, reply) = process(&mut i, &req);
+        match st {
+            status::OK => {
+                let count = u32::from_le_bytes([req[4], req[5], req[6], req[7]]);
+                assert_eq!(entries(&reply).len() as u32, count, "run {}", run);
+                accepted += 1;
+            }
+            status::ERR_INTERNAL | status::ERR_UNSUPPORTED | status::ERR_BATCH => {
+                assert!(
+                    !reply.is_empty(),
+                    "run {}: status {} without a message",
+                    run,
+                    st
+                )
+            }
+            _ => panic!("run {}: status {}", run, st),
+        }
+    }
+    assert!(accepted > 0);
+}

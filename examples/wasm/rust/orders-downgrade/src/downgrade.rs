@@ -771,4 +771,78 @@ mod tests {
             }
         }
     }
+
+    /// Mutates seed orders at random: the downgrade never panics, and what
+    /// it accepts comes out in the v1 shape. STREAMD_FUZZ_RUNS sets the
+    /// number of runs (default 50000). The byte-for-byte comparison with the
+    /// Go reference is FuzzDowngrade in ../conformance.
+    #[test]
+    fn fuzz_no_panic() {
+        let runs: u64 = std::env::var("STREAMD_FUZZ_RUNS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(50_000);
+        let seeds: [&[u8]; 3] = [
+            br#"{"order_id":"o-1","customer":{"id":"c-1","name":"Ann"},"amount_cents":1299,"currency":"EUR","tags":["a",1,true,null,{"x":[]}]}"#,
+            b" {\"order_id\" : \"\\u00e9\\/\\\"\\ud83d\\ude00\",\"customer\":{\"id\":\"\",\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9},\"amount_cents\":-0,\"currency\":\"x\",\"n\":-1.5e+3}\n",
+            "{\"order_id\":\"\u{e9}\u{20ac}\u{1F600}\",\"customer\":{\"id\":\"b\"},\"amount_cents\":-9223372036854775808,\"currency\":\"c\",\"t\":[[[[]]]]}".as_bytes(),
+        ];
+        let snippets: [&[u8]; 16] = [
+            b"\"",
+            b"\\",
+            b"\\u",
+            b"\\ud800",
+            b"\\udc00",
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b",",
+            b":",
+            b"-",
+            b"1e",
+            b"\xff",
+            b"\xe2\x82",
+            b"\"id\"",
+        ];
+        let mut x: u64 = 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut scratch = Scratch::default();
+        let mut out = Vec::new();
+        for _ in 0..runs {
+            let mut v = seeds[(next() % 3) as usize].to_vec();
+            for _ in 0..next() % 4 {
+                if v.is_empty() {
+                    break;
+                }
+                let at = (next() % v.len() as u64) as usize;
+                match next() % 4 {
+                    0 => {
+                        let s = snippets[(next() % 16) as usize];
+                        v.splice(at..at, s.iter().copied());
+                    }
+                    1 => {
+                        let end = (at + 1 + (next() % 8) as usize).min(v.len());
+                        v.drain(at..end);
+                    }
+                    2 => v[at] = next() as u8,
+                    _ => v.truncate(at),
+                }
+            }
+            out.clear();
+            match value(&mut out, Some(&v), &mut scratch) {
+                Ok(()) => assert!(
+                    out.starts_with(b"{\"order_id\":\"") && out.ends_with(b"}"),
+                    "{:?}",
+                    out
+                ),
+                Err(e) => assert!(!e.is_empty()),
+            }
+        }
+    }
 }
