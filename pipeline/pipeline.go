@@ -338,8 +338,14 @@ func (p *Pipeline) count(f func(*Counts)) {
 	p.mu.Unlock()
 }
 
+// writeDepth is how many batches a worker may have written but not yet
+// acknowledged when the sink is an AsyncSink.
+const writeDepth = 8
+
 // worker batches what it receives and processes batches one at a time, so
-// a partition's records are written and acknowledged in order.
+// a partition's records are written and acknowledged in order. With an
+// AsyncSink it starts writing the next batch while earlier ones are still
+// in flight; a completer acknowledges them in order.
 func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 	var (
 		batch []Msg
@@ -347,6 +353,38 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		timer = time.NewTimer(time.Hour)
 	)
 	timer.Stop()
+	async, _ := p.sink.(AsyncSink)
+	var queue chan *pending
+	completed := make(chan struct{})
+	if async != nil {
+		queue = make(chan *pending, writeDepth)
+		go func() {
+			defer close(completed)
+			for pd := range queue {
+				<-pd.done
+				if pd.err != nil { // retry in place, with backoff
+					pd.errs, pd.err = p.write(ctx, p.sink, pd.recs, "sink")
+				}
+				if pd.err == nil {
+					pd.err = p.finish(ctx, pd)
+				}
+				if pd.err != nil {
+					p.fail(pd.err)
+					for range queue { // acknowledge nothing after a failure
+					}
+					return
+				}
+			}
+		}()
+	} else {
+		close(completed)
+	}
+	defer func() {
+		if queue != nil {
+			close(queue)
+		}
+		<-completed
+	}()
 	flush := func() bool {
 		if len(batch) == 0 {
 			return true
@@ -354,11 +392,36 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		b := batch
 		batch, size = nil, 0
 		timer.Stop()
-		if err := p.process(ctx, b); err != nil {
+		if async == nil {
+			if err := p.process(ctx, b); err != nil {
+				p.fail(err)
+				return false
+			}
+			return true
+		}
+		pd, err := p.prepare(ctx, b)
+		if err != nil {
 			p.fail(err)
 			return false
 		}
-		return true
+		if pd == nil {
+			return true
+		}
+		pd.done = make(chan struct{})
+		if len(pd.recs) == 0 {
+			close(pd.done)
+		} else {
+			async.WriteAsync(ctx, pd.recs, func(errs []error, err error) {
+				pd.errs, pd.err = errs, err
+				close(pd.done)
+			})
+		}
+		select {
+		case queue <- pd:
+			return true
+		case <-p.stop:
+			return false
+		}
 	}
 	for {
 		select {
@@ -395,9 +458,38 @@ type failure struct {
 	err           error
 }
 
+// pending is a batch between its stages and its acknowledgement.
+type pending struct {
+	start  time.Time
+	batch  []Msg
+	recs   []record.Record // sink input
+	origin []int           // recs[i] came from batch[origin[i]]
+	failed map[int]failure
+	// set by the sink write; done is closed when they are
+	done chan struct{}
+	errs []error
+	err  error
+}
+
 // process runs one batch through the stages and the sink, applies the
 // error policy, and acknowledges it. An error is fatal for the pipeline.
 func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
+	pd, err := p.prepare(ctx, batch)
+	if err != nil || pd == nil {
+		return err
+	}
+	if len(pd.recs) > 0 {
+		pd.errs, pd.err = p.write(ctx, p.sink, pd.recs, "sink")
+		if pd.err != nil {
+			return pd.err
+		}
+	}
+	return p.finish(ctx, pd)
+}
+
+// prepare drops stale records and runs the stages; nil means nothing is
+// left to do.
+func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 	start := time.Now()
 	if lv, ok := p.src.(Liveness); ok {
 		live := batch[:0:0]
@@ -416,7 +508,7 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 		}
 		batch = live
 		if len(batch) == 0 {
-			return nil
+			return nil, nil
 		}
 	}
 
@@ -434,12 +526,12 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("stage %s: %w", st.Name, err)
+				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
 			}
 			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(recs), "err", err)
 			results, err = p.isolate(ctx, st, recs)
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
 		var next []record.Record
@@ -473,20 +565,21 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 		}
 		recs, origin = keep, keepOrigin
 	}
+	return &pending{start: start, batch: batch, recs: recs, origin: origin, failed: failed}, nil
+}
+
+// finish takes the sink's answer for pd, applies the error policy and
+// acknowledges the batch.
+func (p *Pipeline) finish(ctx context.Context, pd *pending) error {
+	batch, failed, start := pd.batch, pd.failed, pd.start
 	written := 0
-	if len(recs) > 0 {
-		errs, err := p.write(ctx, p.sink, recs, "sink")
-		if err != nil {
-			return err
+	for i, e := range pd.errs {
+		if e == nil {
+			written++
+			continue
 		}
-		for i, e := range errs {
-			if e == nil {
-				written++
-				continue
-			}
-			if _, bad := failed[origin[i]]; !bad {
-				failed[origin[i]] = failure{stage: "sink", err: e}
-			}
+		if _, bad := failed[pd.origin[i]]; !bad {
+			failed[pd.origin[i]] = failure{stage: "sink", err: e}
 		}
 	}
 	if err := p.handleFailures(ctx, batch, failed); err != nil {

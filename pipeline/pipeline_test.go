@@ -371,3 +371,58 @@ func TestGenerateSource(t *testing.T) {
 		t.Fatalf("order %s %s", k, v)
 	}
 }
+
+// asyncSink completes writes out of order after random delays and fails
+// every fifth write transiently once.
+type asyncSink struct {
+	memSink
+	mu     sync.Mutex
+	n      int
+	issued []record.Record // in WriteAsync call order
+}
+
+func (a *asyncSink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
+	a.mu.Lock()
+	a.n++
+	n := a.n
+	a.issued = append(a.issued, batch...)
+	a.mu.Unlock()
+	go func() {
+		time.Sleep(time.Duration(n*7%5) * time.Millisecond)
+		if n%5 == 0 {
+			done(nil, errors.New("leader not available"))
+			return
+		}
+		done(make([]error, len(batch)), nil)
+	}()
+}
+
+func TestAsyncSinkKeepsOrderAndAcks(t *testing.T) {
+	src := newFakeSource(3, 400, 50)
+	sink := &asyncSink{}
+	p := New("t", src, sink, append(fast(), WithWorkers(2))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	last := map[int32]int64{}
+	for _, r := range sink.issued {
+		if prev, ok := last[r.Partition]; ok && r.Offset <= prev {
+			t.Fatalf("partition %d: offset %d issued after %d", r.Partition, r.Offset, prev)
+		}
+		last[r.Partition] = r.Offset
+	}
+	for part := int32(0); part < 3; part++ {
+		if len(src.acked[part]) != 400 {
+			t.Fatalf("partition %d: %d acked", part, len(src.acked[part]))
+		}
+		for i, o := range src.acked[part] {
+			if o != int64(i) {
+				t.Fatalf("partition %d: ack %d at %d", part, o, i)
+			}
+		}
+	}
+	// the transient failures were retried through Write
+	if len(sink.memSink.recs) == 0 {
+		t.Fatal("no batch was retried")
+	}
+}

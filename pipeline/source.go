@@ -48,3 +48,13 @@ type Lagger interface {
 	// Lag returns records not yet consumed, per "topic/partition".
 	Lag() map[string]int64
 }
+
+// AsyncSink is implemented by sinks that can take the next batch before the
+// previous one is durable, such as a Kafka producer. WriteAsync must begin
+// writing batches in call order (so a partition's order is kept) and call
+// done exactly once, from any goroutine, with the same meaning as
+// plugins.Sink.Write's results. The pipeline keeps a few batches in flight
+// per worker and acknowledges them in order.
+type AsyncSink interface {
+	WriteAsync(ctx context.Context, batch []record.Record, done func(errs []error, err error))
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -108,8 +110,41 @@ func (s *Sink) Ready(ctx context.Context) error {
 // pipeline retries it; other per-record errors (e.g. too large) are
 // returned per record.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	type result struct {
+		errs []error
+		err  error
+	}
+	ch := make(chan result, 1)
+	s.WriteAsync(ctx, batch, func(errs []error, err error) { ch <- result{errs, err} })
+	r := <-ch
+	return r.errs, r.err
+}
+
+// WriteAsync implements pipeline.AsyncSink: it hands every record to the
+// producer, in order, and calls done when all are acknowledged.
+func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
 	recs := make([]kgo.Record, len(batch))
-	ptrs := make([]*kgo.Record, len(batch))
+	errs := make([]error, len(batch))
+	var (
+		left      atomic.Int64
+		mu        sync.Mutex
+		transient error
+	)
+	left.Store(int64(len(batch)))
+	finish := func() {
+		mu.Lock()
+		t := transient
+		mu.Unlock()
+		if t != nil {
+			done(nil, fmt.Errorf("produce to %s: %w", s.topic, t))
+			return
+		}
+		done(errs, nil)
+	}
+	if len(batch) == 0 {
+		finish()
+		return
+	}
 	for i := range batch {
 		in := &batch[i]
 		r := &recs[i]
@@ -123,24 +158,20 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error
 				r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
-		ptrs[i] = r
+		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				if retriable(err) {
+					mu.Lock()
+					transient = err
+					mu.Unlock()
+				}
+				errs[i] = fmt.Errorf("produce to %s: %w", s.topic, err)
+			}
+			if left.Add(-1) == 0 {
+				finish()
+			}
+		})
 	}
-	results := s.cl.ProduceSync(ctx, ptrs...)
-	errs := make([]error, len(batch))
-	var transient error
-	for i, res := range results {
-		if res.Err == nil {
-			continue
-		}
-		if retriable(res.Err) {
-			transient = res.Err
-		}
-		errs[i] = fmt.Errorf("produce to %s: %w", s.topic, res.Err)
-	}
-	if transient != nil {
-		return nil, fmt.Errorf("produce to %s: %w", s.topic, transient)
-	}
-	return errs, nil
 }
 
 func retriable(err error) bool {

@@ -1,0 +1,156 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// BenchmarkPassthrough compares, on one in-process kfake broker, a streamd
+// pipeline with no transform against a bare franz-go consume-and-produce
+// loop. Each op is one 200-byte record moved from a 4-partition input
+// topic (filled before the timer starts) to an output topic; records/s is
+// reported. Run both with the same -benchtime=Nx and compare with benchstat:
+//
+//	go test ./pipeline/kafka -run '^$' -bench Passthrough -benchtime 200000x -count 6
+func BenchmarkPassthrough(b *testing.B) {
+	for _, mode := range []string{"bare-franz-go", "streamd"} {
+		b.Run(mode, func(b *testing.B) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4), kfake.AllowAutoTopicCreation())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			seeds := c.ListenAddrs()
+			for _, t := range []string{"in", "out"} {
+				if err := c.CreateTopic(t, 4, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fill(b, seeds, "in", b.N)
+			b.ResetTimer()
+			start := time.Now()
+			switch mode {
+			case "bare-franz-go":
+				bare(b, seeds, b.N)
+			default:
+				viaPipeline(b, seeds, b.N)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+func fill(b *testing.B, seeds []string, topic string, n int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	var failed atomic.Value
+	for i := 0; i < n; i++ {
+		k, v := pipeline.Order(int64(i), 1000)
+		v = append(v, fmt.Sprintf(`,"pad":"%0*d"`, max(0, 200-len(v)-10), 0)...)
+		cl.Produce(context.Background(), &kgo.Record{Key: k, Value: v[:200]}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// bare is the baseline: one consumer-group client polls, produces every
+// record asynchronously (linger 5 ms) and commits what was produced.
+func bare(b *testing.B, seeds []string, n int) {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup("bare"), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	var done atomic.Int64
+	ctx := context.Background()
+	for done.Load() < int64(n) {
+		fs := cons.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			prod.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: r.Value, Headers: r.Headers}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				done.Add(1)
+			})
+		})
+		if fs.NumRecords() > 0 {
+			if err := prod.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// countSink wraps a sink and cancels when n records were written.
+type countSink struct {
+	plugins.Sink
+	n, want int64
+	cancel  context.CancelFunc
+}
+
+func (c *countSink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	errs, err := c.Sink.Write(ctx, batch)
+	if err == nil && c.n+int64(len(batch)) >= c.want {
+		defer c.cancel()
+	}
+	if err == nil {
+		atomic.AddInt64(&c.n, int64(len(batch)))
+	}
+	return errs, err
+}
+
+// viaPipeline runs what `streamd run` runs for a kafka -> kafka pipeline
+// with no transform and the default batch and worker settings.
+func viaPipeline(b *testing.B, seeds []string, n int) {
+	src, err := kafka.NewSource(kafka.SourceConfig{Seeds: seeds, Topics: []string{"in"}, Group: "streamd", Partitions: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out", Partitions: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := &countSink{Sink: sink, want: int64(n), cancel: cancel}
+	p := pipeline.New("bench", src, cs)
+	if err := p.Run(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if got := atomic.LoadInt64(&cs.n); got < int64(n) {
+		b.Fatalf("wrote %d of %d", got, n)
+	}
+}
