@@ -7,11 +7,16 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 
-.PHONY: build test examples bench clean tools
+.PHONY: build run test examples bench clean tools
 
 ## build: bin/streamd
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/streamd ./cmd/streamd
+
+## run: the quickstart: build streamd and the Go downgrade plugin, run config.toml
+run: build
+	bash examples/wasm/go/orders-downgrade/build.sh
+	bin/streamd run -c config.toml
 
 ## test: the full test command (services, examples, both Kafka passes)
 test:
