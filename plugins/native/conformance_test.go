@@ -3,11 +3,13 @@ package native
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/internal/testenv"
@@ -86,4 +88,40 @@ func pythonPlugin(t *testing.T) string {
 
 func TestConformancePython(t *testing.T) {
 	conformance(t, pythonPlugin(t), false)
+}
+
+// The Python plugin's stderr reaches the log, and it stops cleanly when
+// asked: no kill, no go-plugin warning.
+func TestPythonLogAndCleanClose(t *testing.T) {
+	path := pythonPlugin(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := Open(context.Background(), path, plugins.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.(interface{ sup() *supervisor }).sup().pid()
+	start := time.Now()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("close took %s", took)
+	}
+	if !processGone(pid) {
+		t.Fatalf("process %d still exists", pid)
+	}
+	var serving bool
+	for _, m := range logLines(t, &buf) {
+		msg, _ := m["msg"].(string)
+		if strings.HasPrefix(msg, "orders-downgrade (python") && m["stream"] == "stderr" && m["plugin"] == path {
+			serving = true
+		}
+		if lvl := m["level"]; lvl == "WARN" || lvl == "ERROR" {
+			t.Errorf("unexpected %s log: %v", lvl, m)
+		}
+	}
+	if !serving {
+		t.Fatalf("the plugin's stderr line is not in the log:\n%s", buf.String())
+	}
 }

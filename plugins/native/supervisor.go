@@ -42,7 +42,8 @@ type supervisor struct {
 	config   []byte
 	opts     plugins.Options
 	sup      supervision
-	log      *slog.Logger
+	base     *slog.Logger // opts.Logger or a discarding one
+	log      *slog.Logger // base tagged with plugin=the manifest's name (the path until known)
 
 	manifest plugins.Manifest // set by startFirst, then fixed
 
@@ -77,7 +78,8 @@ func newSupervisor(ref, abs string, checksum, config []byte, opts plugins.Option
 	}
 	return &supervisor{
 		ref: ref, abs: abs, checksum: checksum, config: config, opts: opts, sup: sup,
-		log:  log.With("plugin", filepath.Base(ref)),
+		base: log,
+		log:  log.With("plugin", ref),
 		done: make(chan struct{}),
 	}
 }
@@ -93,6 +95,7 @@ func (s *supervisor) startFirst(ctx context.Context) error {
 	}
 	s.setProc(p)
 	s.manifest = m
+	s.log = s.base.With("plugin", m.Name)
 	return nil
 }
 
@@ -158,7 +161,7 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 		p.client.Kill()
 		return fail(err)
 	}
-	named := s.log.With("plugin", m.Name)
+	named := s.base.With("plugin", m.Name)
 	p.stderr.SetLogger(named)
 	p.stdout.SetLogger(named)
 	if _, err := p.rpc.Init(cctx, &pluginv1.InitRequest{ConfigJson: s.config}); err != nil {

@@ -115,6 +115,7 @@ def main():
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print("1|%d|tcp|127.0.0.1:%d|grpc" % (version, port), flush=True)
+    log("orders-downgrade (python %s, grpcio %s) serving protocol v%d on 127.0.0.1:%d" % (sys.version.split()[0], grpc.__version__, version, port))
     server.wait_for_termination()
     stopping.set()
     return 0
