@@ -24,11 +24,29 @@ import (
 // language names the build in messages.
 const language = "C"
 
+// builder builds one plugin once per test binary.
+type builder struct {
+	name string
+	// args is the build command for the plugin in dir (the orders-downgrade
+	// source directory), writing out.
+	args func(dir, out string) []string
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildDir  string
+	downgradeBuild = &builder{name: "orders-downgrade", args: func(dir, out string) []string {
+		return []string{filepath.Join(dir, "..", "build-plugin.sh"), out,
+			filepath.Join(dir, "plugin.c"), filepath.Join(dir, "downgrade.c")}
+	}}
+	identityBuild = &builder{name: "identity", args: func(dir, out string) []string {
+		return []string{filepath.Join(dir, "..", "build-plugin.sh"), out,
+			filepath.Join(dir, "..", "identity", "identity.c")}
+	}}
+
+	tmpMu   sync.Mutex
+	tmpDirs []string
 )
 
 // srcDir is examples/wasm/c/orders-downgrade.
@@ -41,49 +59,58 @@ func repoRoot(tb testing.TB) string {
 	return filepath.Join(srcDir(tb), "..", "..", "..", "..")
 }
 
-// build builds the plugin once per test binary into a temporary directory.
+// build builds the orders-downgrade plugin and returns its path.
 func build(tb testing.TB) string {
+	tb.Helper()
+	return downgradeBuild.get(tb)
+}
+
+// get builds b's plugin into a temporary directory, once.
+func (b *builder) get(tb testing.TB) string {
 	tb.Helper()
 	testenv.Tool(tb, "clang")
 	testenv.Tool(tb, "wasm-ld")
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "streamd-c-downgrade-")
-		if buildErr != nil {
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "streamd-c-"+b.name+"-")
+		if err != nil {
+			b.err = err
 			return
 		}
-		buildPath = filepath.Join(buildDir, "plugin.wasm")
-		dir := srcDir(tb)
-		cmd := exec.Command(filepath.Join(dir, "..", "build-plugin.sh"), buildPath,
-			filepath.Join(dir, "plugin.c"), filepath.Join(dir, "downgrade.c"))
+		tmpMu.Lock()
+		tmpDirs = append(tmpDirs, dir)
+		tmpMu.Unlock()
+		b.path = filepath.Join(dir, "plugin.wasm")
+		args := b.args(srcDir(tb), b.path)
+		cmd := exec.Command(args[0], args[1:]...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			buildErr = err
+			b.err = err
 			if strings.Contains(out.String(), "sysroot is missing") {
-				buildErr = errMissingSysroot
+				b.err = errMissingToolchain
 			}
 			tb.Logf("build output:\n%s", out.String())
 		}
 	})
-	if buildErr == errMissingSysroot {
+	if b.err == errMissingToolchain {
 		testenv.Missing(tb, "wasi-libc (run scripts/install-tools)")
 	}
-	if buildErr != nil {
-		tb.Fatalf("building the %s plugin: %v", language, buildErr)
+	if b.err != nil {
+		tb.Fatalf("building the %s %s plugin: %v", language, b.name, b.err)
 	}
-	return buildPath
+	return b.path
 }
 
 type sentinel string
 
 func (s sentinel) Error() string { return string(s) }
 
-const errMissingSysroot = sentinel("wasi-libc sysroot missing")
+const errMissingToolchain = sentinel("the Wasm toolchain is missing")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, d := range tmpDirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
@@ -113,8 +140,13 @@ func TestManifest(t *testing.T) {
 
 func open(tb testing.TB) plugins.Plugin {
 	tb.Helper()
+	return openPath(tb, build(tb))
+}
+
+func openPath(tb testing.TB, path string) plugins.Plugin {
+	tb.Helper()
 	ctx := context.Background()
-	p, err := wasm.Open(ctx, build(tb), plugins.Options{Kind: plugins.KindTransform, Pool: 1})
+	p, err := wasm.Open(ctx, path, plugins.Options{Kind: plugins.KindTransform, Pool: 1})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
