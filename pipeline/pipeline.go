@@ -105,15 +105,44 @@ func (p *Pipeline) Status() Status {
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
 	}
+	if err := p.health(); err != nil {
+		s.Ready = false
+		if s.Error == "" {
+			s.Error = err.Error()
+		}
+	}
 	return s
 }
 
-// Ready reports whether the source and sink are connected and the pipeline
-// has not failed.
+// Healther is implemented by stages and sinks that can be in a failed
+// state, such as a native plugin that crashed too often.
+type Healther interface {
+	Health() error
+}
+
+func (p *Pipeline) health() error {
+	for _, st := range p.o.stages {
+		if h, ok := st.Transformer.(Healther); ok {
+			if err := h.Health(); err != nil {
+				return fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+		}
+	}
+	if h, ok := p.sink.(Healther); ok {
+		if err := h.Health(); err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
+	}
+	return nil
+}
+
+// Ready reports whether the source and sink are connected, the pipeline
+// has not failed, and no stage or sink reports itself unhealthy.
 func (p *Pipeline) Ready() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ready && p.state != Failed
+	ok := p.ready && p.state != Failed
+	p.mu.Unlock()
+	return ok && p.health() == nil
 }
 
 func (p *Pipeline) setState(s State) {

@@ -426,3 +426,28 @@ func TestAsyncSinkKeepsOrderAndAcks(t *testing.T) {
 		t.Fatal("no batch was retried")
 	}
 }
+
+type sickSink struct {
+	memSink
+	err error
+}
+
+func (s *sickSink) Health() error { return s.err }
+
+func TestHealthReported(t *testing.T) {
+	sink := &sickSink{}
+	p := New("t", newFakeSource(1, 1, 1), sink, fast()...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.state, p.ready = Running, true
+	p.mu.Unlock()
+	if !p.Ready() {
+		t.Fatal("healthy pipeline not ready")
+	}
+	sink.err = errors.New("plugin crashed 5 times in 1m0s")
+	if p.Ready() || !strings.Contains(p.Status().Error, "crashed 5 times") {
+		t.Fatalf("unhealthy sink not reported: %+v", p.Status())
+	}
+}
