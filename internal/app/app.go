@@ -45,6 +45,7 @@ type App struct {
 	loaded  []plugins.Plugin
 	closers []func() error
 	broker  *kfake.Cluster
+	journal *journalParts
 	Admin   *admin.Server
 	// AdminAddr is the address the admin server bound, once Run started it.
 	AdminAddr string
@@ -304,11 +305,6 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 	return nil, fmt.Errorf("unknown sink type %q", k.Type)
 }
 
-// journalSink is wired when the journal package lands.
-func (a *App) journalSink(context.Context, *config.Pipeline) (plugins.Sink, error) {
-	return nil, errors.New("the journal sink is not available yet")
-}
-
 // StartBroker starts an in-process kfake broker on listen that persists to
 // dataDir.
 func StartBroker(listen, dataDir string, syncWrites bool, partitions int32) (*kfake.Cluster, error) {
@@ -351,6 +347,9 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		a.broker = b
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
+	}
+	if err := a.startJournal(ctx); err != nil {
+		return err
 	}
 	if a.cfg.Admin.Listen != "" {
 		addr, err := a.Admin.Start(a.cfg.Admin.Listen)
