@@ -6,8 +6,11 @@
 #
 # Flags: the incremental runtime (TLSF + GC that runs on allocation, so
 # plugins that allocate per record do not leak; the host never calls into the
-# GC), aborts routed to the SDK's handler (logs through streamd.log, then
-# traps), -O3.
+# GC); top-level code (where the plugin registers its function) exported as
+# the WASI reactor's _initialize, which the host calls once after
+# instantiation (docs/abi.md section 2), so it runs with the memory export
+# reachable and under the host's call timeout; aborts routed to the SDK's
+# handler (logs through streamd.log, then traps); -O3.
 set -eu
 dir=$(cd "${1:?usage: build-plugin.sh DIR}" && pwd)
 command -v node >/dev/null 2>&1 || { echo "build-plugin.sh: node not found (need Node >= 20)" >&2; exit 1; }
@@ -18,5 +21,6 @@ npx --no-install asc assembly/index.ts \
 	--outFile plugin.wasm \
 	-O3 \
 	--runtime incremental \
+	--exportStart _initialize \
 	--use abort=~lib/@streamd/sdk/assembly/index/streamdAbort
 node node_modules/@streamd/sdk/bin/check.mjs plugin.wasm

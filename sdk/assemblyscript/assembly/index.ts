@@ -17,9 +17,11 @@
 // written straight into the output buffer, so a plugin that uses the raw
 // accessors allocates nothing per record.
 //
-// Build with `--use abort=~lib/@streamd/sdk/assembly/index/streamdAbort` so a
-// failed assertion logs its message through the host and traps (see
-// README.md for the full asc command line).
+// Build with `--exportStart _initialize` (the top-level registration then
+// runs when the host calls _initialize) and
+// `--use abort=~lib/@streamd/sdk/assembly/index/streamdAbort` (a failed
+// assertion logs its message through the host and traps); README.md has the
+// full asc command line.
 
 // ---------------------------------------------------------------------------
 // Host imports (module "streamd"). Nothing else may be imported.
@@ -1077,6 +1079,7 @@ const bodyErrors: string[] = [
   "header value past end of body",
   "bytes left over in body after the headers",
   "negative length other than -1",
+  "header count exceeds body",
 ];
 
 let errAt: usize = 0;
@@ -1107,7 +1110,7 @@ function parseBody(rec: Record, p: usize, end: usize): i32 {
   const hc = load<u32>(p);
   p += 4;
   // Each header takes at least 8 bytes.
-  if (<u64>hc * 8 > <u64>(end - p)) { errAt = p - 4; return 5; }
+  if (<u64>hc * 8 > <u64>(end - p)) { errAt = p - 4; return 11; }
   hdrEnsure(<i32>hc);
   let h = hdrPtr;
   for (let j: u32 = 0; j < hc; j++) {

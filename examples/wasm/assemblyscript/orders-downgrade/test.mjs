@@ -45,6 +45,7 @@ test("imports only streamd.reply and streamd.log", async () => {
   const mod = await WebAssembly.compile(wasm);
   const imports = WebAssembly.Module.imports(mod).map((i) => `${i.module}.${i.name}`).sort();
   assert.deepEqual(imports, ["streamd.log", "streamd.reply"]);
+  assert.ok(WebAssembly.Module.exports(mod).some((e) => e.name === "_initialize"));
 });
 
 test("manifest", async () => {

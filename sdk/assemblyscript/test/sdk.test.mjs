@@ -1,0 +1,297 @@
+// Tests of the SDK: compiles the plugins in test/plugins with asc (same flags
+// as examples/wasm/assemblyscript/build-plugin.sh) and drives them through the
+// harness, checking every byte of the ABI the SDK produces.
+//
+//   npm test     (from sdk/assemblyscript, after npm ci)
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import asc from "assemblyscript/asc";
+import { load, OP, STATUS, encodeRequest, decodeResult } from "../harness/index.mjs";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.join(here, "..");
+const out = path.join(here, "build");
+const dec = new TextDecoder();
+const wasm = {};
+
+before(async () => {
+  fs.mkdirSync(out, { recursive: true });
+  for (const name of ["transform", "codec", "sink", "empty", "badname"]) {
+    const file = path.join(out, `${name}.wasm`);
+    const { error, stderr } = await asc.main(
+      [
+        path.relative(root, path.join(here, "plugins", `${name}.ts`)),
+        "--outFile", file,
+        "-O3",
+        "--runtime", "incremental",
+        "--exportStart", "_initialize",
+        "--use", "abort=assembly/index/streamdAbort",
+      ],
+      { stdout: process.stdout, stderr: process.stderr, baseDir: root },
+    );
+    if (error) throw new Error(`asc ${name}: ${error.message}\n${stderr.toString()}`);
+    wasm[name] = fs.readFileSync(file);
+  }
+});
+
+const str = (b) => (b === null ? null : dec.decode(b));
+const rec = (value, extra = {}) => ({ key: "k", value, timestamp: 1000n, offset: 5n, partition: 2, headers: [], ...extra });
+
+async function transform(config = {}) {
+  const p = await load(wasm.transform);
+  const r = p.init(config);
+  assert.equal(r.status, STATUS.OK, r.text);
+  return p;
+}
+
+test("every module imports only streamd functions", async () => {
+  for (const [name, bytes] of Object.entries(wasm)) {
+    const mod = await WebAssembly.compile(bytes);
+    for (const im of WebAssembly.Module.imports(mod)) {
+      assert.equal(im.module, "streamd", `${name} imports ${im.module}.${im.name}`);
+      assert.ok(["reply", "log"].includes(im.name), `${name} imports ${im.name}`);
+    }
+    const ex = WebAssembly.Module.exports(mod).map((e) => e.name).sort();
+    assert.deepEqual(ex, ["_initialize", "memory", "streamd_abi_v1", "streamd_buffer", "streamd_init", "streamd_manifest", "streamd_process"], name);
+  }
+});
+
+test("manifests: kind per registration, version JSON-escaped", async () => {
+  const want = {
+    transform: '{"name":"test-transform","kind":"transform","version":"0.1.0-\\"q\\"","abi":1}',
+    codec: '{"name":"case","kind":"codec","version":"1.0.0","abi":1}',
+    sink: '{"name":"counter","kind":"sink","version":"1.0.0","abi":1}',
+  };
+  for (const [name, text] of Object.entries(want)) {
+    const p = await load(wasm[name]);
+    const m = p.manifest();
+    assert.equal(m.status, STATUS.OK);
+    assert.equal(m.text, text);
+  }
+  const empty = await load(wasm.empty);
+  const m = empty.manifest();
+  assert.equal(m.status, STATUS.ERR_INTERNAL);
+  assert.match(m.text, /no plugin registered/);
+});
+
+test("an invalid plugin name traps in _initialize and logs why", async () => {
+  const logs = [];
+  await assert.rejects(load(wasm.badname, { onLog: (l, m) => logs.push([l, m]) }), WebAssembly.RuntimeError);
+  assert.equal(logs.length, 1);
+  assert.equal(logs[0][0], 3);
+  assert.match(logs[0][1], /^abort: streamd sdk: plugin name must match .* at assembly\/index\.ts:\d+:\d+$/);
+});
+
+test("init: config passed, refusal is ERR_CONFIG with the reason", async () => {
+  const p = await load(wasm.transform);
+  const r = p.init({ refuse: true });
+  assert.equal(r.status, STATUS.ERR_CONFIG);
+  assert.equal(r.text, 'config refused: {"refuse":true}');
+  const q = await load(wasm.transform);
+  assert.equal(q.init({ a: 1 }).status, STATUS.OK);
+  assert.deepEqual(q.logs.at(-1), { level: 1, msg: 'init {"a":1}' });
+  const e = await load(wasm.codec); // no init function: any config is fine
+  assert.equal(e.init("{}").status, STATUS.OK);
+});
+
+test("transform outcomes: keep, drop, reject, many records", async () => {
+  const p = await transform({ prefix: true });
+  const r = p.process(OP.TRANSFORM, [
+    rec("keep"),
+    rec("drop"),
+    rec("reject"),
+    rec("two", { key: new Uint8Array([0, 255]), headers: [["a", "1"], ["a", null]] }),
+    rec("nulls"),
+    rec("emit-then-keep"),
+    rec("reject-then-emit"),
+    rec("emit-then-drop"),
+  ]);
+  assert.equal(r.status, STATUS.OK, r.text);
+  const [keep, drop, reject, two, nulls, ek, re, ed] = r.entries;
+  assert.deepEqual(keep, { status: 0, keep: true });
+  assert.deepEqual(drop, { status: 0, records: [] });
+  assert.deepEqual(reject, { status: 1, error: "rejected: é" });
+  assert.equal(two.records.length, 2);
+  const [a, b] = two.records;
+  assert.equal(a.offset, -1n);
+  assert.equal(a.partition, -1);
+  assert.equal(a.timestamp, 1001n);
+  assert.equal(str(a.key), "p:k2");
+  assert.equal(str(a.value), "second");
+  assert.deepEqual(a.headers.map(([n, v]) => [n, v && [...v]]), [["h", [0x78]], ["n", null], ["b", [0, 255]]]);
+  assert.deepEqual([...b.key], [0, 255]);
+  assert.equal(str(b.value), "two");
+  assert.equal(b.timestamp, 1000n);
+  assert.equal(b.offset, -1n);
+  assert.deepEqual(b.headers.map(([n, v]) => [n, str(v)]), [["a", "1"], ["a", null]]);
+  assert.deepEqual(nulls.records, [{ offset: -1n, timestamp: 42n, partition: -1, key: null, value: null, headers: [] }]);
+  assert.deepEqual(ek, { status: 0, keep: true });
+  assert.equal(re.status, 0);
+  assert.equal(str(re.records[0].value), "reject-then-emit");
+  assert.deepEqual(ed, { status: 0, records: [] });
+});
+
+test("streamed values, header lookup and filtering", async () => {
+  const p = await transform();
+  const r = p.process(OP.TRANSFORM, [
+    rec("stream", { headers: [["x", "1"], ["drop-me", "2"], ["y", null]] }),
+    rec("header", { headers: [["want", "first"], ["other", "o"], ["want", "last"]] }),
+    rec("header", { headers: [] }),
+  ]);
+  assert.equal(r.status, STATUS.OK, r.text);
+  const s = r.entries[0].records[0];
+  assert.equal(str(s.value), "n=-9223372036854775808,ab");
+  assert.equal(s.timestamp, 7n);
+  assert.equal(str(s.key), "k");
+  assert.deepEqual(s.headers.map(([n, v]) => [n, str(v)]), [["x", "1"], ["y", null]]);
+  assert.equal(str(r.entries[1].records[0].value), "last");
+  assert.equal(r.entries[2].records[0].value, null);
+});
+
+test("the output buffer grows for big answers and is reused", async () => {
+  const p = await transform();
+  for (let i = 0; i < 3; i++) {
+    const r = p.process(OP.TRANSFORM, [rec("big"), rec("keep")]);
+    assert.equal(r.status, STATUS.OK, r.text);
+    assert.equal(r.entries[0].records[0].value.length, 3000000);
+    assert.deepEqual(r.entries[1], { status: 0, keep: true });
+  }
+});
+
+test("memory stays bounded when plugins allocate per record (GC runs)", async () => {
+  const p = await transform();
+  const batch = Array.from({ length: 500 }, () => rec("alloc"));
+  let pages = 0;
+  for (let i = 0; i < 200; i++) {
+    const r = p.process(OP.TRANSFORM, batch);
+    assert.equal(r.status, STATUS.OK);
+    if (i === 20) pages = p.exports.memory.buffer.byteLength;
+  }
+  // 200 batches * 500 records * ~2 KiB of garbage = 200 MB allocated in all.
+  assert.ok(p.exports.memory.buffer.byteLength <= pages * 2, `memory grew from ${pages} to ${p.exports.memory.buffer.byteLength}`);
+});
+
+test("fail() fails the whole batch with ERR_BATCH", async () => {
+  const p = await transform();
+  const r = p.process(OP.TRANSFORM, [rec("keep"), rec("fail")]);
+  assert.equal(r.status, STATUS.ERR_BATCH);
+  assert.equal(r.text, "destination down");
+  assert.equal(p.process(OP.TRANSFORM, [rec("keep")]).status, STATUS.OK);
+});
+
+test("assert and records left open trap, with the reason logged", async () => {
+  for (const [v, re] of [["assert", /^abort: boom at test\/plugins\/transform\.ts:\d+:\d+$/], ["open", /^abort: streamd sdk: record begun but not ended/]]) {
+    const p = await transform();
+    assert.throws(() => p.process(OP.TRANSFORM, [rec(v)]), WebAssembly.RuntimeError);
+    assert.match(p.logs.at(-1).msg, re);
+    assert.equal(p.logs.at(-1).level, 3);
+  }
+});
+
+test("unsupported ops answer ERR_UNSUPPORTED", async () => {
+  const t = await transform();
+  for (const op of [OP.ENCODE, OP.DECODE, OP.WRITE, 9]) {
+    const r = t.process(op, [rec("keep")]);
+    assert.equal(r.status, STATUS.ERR_UNSUPPORTED, `op ${op}`);
+  }
+  const c = await load(wasm.codec);
+  assert.equal(c.process(OP.TRANSFORM, [rec("a")]).status, STATUS.ERR_UNSUPPORTED);
+  assert.equal(c.process(OP.WRITE, [rec("a")]).status, STATUS.ERR_UNSUPPORTED);
+  const s = await load(wasm.sink);
+  assert.equal(s.process(OP.TRANSFORM, [rec("a")]).status, STATUS.ERR_UNSUPPORTED);
+});
+
+test("codec: one record per input, enforced", async () => {
+  const c = await load(wasm.codec);
+  assert.equal(c.init({}).status, 0);
+  const e = c.process(OP.ENCODE, [rec("abC"), rec(null), rec("2xx"), rec("none"), rec("")]);
+  assert.equal(e.status, STATUS.OK);
+  assert.equal(str(e.entries[0].records[0].value), "ABC");
+  assert.deepEqual(e.entries[1], { status: 1, error: "null value" });
+  assert.equal(e.entries[2].status, 1);
+  assert.match(e.entries[2].error, /exactly one record, got 2/);
+  assert.match(e.entries[3].error, /exactly one record, got 0/);
+  assert.equal(str(e.entries[4].records[0].value), "");
+  const d = c.process(OP.DECODE, [rec("AbC")]);
+  assert.equal(str(d.entries[0].records[0].value), "abc");
+});
+
+test("sink: written, refused, emitting is an error, fail is ERR_BATCH", async () => {
+  const s = await load(wasm.sink);
+  const r = s.process(OP.WRITE, [rec("a"), rec("x"), rec("emit"), rec("b")]);
+  assert.equal(r.status, STATUS.OK);
+  assert.deepEqual(r.entries[0], { status: 0, records: [] });
+  assert.deepEqual(r.entries[1], { status: 1, error: "refused x" });
+  assert.equal(r.entries[2].status, 1);
+  assert.deepEqual(r.entries[3], { status: 0, records: [] });
+  const f = s.process(OP.WRITE, [rec("down")]);
+  assert.equal(f.status, STATUS.ERR_BATCH);
+  assert.equal(f.text, "sink down after 2");
+});
+
+test("streamd_buffer: grows, keeps its address while big enough, refuses impossible sizes", async () => {
+  const p = await transform();
+  const ex = p.exports;
+  const a = ex.streamd_buffer(0);
+  assert.notEqual(a, 0);
+  assert.equal(ex.streamd_buffer(100), a);
+  assert.equal(ex.streamd_buffer(65536), a);
+  const b = ex.streamd_buffer(65537);
+  assert.notEqual(b, 0);
+  assert.ok(new Uint8Array(ex.memory.buffer).length >= b + 65537);
+  assert.equal(ex.streamd_buffer(1000), b);
+  assert.equal(ex.streamd_buffer(-1), 0);
+  assert.equal(ex.streamd_buffer(0x7fffffff), 0);
+  // A batch bigger than the current buffer goes through after growth.
+  const big = "x".repeat(1 << 20);
+  const r = p.process(OP.TRANSFORM, [rec(big)]);
+  assert.deepEqual(r.entries[0], { status: 0, keep: true });
+});
+
+test("empty batch and record-level byte exactness", async () => {
+  const p = await transform();
+  const r = p.processRaw(encodeRequest(OP.TRANSFORM, []));
+  assert.equal(r.status, STATUS.OK);
+  assert.deepEqual([...r.reply], [0, 0, 0, 0]);
+  // keep then drop, checked byte by byte against section 8.
+  const k = p.processRaw(encodeRequest(OP.TRANSFORM, [rec("keep"), rec("drop"), rec("reject")]));
+  const want = [3, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 12, 0, 0, 0, ...new TextEncoder().encode("rejected: é")];
+  assert.deepEqual([...k.reply], want);
+  assert.equal(decodeResult(k.reply, 3).length, 3);
+});
+
+test("malformed batches: ERR_BATCH naming record and byte", async () => {
+  const p = await transform();
+  const good = encodeRequest(OP.TRANSFORM, [rec("keep", { headers: [["h", "v"]] })]);
+  const dv = (b) => new DataView(b.buffer);
+  const mut = (f) => {
+    const b = good.slice();
+    f(dv(b));
+    return b;
+  };
+  const cases = [
+    [good.slice(0, 4), /header needs 8 bytes/],
+    [mut((d) => d.setUint32(4, 2, true)), /count 2 records cannot fit/],
+    [mut((d) => d.setUint32(8, 1000, true)), /record 0 at byte 8: size 1000 past end/],
+    [mut((d) => d.setInt32(8 + 4 + 20, 100, true)), /key past end of body/],
+    [mut((d) => d.setInt32(8 + 4 + 20, -7, true)), /negative length/],
+    [mut((d) => d.setUint32(8 + 4 + 20 + 4 + 1 + 4 + 4, 9, true)), /header count exceeds body/],
+    [mut((d) => d.setUint32(8 + 4 + 20 + 4 + 1 + 4 + 4 + 4, 50, true)), /header name past end of body/],
+    [(() => {
+      const b = new Uint8Array(good.length + 2);
+      b.set(good);
+      const d = dv(b);
+      d.setUint32(8, d.getUint32(8, true) + 2, true);
+      return b;
+    })(), /bytes left over in body/],
+    [new Uint8Array([...good, 1]), /1 trailing bytes after record 1/],
+  ];
+  for (const [bytes, re] of cases) {
+    const r = p.processRaw(bytes);
+    assert.equal(r.status, STATUS.ERR_BATCH, `${re}: status ${r.status}`);
+    assert.match(r.text, re);
+  }
+});
