@@ -19,7 +19,7 @@ import (
 // harness is one journal topic with a Journal, a store, and a replicator
 // driven by hand: sync(lag) applies every record but the newest lag ones.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	broker  *testenv.Broker
 	client  *kgo.Client
@@ -30,7 +30,7 @@ type harness struct {
 	applied map[int32]int64 // next offset to hand to the replicator
 }
 
-func newHarness(t *testing.T, partitions int32, opts ...Option) *harness {
+func newHarness(t testing.TB, partitions int32, opts ...Option) *harness {
 	t.Helper()
 	b := testenv.Kafka(t)
 	topic := testenv.Topic(t, "journal")

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -337,18 +339,27 @@ func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn fun
 func (r *snapshot) Close() error { return r.tx.Rollback() }
 
 func meta(ctx context.Context, db queryer, q string, key store.Key) (store.Meta, bool, error) {
+	m, err := scanMeta(db.QueryRowContext(ctx, q, key.Topic, key.ID).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Meta{}, false, nil
+	}
+	if err != nil {
+		return store.Meta{}, false, fmt.Errorf("journal store: meta %s/%s: %w", key.Topic, key.ID, err)
+	}
+	return m, true, nil
+}
+
+// scanMeta scans the meta columns, after any leading destinations.
+func scanMeta(scan func(...any) error, lead ...any) (store.Meta, error) {
 	var (
 		m                store.Meta
 		expAfter, expOn  sql.NullInt64
 		origin           sql.NullString
 		created, updated int64
 	)
-	err := db.QueryRowContext(ctx, q, key.Topic, key.ID).Scan(&m.Partition, &m.Offset, &m.SeqNr, &m.DeleteTo, &expAfter, &expOn, &origin, &created, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Meta{}, false, nil
-	}
-	if err != nil {
-		return store.Meta{}, false, fmt.Errorf("journal store: meta %s/%s: %w", key.Topic, key.ID, err)
+	dest := append(lead, &m.Partition, &m.Offset, &m.SeqNr, &m.DeleteTo, &expAfter, &expOn, &origin, &created, &updated)
+	if err := scan(dest...); err != nil {
+		return m, err
 	}
 	if expAfter.Valid {
 		m.ExpireAfter = time.Duration(expAfter.Int64) * time.Millisecond
@@ -358,7 +369,7 @@ func meta(ctx context.Context, db queryer, q string, key store.Key) (store.Meta,
 	}
 	m.Origin = origin.String
 	m.Created, m.Updated = time.UnixMilli(created), time.UnixMilli(updated)
-	return m, true, nil
+	return m, nil
 }
 
 type sqlTx struct {
@@ -366,37 +377,103 @@ type sqlTx struct {
 	tx *sql.Tx
 }
 
-func (t *sqlTx) Meta(ctx context.Context, key store.Key) (store.Meta, bool, error) {
-	return meta(ctx, t.tx, t.s.q.meta, key)
+// rows builds "head (?,..),(?,..) tail" for n rows of cols columns.
+func (t *sqlTx) rows(head string, n, cols int, tail string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(tail)
+	if t.s.d == postgres {
+		return rebind(b.String(), 1)
+	}
+	return b.String()
+}
+
+const chunk = 200
+
+func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[string]store.Meta, error) {
+	out := make(map[string]store.Meta, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		q := `SELECT id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id IN (` +
+			strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+		args := make([]any, 0, n+1)
+		args = append(args, topic)
+		for _, id := range ids[:n] {
+			args = append(args, id)
+		}
+		rows, err := t.tx.QueryContext(ctx, t.s.bind(q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("read metas: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			m, err := scanMeta(rows.Scan, &id)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read metas: %w", err)
+			}
+			out[id] = m
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return out, nil
 }
 
 func nullInt(v int64, ok bool) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
 
 func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-func (t *sqlTx) PutMeta(ctx context.Context, key store.Key, m store.Meta, _ bool) error {
-	_, err := t.tx.ExecContext(ctx, t.s.q.putMeta, key.Topic, key.ID, m.Partition, m.Offset, m.SeqNr, m.DeleteTo,
-		nullInt(m.ExpireAfter.Milliseconds(), m.ExpireAfter > 0), nullInt(m.ExpireOn.UnixMilli(), !m.ExpireOn.IsZero()),
-		nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
-	if err != nil {
-		return fmt.Errorf("put meta %s: %w", key.ID, err)
+func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]store.Meta) error {
+	ids := slices.Sorted(maps.Keys(metas))
+	for len(ids) > 0 {
+		n := min(len(ids), chunk)
+		q := t.rows(`INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES `, n, 11,
+			` ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`)
+		args := make([]any, 0, 11*n)
+		for _, id := range ids[:n] {
+			m := metas[id]
+			args = append(args, topic, id, m.Partition, m.Offset, m.SeqNr, m.DeleteTo,
+				nullInt(m.ExpireAfter.Milliseconds(), m.ExpireAfter > 0), nullInt(m.ExpireOn.UnixMilli(), !m.ExpireOn.IsZero()),
+				nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
+		}
+		if _, err := t.tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("put metas: %w", err)
+		}
+		ids = ids[n:]
 	}
 	return nil
 }
 
-func (t *sqlTx) DeleteMeta(ctx context.Context, key store.Key) error {
-	if _, err := t.tx.ExecContext(ctx, t.s.q.delMeta, key.Topic, key.ID); err != nil {
-		return fmt.Errorf("delete meta %s: %w", key.ID, err)
+func (t *sqlTx) DeleteMetas(ctx context.Context, topic string, ids []string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		q := `DELETE FROM journal_meta WHERE topic = ? AND id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+		args := []any{topic}
+		for _, id := range ids[:n] {
+			args = append(args, id)
+		}
+		if _, err := t.tx.ExecContext(ctx, t.s.bind(q), args...); err != nil {
+			return fmt.Errorf("delete metas: %w", err)
+		}
+		ids = ids[n:]
 	}
 	return nil
 }
 
-const eventsPerInsert = 100
-
-func (t *sqlTx) PutEvents(ctx context.Context, key store.Key, events []store.Event) error {
+func (t *sqlTx) PutEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
 	for len(events) > 0 {
-		n := min(len(events), eventsPerInsert)
-		if err := t.insertEvents(ctx, key, events[:n]); err != nil {
+		n := min(len(events), chunk)
+		if err := t.insertEvents(ctx, topic, events[:n]); err != nil {
 			return err
 		}
 		events = events[n:]
@@ -404,20 +481,8 @@ func (t *sqlTx) PutEvents(ctx context.Context, key store.Key, events []store.Eve
 	return nil
 }
 
-func (t *sqlTx) insertEvents(ctx context.Context, key store.Key, events []store.Event) error {
-	var b strings.Builder
-	b.WriteString(t.s.q.insertEventsHead)
-	for i := range events {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(t.s.q.insertEventsRow)
-	}
-	b.WriteString(t.s.q.insertEventsTail)
-	q := b.String()
-	if t.s.d == postgres {
-		q = rebind(q, 1)
-	}
+func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
+	q := t.rows(t.s.q.insertEventsHead, len(events), 13, t.s.q.insertEventsTail)
 	args := make([]any, 0, 13*len(events))
 	for _, e := range events {
 		var tags, headers sql.NullString
@@ -440,11 +505,11 @@ func (t *sqlTx) insertEvents(ctx context.Context, key store.Key, events []store.
 				payload = []byte{}
 			}
 		}
-		args = append(args, key.Topic, key.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
+		args = append(args, topic, e.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
 			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
 	}
 	if _, err := t.tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("put events %s: %w", key.ID, err)
+		return fmt.Errorf("put events: %w", err)
 	}
 	return nil
 }

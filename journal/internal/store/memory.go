@@ -95,32 +95,39 @@ type Dumped struct {
 
 type memTx struct{ m *Memory }
 
-func (t memTx) Meta(_ context.Context, key Key) (Meta, bool, error) {
-	j, ok := t.m.journals[key]
-	if !ok {
-		return Meta{}, false, nil
+func (t memTx) Metas(_ context.Context, topic string, ids []string) (map[string]Meta, error) {
+	out := map[string]Meta{}
+	for _, id := range ids {
+		if j, ok := t.m.journals[Key{topic, id}]; ok {
+			out[id] = j.meta
+		}
 	}
-	return j.meta, true, nil
+	return out, nil
 }
 
-func (t memTx) PutMeta(_ context.Context, key Key, meta Meta, _ bool) error {
-	t.m.journals[key] = &memJournal{meta: meta}
+func (t memTx) PutMetas(_ context.Context, topic string, metas map[string]Meta) error {
+	for id, m := range metas {
+		t.m.journals[Key{topic, id}] = &memJournal{meta: m}
+	}
 	return nil
 }
 
-func (t memTx) DeleteMeta(_ context.Context, key Key) error {
-	delete(t.m.journals, key)
+func (t memTx) DeleteMetas(_ context.Context, topic string, ids []string) error {
+	for _, id := range ids {
+		delete(t.m.journals, Key{topic, id})
+	}
 	return nil
 }
 
-func (t memTx) PutEvents(_ context.Context, key Key, events []Event) error {
-	evs := t.m.events[key]
-	if evs == nil {
-		evs = map[int64]Event{}
-		t.m.events[key] = evs
-	}
+func (t memTx) PutEvents(_ context.Context, topic string, events []KeyEvent) error {
 	for _, e := range events {
-		evs[e.SeqNr] = e
+		key := Key{topic, e.ID}
+		evs := t.m.events[key]
+		if evs == nil {
+			evs = map[int64]Event{}
+			t.m.events[key] = evs
+		}
+		evs[e.SeqNr] = e.Event
 	}
 	return nil
 }
@@ -152,8 +159,12 @@ func (s memSnap) Pointer(_ context.Context, topic string, partition int32) (int6
 	return p, ok, nil
 }
 
-func (s memSnap) Meta(ctx context.Context, key Key) (Meta, bool, error) {
-	return memTx(s).Meta(ctx, key)
+func (s memSnap) Meta(_ context.Context, key Key) (Meta, bool, error) {
+	j, ok := s.m.journals[key]
+	if !ok {
+		return Meta{}, false, nil
+	}
+	return j.meta, true, nil
 }
 
 func (s memSnap) Events(_ context.Context, key Key, from int64, fn func(Event) error) error {

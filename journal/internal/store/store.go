@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/streamd/streamd/journal/internal/action"
@@ -108,37 +110,105 @@ type Snapshot interface {
 // ErrNotReadable is returned by stores that only replicate (plugin stores).
 var ErrNotReadable = errors.New("journal store cannot be read")
 
-// Tx is what Apply needs from a store inside one write transaction.
+// KeyEvent is an event of one journal of a batch's topic.
+type KeyEvent struct {
+	ID string
+	Event
+}
+
+// Tx is what Apply needs from a store inside one write transaction. Apply
+// calls Metas first, then DeleteEvents and DeleteMetas, then PutEvents
+// and PutMetas with the final state of every key, then SetPointer.
 type Tx interface {
-	Meta(ctx context.Context, key Key) (Meta, bool, error)
-	PutMeta(ctx context.Context, key Key, m Meta, created bool) error
-	DeleteMeta(ctx context.Context, key Key) error
-	// PutEvents upserts events (a redelivery rewrites the same rows).
-	PutEvents(ctx context.Context, key Key, events []Event) error
-	// DeleteEvents removes the events of key with seqNr <= to.
+	// Metas returns the rows of the given journals that exist.
+	Metas(ctx context.Context, topic string, ids []string) (map[string]Meta, error)
+	// DeleteEvents removes the stored events of key with seqNr <= to.
 	DeleteEvents(ctx context.Context, key Key, to int64) error
+	DeleteMetas(ctx context.Context, topic string, ids []string) error
+	// PutEvents upserts events (a redelivery rewrites the same rows).
+	PutEvents(ctx context.Context, topic string, events []KeyEvent) error
+	// PutMetas upserts rows.
+	PutMetas(ctx context.Context, topic string, metas map[string]Meta) error
 	SetPointer(ctx context.Context, topic string, partition int32, offset int64) error
 }
 
 // ApplyTx applies b inside tx: per key, per op, the rules of the
 // reference, idempotently (an op at or below the key's last applied offset
-// is skipped), and finally the pointer.
+// is skipped), and finally the pointer. The effect of every key's ops is
+// computed in memory first (events a later Delete or Purge of the batch
+// removes are never written), so the store sees a few set-wise statements
+// per batch, not a few per action.
 func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
+	ids := make([]string, len(b.Keys))
+	for i, k := range b.Keys {
+		ids[i] = k.ID
+	}
+	metas, err := tx.Metas(ctx, b.Topic, ids)
+	if err != nil {
+		return err
+	}
+	var (
+		puts    []KeyEvent
+		delMeta []string
+		putMeta = map[string]Meta{}
+	)
 	for _, k := range b.Keys {
 		key := Key{Topic: b.Topic, ID: k.ID}
-		if err := applyKey(ctx, tx, key, b.Partition, k.Ops, now); err != nil {
+		m, ok := metas[k.ID]
+		r := applyKey(key, b.Partition, k.Ops, m, ok, now)
+		for _, to := range r.deletes {
+			if err := tx.DeleteEvents(ctx, key, to); err != nil {
+				return err
+			}
+		}
+		if r.removed {
+			delMeta = append(delMeta, k.ID)
+		}
+		if r.exists && r.dirty {
+			putMeta[k.ID] = r.meta
+		}
+		for _, s := range slices.Sorted(maps.Keys(r.events)) {
+			puts = append(puts, KeyEvent{ID: k.ID, Event: r.events[s]})
+		}
+	}
+	if len(delMeta) > 0 {
+		if err := tx.DeleteMetas(ctx, b.Topic, delMeta); err != nil {
+			return err
+		}
+	}
+	if len(puts) > 0 {
+		if err := tx.PutEvents(ctx, b.Topic, puts); err != nil {
+			return err
+		}
+	}
+	if len(putMeta) > 0 {
+		if err := tx.PutMetas(ctx, b.Topic, putMeta); err != nil {
 			return err
 		}
 	}
 	return tx.SetPointer(ctx, b.Topic, b.Partition, b.Pointer)
 }
 
-func applyKey(ctx context.Context, tx Tx, key Key, partition int32, ops []Op, now time.Time) error {
-	meta, ok, err := tx.Meta(ctx, key)
-	if err != nil {
-		return err
+// keyResult is the effect of one key's ops on the store.
+type keyResult struct {
+	deletes []int64         // DeleteEvents(to) on rows stored before the batch, in order
+	events  map[int64]Event // events to write (the survivors)
+	meta    Meta
+	exists  bool // the row exists at the end
+	dirty   bool // and must be written
+	removed bool // the row that existed before the batch is gone (purged)
+}
+
+func applyKey(key Key, partition int32, ops []Op, meta Meta, ok bool, now time.Time) keyResult {
+	r := keyResult{events: map[int64]Event{}}
+	existed := ok
+	dropPending := func(to int64) {
+		for s := range r.events {
+			if s <= to {
+				delete(r.events, s)
+			}
+		}
 	}
-	created, dirty := false, false
 	for _, op := range ops {
 		switch op.Kind {
 		case action.KindAppend:
@@ -147,23 +217,15 @@ func applyKey(ctx context.Context, tx Tx, key Key, partition int32, ops []Op, no
 			}
 			// Events already applied (redelivered) or at or below deleteTo (a
 			// writer appending below a Delete) are not written.
-			evs := op.Events
-			if ok {
-				evs = evs[:0:0]
-				for _, e := range op.Events {
-					if e.Offset > meta.Offset && e.SeqNr > meta.DeleteTo {
-						evs = append(evs, e)
-					}
+			for _, e := range op.Events {
+				if ok && (e.Offset <= meta.Offset || e.SeqNr <= meta.DeleteTo) {
+					continue
 				}
-			}
-			if len(evs) > 0 {
-				if err := tx.PutEvents(ctx, key, evs); err != nil {
-					return err
-				}
+				r.events[e.SeqNr] = e
 			}
 			if !ok {
 				meta = Meta{Created: now, DeleteTo: op.From - 1}
-				ok, created = true, true
+				ok = true
 			}
 			meta.SeqNr = op.To
 			meta.Partition, meta.Offset, meta.Updated = partition, op.Offset, now
@@ -175,43 +237,36 @@ func applyKey(ctx context.Context, tx Tx, key Key, partition int32, ops []Op, no
 			if op.ExpireAfter > 0 {
 				meta.ExpireOn = op.Timestamp.Add(op.ExpireAfter)
 			}
-			dirty = true
+			r.dirty = true
 		case action.KindDelete:
 			if ok && op.Offset <= meta.Offset {
 				continue
 			}
 			if !ok {
 				meta = Meta{Created: now, SeqNr: op.DeleteTo, DeleteTo: op.DeleteTo, Origin: op.Origin}
-				ok, created = true, true
+				ok = true
 			} else {
 				seq1 := max(meta.SeqNr, meta.DeleteTo)
-				dt1 := min(op.DeleteTo, seq1)
-				if dt1 > meta.DeleteTo {
-					if err := tx.DeleteEvents(ctx, key, dt1); err != nil {
-						return err
-					}
+				if dt1 := min(op.DeleteTo, seq1); dt1 > meta.DeleteTo {
+					r.deletes = append(r.deletes, dt1)
+					dropPending(dt1)
 					meta.DeleteTo = dt1
 				}
 			}
 			meta.Partition, meta.Offset, meta.Updated = partition, op.Offset, now
-			dirty = true
+			r.dirty = true
 		case action.KindPurge:
 			if !ok || op.Offset < meta.Offset {
 				continue
 			}
-			if err := tx.DeleteEvents(ctx, key, math.MaxInt64); err != nil {
-				return err
+			r.deletes = append(r.deletes, math.MaxInt64)
+			dropPending(math.MaxInt64)
+			if existed {
+				r.removed = true
 			}
-			if !created {
-				if err := tx.DeleteMeta(ctx, key); err != nil {
-					return err
-				}
-			}
-			ok, created, dirty = false, false, false
+			ok, r.dirty = false, false
 		}
 	}
-	if ok && dirty {
-		return tx.PutMeta(ctx, key, meta, created)
-	}
-	return nil
+	r.exists, r.meta = ok, meta
+	return r
 }

@@ -1,0 +1,148 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/journal/internal/action"
+	"github.com/streamd/streamd/record"
+)
+
+// appendRecords makes n Append records of eventsPer events each, spread
+// over keys journals, on one partition, as the replicator receives them.
+func appendRecords(topic string, keys, n, eventsPer int) []record.Record {
+	next := make([]int64, keys)
+	out := make([]record.Record, n)
+	for i := range out {
+		k := i % keys
+		ev := &action.Events{}
+		for j := 0; j < eventsPer; j++ {
+			next[k]++
+			ev.Events = append(ev.Events, action.Event{SeqNr: next[k], Tags: []string{"order"}, Kind: action.PayloadJSON,
+				Payload: []byte(fmt.Sprintf(`{"order":"o-%d","seq":%d,"amount":12.5,"currency":"EUR","items":["sku-1","sku-2"]}`, k, next[k]))})
+		}
+		v, f, _ := action.EncodePayload(ev)
+		h, _ := action.EncodeHeader(action.Header{Kind: action.KindAppend, From: next[k] - int64(eventsPer) + 1, To: next[k], PayloadType: f, Origin: "bench"})
+		out[i] = record.Record{Topic: topic, Partition: 0, Offset: int64(i), Key: []byte(fmt.Sprintf("journal-%04d", k)), Value: v,
+			Timestamp: time.UnixMilli(1_700_000_000_000 + int64(i)), Headers: []record.Header{{Key: action.HeaderKey, Value: h}}}
+	}
+	return out
+}
+
+// BenchmarkReplicate measures the Replicator sink alone: Write batches of
+// 256 records (the pipeline's default batch), 1 event per Append, 1,000
+// journals; events/s is the figure docs/benchmarks.md reports.
+func BenchmarkReplicate(b *testing.B) {
+	stores := map[string]func(b *testing.B) *Store{
+		"sqlite": func(b *testing.B) *Store {
+			s, err := OpenStore(context.Background(), "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+		"postgres": func(b *testing.B) *Store {
+			dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN")
+			if dsn == "" {
+				testenv.Missing(b, "PostgreSQL (STREAMD_TEST_POSTGRES_DSN)")
+			}
+			s, err := OpenStore(context.Background(), dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, per := range []int{1, 10} {
+			b.Run(fmt.Sprintf("%s/events-per-append=%d", name, per), func(b *testing.B) {
+				st := stores[name](b)
+				defer st.Close()
+				rep, _ := NewReplicator(st)
+				const batch = 256
+				topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+				recs := appendRecords(topic, 1000, b.N*batch, per)
+				ctx := context.Background()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := rep.Write(ctx, recs[i*batch:(i+1)*batch]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N*batch*per)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRead measures Journal.Read of a 1,000-event journal (10
+// appends of 100) with a replicator that has everything, and with the last
+// 100 events only in Kafka; p50-ms and p99-ms are per read.
+func BenchmarkRead(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		unrepl int // events left unreplicated
+		cache  bool
+	}{
+		{"store-complete/head-cache", 0, true},
+		{"store-complete/no-cache", 0, false},
+		{"100-in-kafka/head-cache", 100, true},
+		{"100-in-kafka/no-cache", 100, false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var opts []Option
+			if !tc.cache {
+				opts = append(opts, WithoutHeadCache())
+			}
+			h := newHarness(b, 1, opts...)
+			key := Key{Topic: h.topic, ID: "bench"}
+			for i := 0; i < 10; i++ {
+				evs := make([]Event, 100)
+				for j := range evs {
+					s := int64(i*100 + j + 1)
+					evs[j] = Event{SeqNr: s, PayloadType: PayloadJSON, Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"0123456789012345678901234567890123456789"}`, s))}
+				}
+				if i == 10-tc.unrepl/100 {
+					h.sync(0)
+				}
+				if _, err := h.j.Append(h.ctx, key, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if tc.unrepl == 0 {
+				h.sync(0)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				n := 0
+				if _, err := h.j.Read(h.ctx, key, 1, func(Event) error { n++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+				if n != 1000 {
+					b.Fatalf("read %d events", n)
+				}
+				// Keep the store as it was: a current replicator also applies the
+				// Marks of reads; the lagging one stays stopped.
+				if tc.unrepl == 0 {
+					b.StopTimer()
+					h.sync(0)
+					b.StartTimer()
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
