@@ -205,6 +205,9 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 	s := &pc.Source
 	switch s.Type {
 	case "kafka":
+		if s.Fluid != nil {
+			return a.newFluidSource(pc, log)
+		}
 		return kafka.NewSource(kafka.SourceConfig{
 			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topics: s.Topics, Group: s.Group,
 			Latest: s.Start == "latest", Partitions: a.cfg.Kafka.Partitions, Logger: log,
@@ -349,6 +352,9 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
 	}
 	if err := a.startJournal(ctx); err != nil {
+		return err
+	}
+	if err := a.startFluid(ctx); err != nil {
 		return err
 	}
 	if a.cfg.Admin.Listen != "" {
