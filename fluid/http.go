@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -46,8 +47,8 @@ func writeErr(w http.ResponseWriter, code int, param, format string, args ...any
 }
 
 // versionParam reads a required schema version parameter.
-func versionParam(w http.ResponseWriter, r *http.Request, name string) (int, bool) {
-	s := r.URL.Query().Get(name)
+func versionParam(w http.ResponseWriter, q url.Values, name string) (int, bool) {
+	s := q.Get(name)
 	if s == "" {
 		writeErr(w, http.StatusBadRequest, name, "parameter %s is required", name)
 		return 0, false
@@ -60,8 +61,8 @@ func versionParam(w http.ResponseWriter, r *http.Request, name string) (int, boo
 	return v, true
 }
 
-func requiredParam(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
-	s := r.URL.Query().Get(name)
+func requiredParam(w http.ResponseWriter, q url.Values, name string) (string, bool) {
+	s := q.Get(name)
 	if s == "" {
 		writeErr(w, http.StatusBadRequest, name, "parameter %s is required", name)
 		return "", false
@@ -83,15 +84,16 @@ func (b *Bridge) knownTopicVersion(w http.ResponseWriter, topic string, v int, p
 }
 
 func (b *Bridge) handleDowngradeTopic(w http.ResponseWriter, r *http.Request) {
-	topic, ok := requiredParam(w, r, "topic")
+	q := r.URL.Query()
+	topic, ok := requiredParam(w, q, "topic")
 	if !ok {
 		return
 	}
-	group, ok := requiredParam(w, r, "group")
+	group, ok := requiredParam(w, q, "group")
 	if !ok {
 		return
 	}
-	v, ok := versionParam(w, r, "compatible-schema-version")
+	v, ok := versionParam(w, q, "compatible-schema-version")
 	if !ok || !b.knownTopicVersion(w, topic, v, "compatible-schema-version") {
 		return
 	}
@@ -148,11 +150,11 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "topic", "parameter topic is required")
 		return
 	}
-	o, ok := versionParam(w, r, "observed-schema-version")
+	o, ok := versionParam(w, q, "observed-schema-version")
 	if !ok {
 		return
 	}
-	c, ok := versionParam(w, r, "compatible-schema-version")
+	c, ok := versionParam(w, q, "compatible-schema-version")
 	if !ok {
 		return
 	}

@@ -123,7 +123,9 @@ func TestBridgeSIGKILL(t *testing.T) {
 	}
 	const n = 3000
 	broker.CreateTopic(t, topic, 2)
-	prod := broker.Client(t, kgo.DefaultProduceTopic(topic))
+	// Small producer batches, so the bridge (fetching 4 KiB at a time) needs
+	// many rounds and can be killed in the middle.
+	prod := broker.Client(t, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(2048))
 	var rs []*kgo.Record
 	for id := range n {
 		rs = append(rs, &kgo.Record{Key: []byte("order-" + strconv.Itoa(id)), Value: order(4, id),
@@ -139,7 +141,7 @@ func TestBridgeSIGKILL(t *testing.T) {
 		"FLUID_TEST_BROKERS=" + strings.Join(broker.Seeds, ","),
 		"FLUID_TEST_STATE=" + testenv.Topic(t, "fluid-state"),
 		"FLUID_TEST_LEADER=" + testenv.Topic(t, "fluid-leader"),
-		"FLUID_TEST_DELAY=5ms",
+		"FLUID_TEST_DELAY=20ms",
 	}
 	b1 := startBridgeProc(t, env, dir, 1)
 	base := "http://" + b1.addr

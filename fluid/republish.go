@@ -86,69 +86,114 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 	}
 	defer cons.Close()
 
-	var lastProgress time.Time
-	var batch []record.Record
+	// One worker per partition: partitions are downgraded and written in
+	// parallel, each in order, and a partition's next batch is only written
+	// once the previous one is acknowledged (no gap after a failed write).
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var (
+		wg           sync.WaitGroup
+		errOnce      sync.Once
+		werr         error
+		progressMu   sync.Mutex
+		lastProgress time.Time
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { werr = err })
+		wcancel()
+	}
+	workers := map[int32]chan []*kgo.Record{}
+	defer func() {
+		for _, ch := range workers {
+			close(ch)
+		}
+		wg.Wait()
+	}()
+	work := func(p int32, ch <-chan []*kgo.Record) {
+		defer wg.Done()
+		var batch []record.Record
+		for recs := range ch {
+			if wctx.Err() != nil {
+				continue // drain
+			}
+			batch = batch[:0]
+			for _, r := range recs {
+				batch = append(batch, fromKgo(r))
+			}
+			out, err := b.dg.toVersion(wctx, tv.topic, tv.version, batch)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			if err := b.produceAll(wctx, dtopic, out); err != nil {
+				fail(err)
+				continue
+			}
+			stat.records.Add(int64(len(out)))
+			progressMu.Lock()
+			next[p] = recs[len(recs)-1].Offset + 1
+			stat.mu.Lock()
+			stat.next = copyMap(next)
+			stat.lastErr = ""
+			stat.mu.Unlock()
+			if time.Since(lastProgress) > time.Second {
+				b.state.putAsync(progressKey(tv), progressState{Next: copyMap(next)})
+				lastProgress = time.Now()
+			}
+			progressMu.Unlock()
+		}
+	}
 	for {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
+		fs := cons.PollFetches(wctx)
+		if wctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return werr
 		}
 		if err := fs.Err0(); err != nil {
 			return fmt.Errorf("read %s: %w", tv.topic, err)
 		}
-		var out []*kgo.Record
-		var perr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if perr != nil || len(fp.Records) == 0 {
+			if len(fp.Records) == 0 {
 				return
 			}
-			batch = batch[:0]
-			for _, r := range fp.Records {
-				batch = append(batch, fromKgo(r))
+			ch, ok := workers[fp.Partition]
+			if !ok {
+				ch = make(chan []*kgo.Record, 2)
+				workers[fp.Partition] = ch
+				wg.Add(1)
+				go work(fp.Partition, ch)
 			}
-			recs, err := b.dg.toVersion(ctx, tv.topic, tv.version, batch)
-			if err != nil {
-				perr = err
-				return
+			select {
+			case ch <- fp.Records:
+			case <-wctx.Done():
 			}
-			for i := range recs {
-				out = append(out, toKgo(dtopic, &recs[i]))
-			}
-			next[fp.Partition] = fp.Records[len(fp.Records)-1].Offset + 1
 		})
-		if perr != nil {
-			return perr
-		}
-		if len(out) == 0 {
-			continue
-		}
-		// Produce and wait: nothing after a failed record may be written,
-		// or the downgrade topic would have a gap.
-		var wg sync.WaitGroup
-		var first atomic.Pointer[error]
-		wg.Add(len(out))
-		for _, r := range out {
-			b.cl.Produce(context.WithoutCancel(ctx), r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					first.CompareAndSwap(nil, &err)
-				}
-				wg.Done()
-			})
-		}
-		wg.Wait()
-		if e := first.Load(); e != nil {
-			return fmt.Errorf("produce to %s: %w", dtopic, *e)
-		}
-		stat.records.Add(int64(len(out)))
-		stat.mu.Lock()
-		stat.next = copyMap(next)
-		stat.lastErr = ""
-		stat.mu.Unlock()
-		if time.Since(lastProgress) > time.Second {
-			b.state.putAsync(progressKey(tv), progressState{Next: copyMap(next)})
-			lastProgress = time.Now()
-		}
 	}
+}
+
+// produceAll writes recs to topic (each to its Partition) and waits until
+// every one is acknowledged; the first error is returned.
+func (b *Bridge) produceAll(ctx context.Context, topic string, recs []record.Record) error {
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	wg.Add(len(recs))
+	for i := range recs {
+		// Not cancelled with ctx: a record already handed to the client is
+		// waited for, so nothing is left in flight when the republisher stops.
+		b.cl.Produce(context.WithoutCancel(ctx), toKgo(topic, &recs[i]), func(_ *kgo.Record, err error) {
+			if err != nil {
+				first.CompareAndSwap(nil, &err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return fmt.Errorf("produce to %s: %w", topic, *e)
+	}
+	return nil
 }
 
 func copyMap(m map[int32]int64) map[int32]int64 {
