@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/streamd/streamd/plugins"
@@ -108,7 +110,7 @@ func Serve(p Plugin) {
 			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &GRPCPlugin{Impl: srv}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))...)
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg), experimental.BufferPool(bufferPool()))...)
 		},
 	})
 }
@@ -286,4 +288,19 @@ func (s *server) write(ctx context.Context, in []*pluginv1.Record) (*pluginv1.Pr
 		}
 	}
 	return out, nil
+}
+
+// bufferPool is the plugin's gRPC buffer pool: power-of-two tiers from 256 B
+// to 16 MiB, so a batch of 50 KiB reuses a 64 KiB buffer instead of zeroing
+// one of gRPC's default 1 MiB buffers on every call. (The host uses the same.)
+func bufferPool() mem.BufferPool {
+	exps := make([]uint8, 0, 17)
+	for e := uint8(8); e <= 24; e++ {
+		exps = append(exps, e)
+	}
+	p, err := mem.NewBinaryTieredBufferPool(exps...)
+	if err != nil {
+		return mem.DefaultBufferPool()
+	}
+	return p
 }
