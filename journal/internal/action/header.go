@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // HeaderKey is the Kafka header that carries an action.
@@ -75,84 +76,101 @@ func malformed(format string, args ...any) error {
 // a JSON object, or a known action with bad fields, are an error wrapping
 // ErrMalformed.
 func DecodeHeader(b []byte) (Header, error) {
-	var top map[string]json.RawMessage
+	var top struct {
+		Append, Mark, Delete, Purge json.RawMessage
+	}
 	if err := json.Unmarshal(b, &top); err != nil {
 		return Header{}, malformed("header is not a JSON object: %v", err)
 	}
 	// The original tries the names in this order and takes the first whose
 	// value is an object.
-	for _, k := range []Kind{KindAppend, KindMark, KindDelete, KindPurge} {
-		raw, ok := top[k.String()]
-		if !ok || !isObject(raw) {
-			continue
-		}
-		var f map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return Header{}, malformed("%s: %v", k, err)
-		}
-		h := Header{Kind: k}
-		var err error
-		if h.Origin, err = optString(f, "origin"); err != nil {
-			return Header{}, malformed("%s: %v", k, err)
-		}
-		if h.Version, err = optString(f, "version"); err != nil {
-			return Header{}, malformed("%s: %v", k, err)
-		}
-		switch k {
-		case KindAppend:
-			r, ok := f["range"]
-			if !ok {
-				return Header{}, malformed("append: missing range")
-			}
-			var rf map[string]json.RawMessage
-			if err := json.Unmarshal(r, &rf); err != nil || rf == nil {
-				return Header{}, malformed("append: range is not an object")
-			}
-			if h.From, err = seqNr(rf, "from"); err != nil {
-				return Header{}, malformed("append: range: %v", err)
-			}
-			if h.To, err = seqNr(rf, "to"); err != nil {
-				return Header{}, malformed("append: range: %v", err)
-			}
-			if h.From > h.To {
-				return Header{}, malformed("append: range from %d > to %d", h.From, h.To)
-			}
-			pt, err := optString(f, "payloadType")
-			if err != nil {
-				return Header{}, malformed("append: %v", err)
-			}
-			if pt != FormatJSON && pt != FormatBinary {
-				return Header{}, malformed("append: payloadType %q is not json or binary", pt)
-			}
-			h.PayloadType = pt
-			// A metadata that is not an object means empty, as in the original.
-			m, ok := f["metadata"]
-			h.Legacy = !ok
-			if ok && isObject(m) {
-				var mf map[string]json.RawMessage
-				if err := json.Unmarshal(m, &mf); err != nil {
-					return Header{}, malformed("append: metadata: %v", err)
-				}
-				if d, ok := mf["data"]; ok && !isNull(d) {
-					h.Metadata = compact(d)
-				}
-			}
-		case KindDelete:
-			if h.To, err = seqNr(f, "to"); err != nil {
-				return Header{}, malformed("delete: %v", err)
-			}
-		case KindMark:
-			raw, ok := f["id"]
-			if !ok {
-				return Header{}, malformed("mark: missing id")
-			}
-			if err := json.Unmarshal(raw, &h.ID); err != nil {
-				return Header{}, malformed("mark: id is not a string")
-			}
-		}
-		return h, nil
+	var (
+		k   Kind
+		raw json.RawMessage
+	)
+	switch {
+	case isObject(top.Append):
+		k, raw = KindAppend, top.Append
+	case isObject(top.Mark):
+		k, raw = KindMark, top.Mark
+	case isObject(top.Delete):
+		k, raw = KindDelete, top.Delete
+	case isObject(top.Purge):
+		k, raw = KindPurge, top.Purge
+	default:
+		return Header{Kind: KindUnknown}, nil
 	}
-	return Header{Kind: KindUnknown}, nil
+	var f struct {
+		Range                        json.RawMessage
+		From, To                     json.RawMessage
+		ID                           json.RawMessage
+		Origin, Version, PayloadType json.RawMessage
+		Metadata                     json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return Header{}, malformed("%s: %v", k, err)
+	}
+	h := Header{Kind: k}
+	var err error
+	if h.Origin, err = optString(f.Origin, "origin"); err != nil {
+		return Header{}, malformed("%s: %v", k, err)
+	}
+	if h.Version, err = optString(f.Version, "version"); err != nil {
+		return Header{}, malformed("%s: %v", k, err)
+	}
+	switch k {
+	case KindAppend:
+		if f.Range == nil {
+			return Header{}, malformed("append: missing range")
+		}
+		var rf struct{ From, To json.RawMessage }
+		if !isObject(f.Range) {
+			return Header{}, malformed("append: range is not an object")
+		}
+		if err := json.Unmarshal(f.Range, &rf); err != nil {
+			return Header{}, malformed("append: range: %v", err)
+		}
+		if h.From, err = seqNr(rf.From, "from"); err != nil {
+			return Header{}, malformed("append: range: %v", err)
+		}
+		if h.To, err = seqNr(rf.To, "to"); err != nil {
+			return Header{}, malformed("append: range: %v", err)
+		}
+		if h.From > h.To {
+			return Header{}, malformed("append: range from %d > to %d", h.From, h.To)
+		}
+		pt, err := optString(f.PayloadType, "payloadType")
+		if err != nil {
+			return Header{}, malformed("append: %v", err)
+		}
+		if pt != FormatJSON && pt != FormatBinary {
+			return Header{}, malformed("append: payloadType %q is not json or binary", pt)
+		}
+		h.PayloadType = pt
+		// A metadata that is not an object means empty, as in the original.
+		h.Legacy = f.Metadata == nil
+		if isObject(f.Metadata) {
+			var mf struct{ Data json.RawMessage }
+			if err := json.Unmarshal(f.Metadata, &mf); err != nil {
+				return Header{}, malformed("append: metadata: %v", err)
+			}
+			if mf.Data != nil && !isNull(mf.Data) {
+				h.Metadata = compact(mf.Data)
+			}
+		}
+	case KindDelete:
+		if h.To, err = seqNr(f.To, "to"); err != nil {
+			return Header{}, malformed("delete: %v", err)
+		}
+	case KindMark:
+		if f.ID == nil {
+			return Header{}, malformed("mark: missing id")
+		}
+		if err := json.Unmarshal(f.ID, &h.ID); err != nil {
+			return Header{}, malformed("mark: id is not a string")
+		}
+	}
+	return h, nil
 }
 
 // EncodeHeader encodes h as the original does: compact JSON, fields in
@@ -242,10 +260,14 @@ func compact(raw json.RawMessage) json.RawMessage {
 	return buf.Bytes()
 }
 
-func optString(f map[string]json.RawMessage, name string) (string, error) {
-	raw, ok := f[name]
-	if !ok || isNull(raw) {
+func optString(raw json.RawMessage, name string) (string, error) {
+	if raw == nil || isNull(raw) {
 		return "", nil
+	}
+	if len(raw) > 0 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		if s := raw[1 : len(raw)-1]; utf8.Valid(s) {
+			return string(s), nil
+		}
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -254,9 +276,8 @@ func optString(f map[string]json.RawMessage, name string) (string, error) {
 	return s, nil
 }
 
-func seqNr(f map[string]json.RawMessage, name string) (int64, error) {
-	raw, ok := f[name]
-	if !ok {
+func seqNr(raw json.RawMessage, name string) (int64, error) {
+	if raw == nil {
 		return 0, fmt.Errorf("missing %s", name)
 	}
 	n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)

@@ -180,10 +180,14 @@ func appendMetadata(b []byte, m Metadata) []byte {
 	return append(b, '}')
 }
 
+type eventFields struct {
+	SeqNr, Tags, PayloadType, Payload json.RawMessage
+}
+
 func decodeJSON(b []byte) (*Events, error) {
 	var top struct {
-		Events   []map[string]json.RawMessage `json:"events"`
-		Metadata json.RawMessage              `json:"metadata"`
+		Events   []*eventFields
+		Metadata json.RawMessage
 	}
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, malformed("json payload: %v", err)
@@ -198,25 +202,23 @@ func decodeJSON(b []byte) (*Events, error) {
 		}
 		var ev Event
 		var err error
-		if ev.SeqNr, err = seqNr(f, "seqNr"); err != nil {
+		if ev.SeqNr, err = seqNr(f.SeqNr, "seqNr"); err != nil {
 			return nil, malformed("json payload: event %d: %v", i, err)
 		}
-		if raw, ok := f["tags"]; ok && !isNull(raw) {
-			if err := json.Unmarshal(raw, &ev.Tags); err != nil {
+		if f.Tags != nil && !isNull(f.Tags) {
+			if err := json.Unmarshal(f.Tags, &ev.Tags); err != nil {
 				return nil, malformed("json payload: event %d: tags is not a list of strings", i)
 			}
 			if len(ev.Tags) == 0 {
 				ev.Tags = nil
 			}
 		}
-		pt, err := optString(f, "payloadType")
+		pt, err := optString(f.PayloadType, "payloadType")
 		if err != nil {
 			return nil, malformed("json payload: event %d: %v", i, err)
 		}
-		raw, has := f["payload"]
-		if has && isNull(raw) {
-			has = false
-		}
+		raw := f.Payload
+		has := raw != nil && !isNull(raw)
 		switch {
 		case !has:
 			ev.Kind = PayloadNone
@@ -246,15 +248,18 @@ func decodeJSON(b []byte) (*Events, error) {
 }
 
 func decodeMetadata(raw []byte) (Metadata, error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &f); err != nil || f == nil {
+	var f struct{ Data, ExpireAfter json.RawMessage }
+	if !isObject(raw) {
+		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
 		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
 	}
 	var m Metadata
-	if d, ok := f["data"]; ok && !isNull(d) {
+	if d := f.Data; d != nil && !isNull(d) {
 		m.Data = compact(d)
 	}
-	if x, ok := f["expireAfter"]; ok && !isNull(x) {
+	if x := f.ExpireAfter; x != nil && !isNull(x) {
 		d, err := parseExpireAfter(x)
 		if err != nil {
 			return Metadata{}, fmt.Errorf("metadata: expireAfter: %v", err)
