@@ -1,9 +1,14 @@
 package codecs_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/streamd/streamd/plugins/codecs"
 )
@@ -51,5 +56,55 @@ func BenchmarkCodecs(b *testing.B) {
 				b.ReportMetric(float64(encBytes)/float64(raw), "ratio")
 			})
 		}
+	}
+}
+
+// BenchmarkNoReuse is the baseline for BenchmarkCodecs/*/encode: the same
+// batch, compressed with a new compressor per payload, as a codec that did
+// not reuse them would. Compare ns/record.
+func BenchmarkNoReuse(b *testing.B) {
+	const batchSize = 256
+	batch := make([][]byte, batchSize)
+	raw := 0
+	for i := range batch {
+		batch[i] = orderJSON(i * 7919)
+		raw += len(batch[i])
+	}
+	encoders := map[string]func(p []byte) []byte{
+		"gzip": func(p []byte) []byte {
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, 6)
+			zw.Write(p)
+			zw.Close()
+			return buf.Bytes()
+		},
+		"lz4": func(p []byte) []byte {
+			var buf bytes.Buffer
+			zw := lz4.NewWriter(&buf)
+			zw.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
+			zw.Write(p)
+			zw.Close()
+			return buf.Bytes()
+		},
+		"zstd": func(p []byte) []byte {
+			zw, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+			defer zw.Close()
+			return zw.EncodeAll(p, nil)
+		},
+	}
+	for _, name := range []string{"gzip", "lz4", "zstd"} {
+		enc := encoders[name]
+		b.Run(name+"/encode", func(b *testing.B) {
+			b.SetBytes(int64(raw))
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, p := range batch {
+					if len(enc(p)) == 0 {
+						b.Fatal("empty output")
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batchSize), "ns/record")
+		})
 	}
 }
