@@ -338,3 +338,66 @@ topic = %q
 		t.Fatalf("%d duplicates, more than %d kills x in-flight window", dups, kills)
 	}
 }
+
+// TestFixtureThroughPipeline runs the orders-downgrade conformance fixture
+// through a running pipeline (file source -> Go Wasm downgrade -> file
+// sink) and compares with the expected output of `streamd plugin test`:
+// every good record identical, every bad one counted as an error.
+func TestFixtureThroughPipeline(t *testing.T) {
+	root := repoRoot(t)
+	plugin := filepath.Join(t.TempDir(), "orders-downgrade.wasm")
+	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", plugin, ".")
+	build.Dir = filepath.Join(root, "examples/wasm/go/orders-downgrade")
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	cfg := writeConfig(t, fmt.Sprintf(`
+[kafka]
+brokers = ["127.0.0.1:1"]   # not used: file source and sink
+[[pipeline]]
+name = "fixture"
+[pipeline.source]
+type = "file"
+path = %q
+[[pipeline.transform]]
+type = "wasm"
+path = %q
+[pipeline.sink]
+type = "file"
+path = %q
+[pipeline.errors]
+policy = "drop"
+`, filepath.Join(root, "examples/wasm/testdata/orders-v2.jsonl"), plugin, out))
+	d := start(t, cfg)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("streamd run: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a file pipeline did not end after its last record")
+	}
+	var want []string
+	errLines := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(mustRead(t, filepath.Join(root, "examples/wasm/testdata/orders-v1.expected.jsonl")))), "\n") {
+		if strings.HasPrefix(l, `{"error"`) {
+			errLines++
+			continue
+		}
+		want = append(want, l)
+	}
+	got := strings.Split(strings.TrimSpace(string(mustRead(t, out))), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("pipeline wrote %d records, plugin test expects %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d differs:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+	if !strings.Contains(d.log.String(), "record rejected") || strings.Count(d.log.String(), "record rejected") != errLines {
+		t.Fatalf("want %d rejected records in the log:\n%s", errLines, tail(d.log.String(), 2000))
+	}
+}
