@@ -37,7 +37,9 @@ fi
 name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate/Cargo.toml" | head -1 | tr - _)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C codegen-units=1"
+root=$(cd "$here/../../.." && pwd)
+# --remap-path-prefix: the output does not depend on where the repo is.
+flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C codegen-units=1 --remap-path-prefix=$root=."
 # shellcheck disable=SC2086 # flags is a list
 "$RUSTC" $flags --crate-type rlib --crate-name streamd "$sdk/src/lib.rs" -o "$tmp/libstreamd.rlib"
 # shellcheck disable=SC2086
