@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -80,6 +82,16 @@ type instance struct {
 	replied                              bool
 	replyErr                             error
 	out                                  *logWriter
+
+	// ctx is the context of every call: it carries the instance to the host
+	// functions and is never done, so wazero starts no watcher goroutine
+	// per call. The call timeout and the caller's cancellation close the
+	// module instead (WithCloseOnContextDone makes guest code notice).
+	ctx      context.Context
+	timer    *time.Timer
+	cancelFn func()
+	timedOut atomic.Bool
+	canceled atomic.Bool
 }
 
 type instKey struct{}
@@ -167,8 +179,10 @@ func (m *Module) Path() string { return m.path }
 // (wrapping ErrBatch, ErrUnsupported or ErrClosed) fails the whole batch;
 // the instance that failed is replaced, so the Module stays usable.
 //
-// Records in the results share no memory with guest memory; records the
-// guest kept (KEEP) are shallow copies of the inputs.
+// Records in the results share no memory with guest memory. A record the
+// guest kept unchanged (KEEP) is returned without a copy: its Records is
+// recs[i:i+1], so the caller must not reuse the recs array while it uses
+// the results.
 func (m *Module) Call(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
 	if !m.enter() {
 		return nil, ErrClosed
@@ -233,27 +247,37 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		name = m.manifest.Name
 	}
 	inst := &instance{m: m, out: &logWriter{logger: m.logger}}
+	inst.ctx = context.WithValue(context.Background(), instKey{}, inst)
 	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.out)
 	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instKey{}, inst), m.timeout)
 	defer cancel()
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: instantiate: %w", name, err)
+		return nil, fmt.Errorf("%s: instantiate: %w", name, callErr(ictx, err, m.timeout))
 	}
 	inst.mod = mod
+	inst.timer = time.AfterFunc(time.Hour, func() {
+		inst.timedOut.Store(true)
+		mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+	})
+	inst.timer.Stop()
+	inst.cancelFn = func() {
+		inst.canceled.Store(true)
+		mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
+	}
 	inst.mem = mod.Memory()
 	inst.fnBuffer = mod.ExportedFunction("streamd_buffer")
 	inst.fnManifest = mod.ExportedFunction("streamd_manifest")
 	inst.fnInit = mod.ExportedFunction("streamd_init")
 	inst.fnProc = mod.ExportedFunction("streamd_process")
 	if fn := mod.ExportedFunction("_initialize"); fn != nil {
-		if _, err := fn.Call(ictx); err != nil {
+		if err := inst.invoke(ctx, fn); err != nil {
 			inst.close(ctx)
-			return nil, fmt.Errorf("%s: _initialize: %w", name, callErr(ictx, err, m.timeout))
+			return nil, fmt.Errorf("%s: _initialize: %w", name, err)
 		}
 	}
 	// Manifest.
-	status, reply, err := inst.call(ictx, inst.fnManifest, 0)
+	status, reply, err := inst.call(ctx, inst.fnManifest, 0)
 	if err == nil && status != abi.StatusOK {
 		err = fmt.Errorf("status %d: %s", status, reply)
 	}
@@ -275,11 +299,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("%s: a new instance answered manifest %+v, the first %+v", name, man, m.manifest)
 	}
 	// Init.
-	if err := inst.input(ictx, uint32(len(m.config)), func(b []byte) { copy(b, m.config) }); err != nil {
+	if err := inst.input(ctx, uint32(len(m.config)), func(b []byte) { copy(b, m.config) }); err != nil {
 		inst.close(ctx)
 		return nil, fmt.Errorf("%s: streamd_init: %w", name, err)
 	}
-	status, reply, err = inst.call(ictx, inst.fnInit, uint32(len(m.config)))
+	status, reply, err = inst.call(ctx, inst.fnInit, uint32(len(m.config)))
 	switch {
 	case err != nil:
 	case status == abi.StatusConfig:
@@ -295,8 +319,34 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 }
 
 func (inst *instance) close(ctx context.Context) {
+	inst.timer.Stop()
 	inst.out.flush()
 	inst.mod.Close(ctx)
+}
+
+// invoke calls fn with inst.stack, bounded by the timeout and by ctx.
+func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, inst.cancelFn)
+	}
+	inst.timer.Reset(inst.m.timeout)
+	err := fn.CallWithStack(inst.ctx, inst.stack[:])
+	inst.timer.Stop()
+	if stop != nil {
+		stop()
+	}
+	switch {
+	case err == nil:
+	case inst.timedOut.Load():
+		err = fmt.Errorf("timed out after %v: %w", inst.m.timeout, err)
+	case inst.canceled.Load():
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
 }
 
 // input makes room for n bytes in the guest's input buffer and lets fill
@@ -304,8 +354,8 @@ func (inst *instance) close(ctx context.Context) {
 func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) error {
 	if n > inst.bufSize || inst.bufAddr == 0 {
 		inst.stack[0] = uint64(n)
-		if err := inst.fnBuffer.CallWithStack(ctx, inst.stack[:]); err != nil {
-			return fmt.Errorf("%w: streamd_buffer(%d): %w", ErrBatch, n, callErr(ctx, err, inst.m.timeout))
+		if err := inst.invoke(ctx, inst.fnBuffer); err != nil {
+			return fmt.Errorf("%w: streamd_buffer(%d): %w", ErrBatch, n, err)
 		}
 		addr := uint32(inst.stack[0])
 		if addr == 0 {
@@ -328,8 +378,8 @@ func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) er
 func (inst *instance) call(ctx context.Context, fn api.Function, arg uint32) (uint32, []byte, error) {
 	inst.reply, inst.replied, inst.replyErr = nil, false, nil
 	inst.stack[0] = uint64(arg)
-	if err := fn.CallWithStack(ctx, inst.stack[:]); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, callErr(ctx, err, inst.m.timeout))
+	if err := inst.invoke(ctx, fn); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, err)
 	}
 	if inst.replyErr != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, inst.replyErr)
@@ -345,13 +395,11 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", m.manifest.Name, err)
 	}
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, instKey{}, inst), m.timeout)
-	defer cancel()
-	err = inst.input(cctx, uint32(size), func(b []byte) { abi.EncodeRequest(b, abi.Op(op), recs) })
+	err = inst.input(ctx, uint32(size), func(b []byte) { abi.EncodeRequest(b, abi.Op(op), recs) })
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
-	status, reply, err := inst.call(cctx, inst.fnProc, uint32(size))
+	status, reply, err := inst.call(ctx, inst.fnProc, uint32(size))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
@@ -366,19 +414,15 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	default:
 		return nil, fmt.Errorf("plugin %s: %s: %w: unknown status %d: %s", m.manifest.Name, op, ErrBatch, status, reply)
 	}
-	rs, err := abi.DecodeResult(reply, recs)
+	res, err := abi.DecodeResult(reply, recs, inst.reject)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch, err)
 	}
-	out := make([]plugins.Result, len(rs))
-	for i := range rs {
-		if rs[i].Rejected {
-			out[i].Err = &RejectError{Plugin: m.manifest.Name, Reason: rs[i].Reject}
-			continue
-		}
-		out[i].Records = rs[i].Records
-	}
-	return out, nil
+	return res, nil
+}
+
+func (inst *instance) reject(reason string) error {
+	return &RejectError{Plugin: inst.m.manifest.Name, Reason: reason}
 }
 
 // callErr describes an error from a guest call, naming a timeout as such.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
 
@@ -82,8 +83,8 @@ func EncodeRequest(dst []byte, op Op, recs []record.Record) {
 	p := 8
 	for i := range recs {
 		r := &recs[i]
-		le.PutUint32(dst[p:], uint32(RecordSize(r)))
-		p += 4
+		start := p
+		p += 4 // size, written below
 		le.PutUint64(dst[p:], uint64(r.Offset))
 		le.PutUint64(dst[p+8:], uint64(timestampMs(r.Timestamp)))
 		le.PutUint32(dst[p+16:], uint32(r.Partition))
@@ -99,6 +100,7 @@ func EncodeRequest(dst []byte, op Op, recs []record.Record) {
 			p += copy(dst[p:], h.Key)
 			p = putBytes(dst, p, h.Value)
 		}
+		le.PutUint32(dst[start:], uint32(p-start-4))
 	}
 }
 
@@ -118,17 +120,6 @@ func timestampMs(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// Result is what a guest made of one input record.
-type Result struct {
-	// Records are the output records (for KEEP, a shallow copy of the
-	// input record).
-	Records []record.Record
-	// Reject is the reason the guest rejected the record (ERR_RECORD), or "".
-	Reject string
-	// Rejected reports an ERR_RECORD entry (Reject may be empty).
-	Rejected bool
-}
-
 // A MalformedError says where a result batch stopped making sense.
 type MalformedError struct {
 	Pos int
@@ -141,11 +132,13 @@ func (e *MalformedError) Error() string {
 
 // DecodeResult decodes a result batch for the request made of in. buf must
 // be owned by the caller and never modified afterwards: output records and
-// header names point into it.
+// header names point into it. reject makes the error of a record the guest
+// rejected (ERR_RECORD) from its reason.
 //
 // Output records get the Topic, Partition and Offset of the input record
-// they came from; their timestamp is the one the guest wrote.
-func DecodeResult(buf []byte, in []record.Record) ([]Result, error) {
+// they came from; their timestamp is the one the guest wrote. A KEEP answer
+// aliases the input: its Records is in[i:i+1], no copy.
+func DecodeResult(buf []byte, in []record.Record, reject func(reason string) error) ([]plugins.Result, error) {
 	d := decoder{buf: buf}
 	count := d.u32("count")
 	if d.err != nil {
@@ -164,7 +157,6 @@ func DecodeResult(buf []byte, in []record.Record) ([]Result, error) {
 		case status == entryOK:
 			n := d.u32("out_count")
 			if n == keep {
-				nrec++
 				continue
 			}
 			for j := uint32(0); j < n && d.err == nil; j++ {
@@ -183,7 +175,7 @@ func DecodeResult(buf []byte, in []record.Record) ([]Result, error) {
 	if d.p != len(buf) {
 		return nil, &MalformedError{d.p, fmt.Sprintf("%d bytes after the last entry", len(buf)-d.p)}
 	}
-	results := make([]Result, len(in))
+	results := make([]plugins.Result, len(in))
 	recs := make([]record.Record, nrec)
 	var hdrs []record.Header
 	if nhdr > 0 {
@@ -194,16 +186,14 @@ func DecodeResult(buf []byte, in []record.Record) ([]Result, error) {
 		src := &in[i]
 		if le.Uint32(buf[d.p:]) == entryReject {
 			n := int(le.Uint32(buf[d.p+4:]))
-			results[i] = Result{Rejected: true, Reject: string(buf[d.p+8 : d.p+8+n])}
+			results[i].Err = reject(string(buf[d.p+8 : d.p+8+n]))
 			d.p += 8 + n
 			continue
 		}
 		n := le.Uint32(buf[d.p+4:])
 		d.p += 8
 		if n == keep {
-			recs[0] = *src
-			results[i].Records = recs[:1:1]
-			recs = recs[1:]
+			results[i].Records = in[i : i+1 : i+1]
 			continue
 		}
 		out := recs[:n:n]

@@ -54,14 +54,14 @@ func TestRoundTrip(t *testing.T) {
 	if status != streamd.StatusOK {
 		t.Fatalf("status %d: %s", status, reply)
 	}
-	res, err := abi.DecodeResult(bytes.Clone(reply), in)
+	res, err := abi.DecodeResult(bytes.Clone(reply), in, errors.New)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantCount := []int{1, 1, 1, 0, 0, 2}
 	for i, r := range res {
 		if i == 3 {
-			if !r.Rejected || r.Reject != "no thanks" {
+			if r.Err == nil || r.Err.Error() != "no thanks" {
 				t.Fatalf("record 3: %+v", r)
 			}
 			continue
@@ -117,7 +117,7 @@ func TestMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := abi.DecodeResult(tt.reply, in)
+			_, err := abi.DecodeResult(tt.reply, in, errors.New)
 			var me *abi.MalformedError
 			if !errors.As(err, &me) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want a MalformedError containing %q", err, tt.want)
@@ -137,7 +137,7 @@ func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 'a', 'b', 'c'}, uint8(1))
 	f.Fuzz(func(t *testing.T, reply []byte, n uint8) {
 		in := make([]record.Record, n)
-		res, err := abi.DecodeResult(reply, in)
+		res, err := abi.DecodeResult(reply, in, errors.New)
 		if err != nil {
 			return
 		}

@@ -1,0 +1,141 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+	"github.com/streamd/streamd/runtime"
+)
+
+// nativeIdentity is the identity transform in plain Go, in process: the
+// baseline for the Wasm overhead. Like the host answering KEEP, it returns
+// each input record without copying it.
+func nativeIdentity(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	res := make([]plugins.Result, len(batch))
+	for i := range res {
+		res[i].Records = batch[i : i+1 : i+1]
+	}
+	return res, nil
+}
+
+// nativeDowngrade is the orders downgrade in plain Go, in process.
+func nativeDowngrade(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	res := make([]plugins.Result, len(batch))
+	for i := range batch {
+		v, err := downgrade.Value(nil, batch[i].Value)
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		out := batch[i]
+		out.Value = v
+		out.Headers = append(out.Headers[:len(out.Headers):len(out.Headers)], record.Header{Key: downgrade.SchemaHeader, Value: []byte("1")})
+		res[i].Records = []record.Record{out}
+	}
+	return res, nil
+}
+
+type transformFunc func(context.Context, []record.Record) ([]plugins.Result, error)
+
+func benchTransform(b *testing.B, f transformFunc, batch int) {
+	recs := benchRecords(batch)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(200 * batch))
+	cpu := cpuTime()
+	for b.Loop() {
+		res, err := f(ctx, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res) != batch || res[0].Err != nil {
+			b.Fatalf("results %+v", res[0])
+		}
+	}
+	perRecord := float64(b.Elapsed().Nanoseconds()) / float64(b.N*batch)
+	b.ReportMetric(perRecord, "ns/record")
+	b.ReportMetric(1e9/perRecord, "records/s")
+	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N*batch), "cpu-ns/record")
+}
+
+func moduleFunc(m *runtime.Module) transformFunc {
+	return func(ctx context.Context, recs []record.Record) ([]plugins.Result, error) {
+		return m.Call(ctx, runtime.OpTransform, recs)
+	}
+}
+
+// BenchmarkIdentity compares the cost of an identity transform per record:
+// the WAT guest answering KEEP, the Go SDK guest copying every record back,
+// and plain Go in process. The difference to native is the ABI overhead.
+func BenchmarkIdentity(b *testing.B) {
+	watKeep := load(b, wat(b, "identity"), plugins.Options{Pool: 1})
+	goCopy := load(b, goPlugin(b, "identity"), plugins.Options{Pool: 1})
+	for _, batch := range []int{256, 1} {
+		for _, impl := range []struct {
+			name string
+			f    transformFunc
+		}{
+			{"native-go", nativeIdentity},
+			{"wasm-wat-keep", moduleFunc(watKeep)},
+			{"wasm-go-sdk-copy", moduleFunc(goCopy)},
+		} {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, impl.name), func(b *testing.B) {
+				benchTransform(b, impl.f, batch)
+			})
+		}
+	}
+}
+
+// BenchmarkDowngrade measures orders-downgrade throughput: the Go Wasm
+// plugin against the same Go code in process.
+func BenchmarkDowngrade(b *testing.B) {
+	m := load(b, goPlugin(b, "orders-downgrade"), plugins.Options{Pool: 1})
+	for _, impl := range []struct {
+		name string
+		f    transformFunc
+	}{
+		{"native-go", nativeDowngrade},
+		{"wasm-go-sdk", moduleFunc(m)},
+	} {
+		b.Run("batch=256/"+impl.name, func(b *testing.B) { benchTransform(b, impl.f, 256) })
+	}
+}
+
+// BenchmarkLoad measures loading the Go orders-downgrade plugin (compile,
+// instantiate, manifest, init) with a cold and a warm compilation cache.
+func BenchmarkLoad(b *testing.B) {
+	path := goPlugin(b, "orders-downgrade")
+	h := newHost(b)
+	ctx := context.Background()
+	loadOnce := func(b *testing.B, cache string) {
+		m, err := h.Load(ctx, path, plugins.Options{CacheDir: cache, Pool: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close(ctx)
+	}
+	b.Run("cache=cold", func(b *testing.B) {
+		dir := b.TempDir()
+		i := 0
+		for b.Loop() {
+			i++
+			loadOnce(b, filepath.Join(dir, fmt.Sprint(i)))
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
+	})
+	b.Run("cache=warm", func(b *testing.B) {
+		dir := b.TempDir()
+		loadOnce(b, dir)
+		start := time.Now()
+		for b.Loop() {
+			loadOnce(b, dir)
+		}
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/load")
+	})
+}
