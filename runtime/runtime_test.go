@@ -270,3 +270,42 @@ func TestGoSDKRoundTrip(t *testing.T) {
 		checkSame(t, res, in)
 	}
 }
+
+// TestTestdataIdentity keeps testdata/identity.wasm (used by the Example)
+// equal to examples/wasm/wat/identity.wat.
+func TestTestdataIdentity(t *testing.T) {
+	built, err := os.ReadFile(wat(t, "identity"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := os.ReadFile("testdata/identity.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, committed) {
+		t.Fatal("testdata/identity.wasm is stale: wat2wasm ../examples/wasm/wat/identity.wat -o testdata/identity.wasm")
+	}
+}
+
+// TestCancelDuringCall: cancelling the caller's context stops a guest that
+// is running, long before the call timeout.
+func TestCancelDuringCall(t *testing.T) {
+	m := load(t, wat(t, "misbehave"), plugins.Options{Pool: 1, Timeout: time.Minute, Config: map[string]any{"mode": "loop"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := m.Call(ctx, runtime.OpTransform, recs("a"))
+	if !errors.Is(err, runtime.ErrBatch) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want ErrBatch and context.Canceled", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("cancelled call took %v", d)
+	}
+	// The module still serves calls (on a new instance, which loops too:
+	// a short deadline shows it is alive).
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := m.Call(ctx, runtime.OpTransform, recs("a")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second call: %v", err)
+	}
+}
