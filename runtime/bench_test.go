@@ -28,7 +28,7 @@ func nativeIdentity(_ context.Context, batch []record.Record) ([]plugins.Result,
 func nativeDowngrade(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
 	res := make([]plugins.Result, len(batch))
 	for i := range batch {
-		v, err := downgrade.Value(nil, batch[i].Value)
+		v, err := downgrade.Value(make([]byte, 0, len(batch[i].Value)), batch[i].Value)
 		if err != nil {
 			res[i].Err = err
 			continue

@@ -22,7 +22,9 @@
 // without copying it back to the host.
 //
 // Records handed to a plugin function point into the SDK's input buffer and
-// are valid only during the call: copy what you keep.
+// are valid only during the call: copy what you keep. The records a
+// function returns are encoded as soon as it returns, so their bytes may
+// live in a buffer the function reuses on its next call.
 //
 // Off wasip1 (tests on the host) the package builds too, without the
 // exports, and Process runs a request batch through the registered plugin.

@@ -36,7 +36,8 @@ const SchemaHeader = "fluid-schema-version"
 var ErrNull = errors.New("null value")
 
 // Value downgrades one orders-v2 JSON value to the orders-v1 shape, appending
-// the result to dst. A nil in means a null value.
+// the result to dst. A nil in means a null value. It allocates nothing but
+// the growth of dst.
 func Value(dst, in []byte) ([]byte, error) {
 	if in == nil {
 		return dst, ErrNull
@@ -47,15 +48,55 @@ func Value(dst, in []byte) ([]byte, error) {
 		return dst, err
 	}
 	dst = append(dst, `{"order_id":`...)
-	dst = AppendString(dst, p.s[o.orderID[0]:o.orderID[1]])
+	dst = appendRaw(dst, in[o.orderID[0]:o.orderID[1]])
 	dst = append(dst, `,"customer_id":`...)
-	dst = AppendString(dst, p.s[o.customerID[0]:o.customerID[1]])
+	dst = appendRaw(dst, in[o.customerID[0]:o.customerID[1]])
 	dst = append(dst, `,"amount_cents":`...)
 	dst = strconv.AppendInt(dst, o.amount, 10)
 	dst = append(dst, `,"currency":`...)
-	dst = AppendString(dst, p.s[o.currency[0]:o.currency[1]])
+	dst = appendRaw(dst, in[o.currency[0]:o.currency[1]])
 	dst = append(dst, '}')
 	return dst, nil
+}
+
+// appendRaw appends the JSON string whose validated body (between the
+// quotes) is raw, re-escaped minimally.
+func appendRaw(dst, raw []byte) []byte {
+	var tmp [64]byte
+	dec := tmp[:0]
+	if len(raw) > len(tmp) {
+		dec = make([]byte, 0, len(raw))
+	}
+	p := parser{b: raw}
+	for p.i < len(raw) {
+		// The body was validated: decode it the same way, without checks.
+		start := p.i
+		for p.i < len(raw) && raw[p.i] != '\\' {
+			p.i++
+		}
+		dec = append(dec, raw[start:p.i]...)
+		if p.i == len(raw) {
+			break
+		}
+		switch e := raw[p.i+1]; e {
+		case 'b':
+			dec, p.i = append(dec, '\b'), p.i+2
+		case 'f':
+			dec, p.i = append(dec, '\f'), p.i+2
+		case 'n':
+			dec, p.i = append(dec, '\n'), p.i+2
+		case 'r':
+			dec, p.i = append(dec, '\r'), p.i+2
+		case 't':
+			dec, p.i = append(dec, '\t'), p.i+2
+		case 'u':
+			r, _ := p.unicodeEscape()
+			dec = utf8.AppendRune(dec, r)
+		default: // " \ /
+			dec, p.i = append(dec, e), p.i+2
+		}
+	}
+	return AppendString(dst, dec)
 }
 
 // AppendString appends s as a JSON string with minimal escaping: '"', '\\',
@@ -94,7 +135,8 @@ func AppendString(dst, s []byte) []byte {
 	return append(dst, '"')
 }
 
-// order holds the wanted fields as ranges into parser.s.
+// order holds the wanted string fields as ranges of their bodies in the
+// input (validated, still escaped).
 type order struct {
 	orderID, customerID, currency [2]int
 	amount                        int64
@@ -109,9 +151,9 @@ const (
 )
 
 type parser struct {
-	b []byte
-	i int
-	s []byte // decoded strings that are kept
+	b   []byte
+	i   int
+	key []byte // the last key read, decoded; reused
 }
 
 func (p *parser) errf(format string, args ...any) error {
@@ -129,6 +171,59 @@ func (p *parser) ws() {
 	}
 }
 
+// The object reader: objOpen at '{', then objKey and a value for each
+// member, then objNext; no closures, so nothing escapes.
+
+// objOpen reads '{' at nesting level depth and reports whether the object
+// is empty (and already closed).
+func (p *parser) objOpen(depth int) (empty bool, err error) {
+	if depth > MaxDepth {
+		return false, p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return true, nil
+	}
+	return false, nil
+}
+
+// objKey reads a key and its ':' into p.key.
+func (p *parser) objKey() error {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return p.errf("expected a string key")
+	}
+	var err error
+	if p.key, err = p.str(p.key[:0], true); err != nil {
+		return err
+	}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return p.errf("expected ':'")
+	}
+	p.i++
+	return nil
+}
+
+// objNext reads ',' (more members) or '}' (the end).
+func (p *parser) objNext() (more bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, p.errf("unterminated object")
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return true, nil
+	case '}':
+		p.i++
+		return false, nil
+	}
+	return false, p.errf("expected ',' or '}'")
+}
+
 func (p *parser) top(o *order) error {
 	p.ws()
 	if p.i >= len(p.b) {
@@ -138,29 +233,34 @@ func (p *parser) top(o *order) error {
 		return p.errf("value is not a JSON object")
 	}
 	var keys keySet
-	err := p.object(1, func(key []byte) error {
-		if !keys.add(key) {
-			return fmt.Errorf("duplicate key %q", key)
+	empty, err := p.objOpen(1)
+	for more := !empty; err == nil && more; more, err = p.objNext() {
+		if err = p.objKey(); err != nil {
+			break
 		}
-		switch string(key) {
+		if !keys.add(p.key) {
+			return fmt.Errorf("duplicate key %q", p.key)
+		}
+		switch string(p.key) {
 		case "order_id":
-			r, err := p.keptString("order_id")
-			o.orderID, o.seen = r, o.seen|seenOrderID
-			return err
+			o.orderID, err = p.keptString("order_id")
+			o.seen |= seenOrderID
 		case "currency":
-			r, err := p.keptString("currency")
-			o.currency, o.seen = r, o.seen|seenCurrency
-			return err
+			o.currency, err = p.keptString("currency")
+			o.seen |= seenCurrency
 		case "amount_cents":
-			n, err := p.integer()
-			o.amount, o.seen = n, o.seen|seenAmount
-			return err
+			o.amount, err = p.integer()
+			o.seen |= seenAmount
 		case "customer":
 			o.seen |= seenCustomer
-			return p.customer(o)
+			err = p.customer(o)
+		default:
+			err = p.value(2)
 		}
-		return p.value(2)
-	})
+		if err != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -188,17 +288,24 @@ func (p *parser) customer(o *order) error {
 	}
 	var keys keySet
 	found := false
-	err := p.object(2, func(key []byte) error {
-		if !keys.add(key) {
-			return fmt.Errorf("duplicate key %q in customer", key)
+	empty, err := p.objOpen(2)
+	for more := !empty; err == nil && more; more, err = p.objNext() {
+		if err = p.objKey(); err != nil {
+			break
 		}
-		if string(key) == "id" {
-			r, err := p.keptString("customer.id")
-			o.customerID, found = r, true
-			return err
+		if !keys.add(p.key) {
+			return fmt.Errorf("duplicate key %q in customer", p.key)
 		}
-		return p.value(3)
-	})
+		if string(p.key) == "id" {
+			o.customerID, err = p.keptString("customer.id")
+			found = true
+		} else {
+			err = p.value(3)
+		}
+		if err != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -208,7 +315,7 @@ func (p *parser) customer(o *order) error {
 	return nil
 }
 
-// keptString reads a string value and keeps its decoded bytes in p.s.
+// keptString reads a string value and returns the range of its body.
 func (p *parser) keptString(field string) ([2]int, error) {
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
@@ -217,10 +324,11 @@ func (p *parser) keptString(field string) ([2]int, error) {
 		}
 		return [2]int{}, fmt.Errorf("%s is not a string", field)
 	}
-	start := len(p.s)
-	var err error
-	p.s, err = p.str(p.s, true)
-	return [2]int{start, len(p.s)}, err
+	start := p.i + 1
+	if _, err := p.str(nil, false); err != nil {
+		return [2]int{}, err
+	}
+	return [2]int{start, p.i - 1}, nil
 }
 
 // integer reads an integer literal that fits int64.
@@ -262,52 +370,6 @@ func (p *parser) integer() (int64, error) {
 	return 0, errors.New("amount_cents does not fit int64")
 }
 
-// object reads an object at p.i (which is '{') at nesting level depth,
-// calling member after each key and colon; member must read the value.
-func (p *parser) object(depth int, member func(key []byte) error) error {
-	if depth > MaxDepth {
-		return p.errf("nesting deeper than %d", MaxDepth)
-	}
-	p.i++ // '{'
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return nil
-	}
-	var key []byte
-	for {
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return p.errf("expected a string key")
-		}
-		var err error
-		if key, err = p.str(key[:0], true); err != nil {
-			return err
-		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return p.errf("expected ':'")
-		}
-		p.i++
-		if err := member(key); err != nil {
-			return err
-		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unterminated object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected ',' or '}'")
-		}
-	}
-}
-
 // value reads and validates any JSON value; depth is the level an object or
 // array here would have.
 func (p *parser) value(depth int) error {
@@ -317,7 +379,16 @@ func (p *parser) value(depth int) error {
 	}
 	switch c := p.b[p.i]; {
 	case c == '{':
-		return p.object(depth, func([]byte) error { return p.value(depth + 1) })
+		empty, err := p.objOpen(depth)
+		for more := !empty; err == nil && more; more, err = p.objNext() {
+			if err = p.objKey(); err == nil {
+				err = p.value(depth + 1)
+			}
+			if err != nil {
+				break
+			}
+		}
+		return err
 	case c == '[':
 		if depth > MaxDepth {
 			return p.errf("nesting deeper than %d", MaxDepth)
@@ -530,12 +601,15 @@ func (p *parser) hex4(at int) (rune, bool) {
 	return r, true
 }
 
-// keySet records the decoded keys of one object to find duplicates; it
-// allocates only for objects with many keys.
+// keySet records the decoded keys of one object to find duplicates. The
+// first keys are copied into a fixed buffer, so small objects cost no
+// allocation; a map takes over for big ones.
 type keySet struct {
-	small [8]string
-	n     int
-	big   map[string]struct{}
+	buf  [256]byte
+	used int
+	ends [16]uint16
+	n    int
+	big  map[string]struct{}
 }
 
 func (k *keySet) add(key []byte) bool {
@@ -546,19 +620,24 @@ func (k *keySet) add(key []byte) bool {
 		k.big[string(key)] = struct{}{}
 		return true
 	}
-	for _, s := range k.small[:k.n] {
-		if s == string(key) {
+	start := 0
+	for _, end := range k.ends[:k.n] {
+		if string(k.buf[start:end]) == string(key) {
 			return false
 		}
+		start = int(end)
 	}
-	if k.n < len(k.small) {
-		k.small[k.n] = string(key)
+	if k.n < len(k.ends) && k.used+len(key) <= len(k.buf) {
+		k.used += copy(k.buf[k.used:], key)
+		k.ends[k.n] = uint16(k.used)
 		k.n++
 		return true
 	}
-	k.big = make(map[string]struct{}, 2*len(k.small))
-	for _, s := range k.small {
-		k.big[s] = struct{}{}
+	k.big = make(map[string]struct{}, 2*len(k.ends))
+	start = 0
+	for _, end := range k.ends[:k.n] {
+		k.big[string(k.buf[start:end])] = struct{}{}
+		start = int(end)
 	}
 	k.big[string(key)] = struct{}{}
 	return true
