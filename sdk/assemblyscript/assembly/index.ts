@@ -218,7 +218,8 @@ export function codec(name: string, version: string, encode: RecordFn, decode: R
 
 /**
  * Registers a sink: write is called for every record of a WRITE batch. A
- * record counts as durably written when write returns without rejecting it.
+ * record counts as durably written when write returns without rejecting it
+ * (keep() says the same). Emitting records from a sink is an error.
  */
 export function sink(name: string, version: string, write: RecordFn): void {
   register(KIND_SINK, "sink", name, version);
@@ -1055,8 +1056,8 @@ export function streamd_process(len: i32): i32 {
     const n = out.finishEntry();
     if (k == KIND_CODEC && !out.rejected && !out.kept && n != 1) {
       out.reject("streamd sdk: a codec must answer exactly one record, got " + n.toString());
-    } else if (k == KIND_SINK && !out.rejected && (out.kept || n != 0)) {
-      out.reject("streamd sdk: a sink answers written (no records) or reject, not records or keep");
+    } else if (k == KIND_SINK && !out.rejected && !out.kept && n != 0) {
+      out.reject("streamd sdk: a sink answers written (nothing, or keep) or reject, not records");
     }
     p = bend;
   }

@@ -219,17 +219,19 @@ test("codec: one record per input, enforced", async () => {
   assert.equal(str(d.entries[0].records[0].value), "abc");
 });
 
-test("sink: written, refused, emitting is an error, fail is ERR_BATCH", async () => {
+test("sink: written (nothing or keep), refused, emitting is an error, fail is ERR_BATCH", async () => {
   const s = await load(wasm.sink);
-  const r = s.process(OP.WRITE, [rec("a"), rec("x"), rec("emit"), rec("b")]);
+  const r = s.process(OP.WRITE, [rec("a"), rec("x"), rec("emit"), rec("b"), rec("keep")]);
   assert.equal(r.status, STATUS.OK);
   assert.deepEqual(r.entries[0], { status: 0, records: [] });
   assert.deepEqual(r.entries[1], { status: 1, error: "refused x" });
   assert.equal(r.entries[2].status, 1);
+  assert.match(r.entries[2].error, /not records/);
   assert.deepEqual(r.entries[3], { status: 0, records: [] });
+  assert.deepEqual(r.entries[4], { status: 0, keep: true }); // KEEP = written (docs/abi.md section 8)
   const f = s.process(OP.WRITE, [rec("down")]);
   assert.equal(f.status, STATUS.ERR_BATCH);
-  assert.equal(f.text, "sink down after 2");
+  assert.equal(f.text, "sink down after 3");
 });
 
 test("streamd_buffer: grows, keeps its address while big enough, refuses impossible sizes", async () => {

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,57 +29,68 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildErr  error
+	buildMu   sync.Mutex
+	buildErrs = map[string]error{}
 )
 
-// sources are the files plugin.wasm is built from.
-var sources = []string{
-	"assembly/index.ts",
-	"assembly/downgrade.ts",
-	"package-lock.json",
-	"../build-plugin.sh",
-	"../../../../sdk/assemblyscript/assembly/index.ts",
+// sources are the files a plugin.wasm in dir is built from.
+func sources(dir string) []string {
+	return []string{
+		filepath.Join(dir, "assembly"),
+		filepath.Join(dir, "package-lock.json"),
+		filepath.Join(dir, "..", "build-plugin.sh"),
+		filepath.Join(dir, "..", "..", "..", "..", "sdk", "assemblyscript", "assembly", "index.ts"),
+	}
 }
 
-// stale reports whether plugin.wasm is missing or older than a source.
-func stale() bool {
-	w, err := os.Stat("plugin.wasm")
+// stale reports whether dir/plugin.wasm is missing or older than a source
+// (for a directory, any file in it).
+func stale(dir string) bool {
+	w, err := os.Stat(filepath.Join(dir, "plugin.wasm"))
 	if err != nil {
 		return true
 	}
-	for _, s := range sources {
-		if st, err := os.Stat(s); err != nil || st.ModTime().After(w.ModTime()) {
+	newer := false
+	for _, s := range sources(dir) {
+		err := filepath.Walk(s, func(_ string, fi os.FileInfo, err error) error {
+			if err != nil || fi.ModTime().After(w.ModTime()) {
+				newer = true
+			}
+			return nil
+		})
+		if err != nil || newer {
 			return true
 		}
 	}
 	return false
 }
 
-// pluginPath builds plugin.wasm with build.sh (npm ci + asc) when it is
-// stale, once per test process, or skips (fails under STREAMD_REQUIRE_ALL=1)
-// without node/npm. (Fuzz workers find it fresh: the coordinator built it.)
-func pluginPath(tb testing.TB) string {
+// pluginPath returns dir/plugin.wasm (dir relative to this package),
+// building it with dir/build.sh (npm ci + asc) when it is stale, at most once
+// per test process; it skips (fails under STREAMD_REQUIRE_ALL=1) without
+// node/npm. Fuzz workers find it fresh: the coordinator built it.
+func pluginPath(tb testing.TB, dir string) string {
 	tb.Helper()
 	testenv.Tool(tb, "node")
 	testenv.Tool(tb, "npm")
-	buildOnce.Do(func() {
-		if !stale() {
-			return
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	err, done := buildErrs[dir]
+	if !done {
+		if stale(dir) {
+			out, berr := exec.Command("sh", filepath.Join(dir, "build.sh")).CombinedOutput()
+			if berr != nil {
+				err = fmt.Errorf("%s/build.sh: %w\n%s", dir, berr, out)
+			}
 		}
-		cmd := exec.Command("sh", "build.sh")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = err
-			tb.Logf("build.sh:\n%s", out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("build.sh: %v", buildErr)
+		buildErrs[dir] = err
 	}
-	p, err := filepath.Abs("plugin.wasm")
 	if err != nil {
 		tb.Fatal(err)
+	}
+	p, aerr := filepath.Abs(filepath.Join(dir, "plugin.wasm"))
+	if aerr != nil {
+		tb.Fatal(aerr)
 	}
 	return p
 }
@@ -86,7 +98,7 @@ func pluginPath(tb testing.TB) string {
 func open(tb testing.TB) plugins.Transformer {
 	tb.Helper()
 	ctx := context.Background()
-	p, err := wasm.Open(ctx, pluginPath(tb), plugins.Options{Kind: plugins.KindTransform, Pool: 1})
+	p, err := wasm.Open(ctx, pluginPath(tb, "."), plugins.Options{Kind: plugins.KindTransform, Pool: 1})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}

@@ -14,6 +14,11 @@ function write(rec: Record, out: Output): void {
     out.emitCopy(rec);
     return;
   }
+  if (v == "keep") {
+    written++;
+    out.keep();
+    return;
+  }
   if (v == "down") {
     out.fail("sink down after " + written.toString());
     return;
