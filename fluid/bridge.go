@@ -58,7 +58,7 @@ type runner struct {
 // and starts competing for leadership. The bridge runs until Close or ctx
 // ends.
 func NewBridge(ctx context.Context, opts ...Option) (*Bridge, error) {
-	cfg := config{stateTopic: DefaultStateTopic, leaderGroup: DefaultLeaderGroup, metaDir: ".fluid", replication: 1, suffix: DefaultTopicSuffix}
+	cfg := config{stateTopic: DefaultStateTopic, leaderGroup: DefaultLeaderGroup, metaDir: ".fluid", replication: 1, suffix: DefaultTopicSuffix, batchSize: 256}
 	for _, o := range opts {
 		o(&cfg)
 	}

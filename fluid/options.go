@@ -35,6 +35,7 @@ type config struct {
 	baseline    int
 	replication int16
 	suffix      string
+	batchSize   int
 	log         *slog.Logger
 }
 
@@ -92,3 +93,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // WithTopicSuffix sets the downgrade topic name: topic + suffix + version
 // (default DefaultTopicSuffix).
 func WithTopicSuffix(s string) Option { return func(c *config) { c.suffix = s } }
+
+// WithBatchSize sets how many records the republisher hands a downgrade
+// plugin at once (default 256).
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = max(1, n) } }

@@ -165,9 +165,15 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 				wg.Add(1)
 				go work(fp.Partition, ch)
 			}
-			select {
-			case ch <- fp.Records:
-			case <-wctx.Done():
+			// Chunks of batchSize: plugins work best on moderate batches.
+			for recs := fp.Records; len(recs) > 0; {
+				n := min(len(recs), b.cfg.batchSize)
+				select {
+				case ch <- recs[:n]:
+				case <-wctx.Done():
+					return
+				}
+				recs = recs[n:]
 			}
 		})
 	}
