@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -66,23 +65,21 @@ func (o Op) String() string {
 // Wasm plugin (not Wasm, no or unsupported ABI marker, missing exports).
 var ErrNotPlugin = errors.New("not a streamd plugin")
 
+// notPluginError is an ErrNotPlugin with a message of its own.
+type notPluginError struct{ msg string }
+
+func (e *notPluginError) Error() string { return e.msg }
+func (e *notPluginError) Unwrap() error { return ErrNotPlugin }
+
 // Host loads Wasm plugins. It is safe for concurrent use.
 type Host struct {
 	mu     sync.Mutex
 	caches map[string]wazero.CompilationCache // by directory
 }
 
-// HostOption configures a Host. There are none yet; the type keeps NewHost
-// stable when some come.
-type HostOption func(*Host)
-
 // NewHost returns a Host. Close it to release the compilation caches.
-func NewHost(_ context.Context, opts ...HostOption) (*Host, error) {
-	h := &Host{caches: map[string]wazero.CompilationCache{}}
-	for _, o := range opts {
-		o(h)
-	}
-	return h, nil
+func NewHost(_ context.Context) (*Host, error) {
+	return &Host{caches: map[string]wazero.CompilationCache{}}, nil
 }
 
 // Close releases the compilation caches. Modules must be closed first.
@@ -126,7 +123,7 @@ func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Mo
 }
 
 func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.Options) (*Module, error) {
-	name := filepath.Base(path)
+	name := path
 	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
 		return nil, fmt.Errorf("%s: %w: not a WebAssembly module", name, ErrNotPlugin)
 	}
@@ -178,7 +175,7 @@ func checkExports(name string, cm wazero.CompiledModule) (int, error) {
 		slices.Sort(versions)
 		return 0, fmt.Errorf("%s: %w: several ABI marker exports (versions %v), want exactly one", name, ErrNotPlugin, versions)
 	case versions[0] > NewestABI:
-		return 0, fmt.Errorf("%s: %w: plugin needs ABI v%d, this streamd supports ABI v%d at most", name, ErrNotPlugin, versions[0], NewestABI)
+		return 0, &notPluginError{fmt.Sprintf("%s: plugin needs ABI v%d, this streamd supports ABI v%d at most", name, versions[0], NewestABI)}
 	case versions[0] < 1:
 		return 0, fmt.Errorf("%s: %w: ABI v%d does not exist", name, ErrNotPlugin, versions[0])
 	}

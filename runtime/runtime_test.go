@@ -36,7 +36,7 @@ func TestLoadErrors(t *testing.T) {
 		{"not wasm", text, plugins.Options{}, "plugin.wasm: not a streamd plugin: not a WebAssembly module"},
 		{"bad wasm", badWasm, plugins.Options{}, "bad.wasm: not a streamd plugin: not a valid WebAssembly module"},
 		{"missing export", wat(t, "noexport"), plugins.Options{}, "noexport.wasm: not a streamd plugin: missing export streamd_process"},
-		{"abi v2", wat(t, "abiv2"), plugins.Options{}, "abiv2.wasm: not a streamd plugin: plugin needs ABI v2, this streamd supports ABI v1 at most"},
+		{"abi v2", wat(t, "abiv2"), plugins.Options{}, "abiv2.wasm: plugin needs ABI v2, this streamd supports ABI v1 at most"},
 		{"kind mismatch", wat(t, "identity"), plugins.Options{Kind: plugins.KindCodec}, "identity.wasm: plugin identity is a transform plugin, not a codec"},
 		{"config refused", wat(t, "misbehave"), plugins.Options{Config: map[string]any{"mode": "r"}}, `streamd_init: plugin refused its config {"mode":"r"}: bad config: mode r`},
 		{"no file", filepath.Join(dir, "nope.wasm"), plugins.Options{}, "no such file"},
@@ -51,6 +51,12 @@ func TestLoadErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), tt.path) && tt.name != "no file" {
+				t.Fatalf("error %q does not start with the file name %s", err, tt.path)
+			}
+			if tt.name != "kind mismatch" && tt.name != "config refused" && tt.name != "no file" && !errors.Is(err, runtime.ErrNotPlugin) {
+				t.Fatalf("error %q is not ErrNotPlugin", err)
 			}
 		})
 	}
