@@ -117,25 +117,30 @@ class KeySet {
       this.table = heap.alloc(<usize>cap << 2);
       this.tableAlloc = cap;
     }
+    const first = this.tableCap == 0;
     this.tableCap = cap;
     memory.fill(this.table, 0, <usize>cap << 2);
     for (let j = 0; j < this.n; j++) {
       const k = this.keys + <usize>j * 12;
+      if (first) store<u32>(k, fnv(<usize>load<u32>(k), load<u32>(k, 4)), 8);
       const s = this.slotFor(load<u32>(k, 8), <usize>load<u32>(k), load<u32>(k, 4));
       store<u32>(s, <u32>j + 1);
     }
   }
 
-  // add returns false when the key is already in the set.
+  // add returns false when the key is already in the set. Small sets are
+  // searched linearly and hash nothing; hashes are computed when the table
+  // is first built.
   add(ptr: usize, len: u32): bool {
-    const h = fnv(ptr, len);
+    let h: u32 = 0;
     if (this.tableCap == 0) {
       for (let j = 0; j < this.n; j++) {
         const k = this.keys + <usize>j * 12;
-        if (load<u32>(k, 8) == h && load<u32>(k, 4) == len && memory.compare(<usize>load<u32>(k), ptr, <usize>len) == 0) return false;
+        if (load<u32>(k, 4) == len && memory.compare(<usize>load<u32>(k), ptr, <usize>len) == 0) return false;
       }
-    } else if (load<u32>(this.slotFor(h, ptr, len)) != 0) {
-      return false;
+    } else {
+      h = fnv(ptr, len);
+      if (load<u32>(this.slotFor(h, ptr, len)) != 0) return false;
     }
     if (this.n == this.keyCap) {
       const c = this.keyCap == 0 ? 16 : this.keyCap * 2;
@@ -240,7 +245,17 @@ function scanString(): bool {
   strStart = pos;
   strEsc = false;
   while (true) {
-    // Fast path: printable ASCII other than '"' and '\'.
+    // Fast path, 8 bytes at a time: skip words with no '"', '\', control
+    // or non-ASCII byte (SWAR: a byte b < k sets bit 7 of (b - k) & ~b).
+    while (pos + 8 <= end) {
+      const x = load<u64>(pos);
+      const q = x ^ 0x2222222222222222;
+      const b = x ^ 0x5C5C5C5C5C5C5C5C;
+      const special = (x | ((x - 0x2020202020202020) & ~x) | ((q - 0x0101010101010101) & ~q) | ((b - 0x0101010101010101) & ~b)) & 0x8080808080808080;
+      if (special != 0) break;
+      pos += 8;
+    }
+    // Then byte by byte: printable ASCII other than '"' and '\'.
     while (pos < end) {
       const c = load<u8>(pos);
       if (c < 0x20 || c >= 0x80 || c == 0x22 || c == 0x5C) break;
@@ -393,6 +408,25 @@ const K_ID = String.UTF8.encode("id");
 @inline
 function keyIs(k: ArrayBuffer): bool {
   return keyLen == <u32>k.byteLength && memory.compare(keyPtr, changetype<usize>(k), <usize>keyLen) == 0;
+}
+
+// Which known top-level key keyPtr/keyLen is, compared a word at a time.
+const KEY_OTHER: i32 = 0;
+const KEY_ORDER_ID: i32 = 1;
+const KEY_CUSTOMER: i32 = 2;
+const KEY_AMOUNT: i32 = 3;
+const KEY_CURRENCY: i32 = 4;
+
+function topKey(): i32 {
+  if (keyLen == 8) {
+    const w = load<u64>(keyPtr);
+    if (w == load<u64>(changetype<usize>(K_ORDER_ID))) return KEY_ORDER_ID;
+    if (w == load<u64>(changetype<usize>(K_CUSTOMER))) return KEY_CUSTOMER;
+    if (w == load<u64>(changetype<usize>(K_CURRENCY))) return KEY_CURRENCY;
+  } else if (keyLen == 12) {
+    if (load<u64>(keyPtr) == load<u64>(changetype<usize>(K_AMOUNT)) && load<u32>(keyPtr, 8) == load<u32>(changetype<usize>(K_AMOUNT), 8)) return KEY_AMOUNT;
+  }
+  return KEY_OTHER;
 }
 
 function literal(word: u64, n: usize): bool {
@@ -565,7 +599,9 @@ function keptString(field: string): bool {
 
 // topMember reads the value of a top-level member whose key is in keyPtr.
 function topMember(depth: i32): bool {
-  if (keyIs(K_ORDER_ID)) {
+  const which = topKey();
+  if (which == KEY_OTHER) return value(depth + 1);
+  if (which == KEY_ORDER_ID) {
     if (!keptString("order_id")) return false;
     orderStart = strStart;
     orderEnd = strEnd;
@@ -573,7 +609,7 @@ function topMember(depth: i32): bool {
     seen |= SEEN_ORDER;
     return true;
   }
-  if (keyIs(K_CURRENCY)) {
+  if (which == KEY_CURRENCY) {
     if (!keptString("currency")) return false;
     curStart = strStart;
     curEnd = strEnd;
@@ -581,11 +617,12 @@ function topMember(depth: i32): bool {
     seen |= SEEN_CURRENCY;
     return true;
   }
-  if (keyIs(K_AMOUNT)) {
+  if (which == KEY_AMOUNT) {
     seen |= SEEN_AMOUNT;
     return integer();
   }
-  if (keyIs(K_CUSTOMER)) {
+  // KEY_CUSTOMER
+  {
     seen |= SEEN_CUSTOMER;
     skipWS();
     if (pos >= end || load<u8>(pos) != 0x7B) return fail("customer is not an object");
@@ -595,7 +632,6 @@ function topMember(depth: i32): bool {
     if (!custID) return failPlain("missing customer.id");
     return true;
   }
-  return value(depth + 1);
 }
 
 // integer reads amount_cents: an integer literal that fits int64.
