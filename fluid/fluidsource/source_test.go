@@ -1,0 +1,156 @@
+package fluidsource_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/fluid/fluidsource"
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// collect is a sink that keeps what it is given.
+type collect struct {
+	mu   sync.Mutex
+	recs []record.Record
+}
+
+func (c *collect) Write(_ context.Context, batch []record.Record) ([]error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range batch {
+		c.recs = append(c.recs, r.Clone())
+	}
+	return make([]error, len(batch)), nil
+}
+
+func (c *collect) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
+var _ plugins.Sink = (*collect)(nil)
+
+// dropCurrency is an in-process orders v2 -> v1 downgrade.
+type dropCurrency struct{}
+
+func (dropCurrency) Manifest() plugins.Manifest {
+	return plugins.Manifest{Name: "drop-currency", Kind: plugins.KindTransform}
+}
+func (dropCurrency) Close(context.Context) error { return nil }
+func (dropCurrency) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		var m map[string]any
+		if err := json.Unmarshal(r.Value, &m); err != nil {
+			out[i].Err = err
+			continue
+		}
+		delete(m, "currency")
+		r.Value, _ = json.Marshal(m)
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+func loader(_ context.Context, ref string, _ plugins.Options) (plugins.Plugin, error) {
+	return dropCurrency{}, nil
+}
+
+// TestPipelineIsAFluidConsumer runs a pipeline on v1 of fluid/testdata/example:
+// customers v2 records are compatible (only an annotation changed) and read
+// from the main topic; orders v2 records are not, and the pipeline gets
+// them downgraded from the downgrade topic.
+func TestPipelineIsAFluidConsumer(t *testing.T) {
+	for _, tt := range []struct {
+		topic      string
+		downgraded bool
+	}{{"customers", false}, {"orders", true}} {
+		t.Run(tt.topic, func(t *testing.T) { testPipeline(t, tt.topic, tt.downgraded) })
+	}
+}
+
+func testPipeline(t *testing.T, topic string, downgraded bool) {
+	broker := testenv.Kafka(t)
+	if broker.Real {
+		t.Skip("uses the fixed topic names of fluid/testdata/example")
+	}
+	broker.CreateTopic(t, topic, 2)
+	meta, err := fluid.LoadMetadata("../testdata/example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fluid.NewBridge(context.Background(), fluid.WithMetadata(meta), fluid.WithBrokers(broker.Seeds...), fluid.WithLoader(loader),
+		fluid.WithStateTopic(testenv.Topic(t, "state")), fluid.WithLeaderGroup(testenv.Topic(t, "leader")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+
+	prod := broker.Client(t, kgo.DefaultProduceTopic(topic))
+	const n = 40
+	for i := range n {
+		v := "1"
+		m := map[string]any{"id": "c-" + strconv.Itoa(i), "order_id": "o-" + strconv.Itoa(i), "amount_cents": i}
+		if i >= n/2 {
+			v = "2"
+			m["currency"] = "EUR"
+		}
+		val, _ := json.Marshal(m)
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: val,
+			Headers: []kgo.RecordHeader{{Key: fluid.HeaderSchemaVersion, Value: []byte(v)}}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := fluidsource.New(context.Background(), fluid.ConsumerConfig{BridgeURL: srv.URL, Topic: topic, Group: "p",
+		CompatibleVersion: 1, KafkaOptions: []kgo.Opt{kgo.SeedBrokers(broker.Seeds...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &collect{}
+	pl := pipeline.New("fluid", src, sink, pipeline.WithCommitInterval(10*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for sink.len() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pipeline wrote %d of %d", sink.len(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if src.Consumer().Downgraded() != downgraded {
+		t.Fatalf("downgraded = %v, want %v", src.Consumer().Downgraded(), downgraded)
+	}
+	seen := map[string]bool{}
+	for _, r := range sink.recs {
+		seen[string(r.Key)] = true
+		if topic == "orders" {
+			var m map[string]any
+			json.Unmarshal(r.Value, &m)
+			if _, ok := m["currency"]; ok {
+				t.Fatalf("v1 pipeline got a v2 order: %s", r.Value)
+			}
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct records, want %d", len(seen), n)
+	}
+}
