@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/plugins"
@@ -21,6 +26,9 @@ commands:
                                version folders, manifests, schemas, a downgrade for
                                every changed topic, and every downgrade plugin loads.
                                Exit 0 when valid, 1 when not, 2 on usage errors.
+  bridge --brokers B [--listen A] [--metadata DIR] [--state-topic T] [--instance-id ID]
+                               run the Fluid bridge alone, serving /fluid/ on --listen
+                               (streamd run serves it on the admin address with [fluid])
 `)
 }
 
@@ -32,6 +40,8 @@ func cmdFluid(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "check":
 		return fluidCheck(ctx, args[1:], stdout, stderr)
+	case "bridge":
+		return fluidBridge(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "streamd fluid: unknown command %q\n", args[0])
 		fluidUsage(stderr)
@@ -75,6 +85,57 @@ func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (versions %d..%d, topics %v)\n", m.Dir(), m.First(), m.Last(), m.Topics())
+	return 0
+}
+
+func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("streamd fluid bridge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := fs.String("brokers", "", "Kafka bootstrap brokers, comma-separated (required)")
+	listen := fs.String("listen", "127.0.0.1:9644", "HTTP address to serve /fluid/ on")
+	meta := fs.String("metadata", ".fluid", "fluid metadata directory")
+	state := fs.String("state-topic", fluid.DefaultStateTopic, "compacted state topic")
+	instance := fs.String("instance-id", "", "static leader-group member id (fast takeover after a restart)")
+	baseline := fs.Int("baseline-version", 0, "version of records without the header (0: the first)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *brokers == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "streamd fluid bridge: --brokers is required and no arguments are taken")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts := []fluid.Option{fluid.WithMetadataDir(*meta), fluid.WithBrokers(strings.Split(*brokers, ",")...),
+		fluid.WithStateTopic(*state), fluid.WithLoader(fluidLoader), fluid.WithLogger(log)}
+	if *instance != "" {
+		opts = append(opts, fluid.WithInstanceID(*instance))
+	}
+	if *baseline > 0 {
+		opts = append(opts, fluid.WithBaselineVersion(*baseline))
+	}
+	b, err := fluid.NewBridge(ctx, opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "streamd fluid bridge:", err)
+		return 1
+	}
+	defer b.Close(context.Background())
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "streamd fluid bridge:", err)
+		return 1
+	}
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(stdout, "fluid bridge on http://%s (metadata %s)\n", ln.Addr(), *meta)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, "streamd fluid bridge:", err)
+		return 1
+	}
 	return 0
 }
 

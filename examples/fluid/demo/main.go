@@ -3,7 +3,7 @@
 // order, in order, as v1, through the Wasm downgrades v3 -> v2 -> v1.
 //
 //	go run ./examples/fluid/demo                   # in-process broker and bridge
-//	go run ./examples/fluid/demo -brokers 127.0.0.1:19092 -bridge http://127.0.0.1:19644
+//	go run ./examples/fluid/demo -brokers 127.0.0.1:29192 -bridge http://127.0.0.1:29644
 //
 // The second form talks to a running `streamd run -c examples/fluid/streamd.toml`.
 // Build the Wasm downgrades first: examples/fluid/build.sh.
