@@ -120,21 +120,26 @@ func (a *App) pluginRef(typ, path, plugin string) string {
 	return kind + ":" + a.cfg.Resolve(rest)
 }
 
-func (a *App) pluginOpts(kind plugins.Kind, name string, cfg map[string]any, pool int, pages uint32, timeout config.Duration, dirs map[string]string, checksum string) plugins.Options {
+// pluginOpts merges a plugin's settings with the [plugins] defaults; pool
+// 0 means one instance per pipeline worker.
+func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSettings, workers int) plugins.Options {
 	o := plugins.Options{
-		Kind: kind, Config: cfg, Logger: a.log.With("plugin", name), CacheDir: a.cfg.Plugins.CacheDir,
+		Kind: kind, Config: ps.Config, Logger: a.log.With("plugin", name), CacheDir: a.cfg.Plugins.CacheDir,
 		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
-		Pool: pool, Checksum: checksum,
+		Pool: ps.Pool, Checksum: ps.Checksum,
 	}
-	if pages != 0 {
-		o.MaxMemoryPages = pages
+	if o.Pool == 0 {
+		o.Pool = workers
 	}
-	if timeout.Duration != 0 {
-		o.Timeout = timeout.Duration
+	if ps.MaxMemoryPages != 0 {
+		o.MaxMemoryPages = ps.MaxMemoryPages
 	}
-	if len(dirs) > 0 {
+	if ps.Timeout.Duration != 0 {
+		o.Timeout = ps.Timeout.Duration
+	}
+	if len(ps.Dirs) > 0 {
 		o.Dirs = map[string]string{}
-		for guest, host := range dirs {
+		for guest, host := range ps.Dirs {
 			o.Dirs[guest] = a.cfg.Resolve(host)
 		}
 	}
@@ -223,10 +228,6 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 
 func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipeline.Stage, error) {
 	s := &pc.Transforms[j]
-	pool := s.Pool
-	if pool == 0 {
-		pool = pc.Workers
-	}
 	if s.Type == "codec" {
 		var c plugins.Codec
 		name := s.Codec
@@ -237,7 +238,7 @@ func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipel
 			}
 			c = bc
 		} else {
-			p, err := a.load(ctx, a.pluginRef("wasm", s.Path, s.Plugin), a.pluginOpts(plugins.KindCodec, s.Name, s.Config, pool, s.MaxMemoryPages, s.Timeout, s.Dirs, s.Checksum))
+			p, err := a.load(ctx, a.pluginRef("wasm", s.Path, s.Plugin), a.pluginOpts(plugins.KindCodec, s.Name, s.PluginSettings, pc.Workers))
 			if err != nil {
 				return pipeline.Stage{}, err
 			}
@@ -249,7 +250,7 @@ func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipel
 		}
 		return pipeline.Stage{Name: s.Name, Transformer: pipeline.CodecStage(c, name, s.Mode == "encode"), Plugin: name}, nil
 	}
-	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), a.pluginOpts(plugins.KindTransform, s.Name, s.Config, pool, s.MaxMemoryPages, s.Timeout, s.Dirs, s.Checksum))
+	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), a.pluginOpts(plugins.KindTransform, s.Name, s.PluginSettings, pc.Workers))
 	if err != nil {
 		return pipeline.Stage{}, err
 	}
@@ -289,11 +290,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 	case "drop":
 		return pipeline.DropSink{}, nil
 	case "wasm", "native":
-		pool := k.Pool
-		if pool == 0 {
-			pool = pc.Workers
-		}
-		p, err := a.load(ctx, a.pluginRef(k.Type, "", k.Plugin), a.pluginOpts(plugins.KindSink, pc.Name+"-sink", k.Config, pool, k.MaxMemoryPages, k.Timeout, k.Dirs, k.Checksum))
+		p, err := a.load(ctx, a.pluginRef(k.Type, "", k.Plugin), a.pluginOpts(plugins.KindSink, pc.Name+"-sink", k.PluginSettings, pc.Workers))
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	opts := []fluid.Option{
 		fluid.WithMetadataDir(fc.Metadata),
 		fluid.WithLoader(fluid.Loader(a.open)),
-		fluid.WithPluginOptions(a.pluginOpts(plugins.KindTransform, "fluid-downgrade", nil, 0, 0, config.Duration{}, nil, "")),
+		fluid.WithPluginOptions(a.pluginOpts(plugins.KindTransform, "fluid-downgrade", config.PluginSettings{}, 0)),
 		fluid.WithBrokers(a.cfg.Kafka.Brokers...),
 		fluid.WithStateTopic(fc.StateTopic),
 		fluid.WithLogger(a.log.With("component", "fluid")),

@@ -30,7 +30,7 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)
 	}
 	loader := func(ctx context.Context, ref string) (plugins.Sink, error) {
-		p, err := a.load(ctx, ref, a.pluginOpts(plugins.KindSink, "journal-store", jc.Config, 0, 0, config.Duration{}, nil, ""))
+		p, err := a.load(ctx, ref, a.pluginOpts(plugins.KindSink, "journal-store", config.PluginSettings{Config: jc.Config}, 0))
 		if err != nil {
 			return nil, err
 		}

@@ -127,12 +127,22 @@ type Stage struct {
 	Mode  string `toml:"mode"`  // encode | decode
 	Level int    `toml:"level"`
 
-	Config         map[string]any    `toml:"config"`
-	Pool           int               `toml:"pool"`
-	MaxMemoryPages uint32            `toml:"max_memory_pages"`
-	Timeout        Duration          `toml:"timeout"`
-	Dirs           map[string]string `toml:"dirs"`
-	Checksum       string            `toml:"checksum"`
+	PluginSettings
+}
+
+// PluginSettings are the settings of a plugin-backed stage or sink.
+type PluginSettings struct {
+	// Config is passed to the plugin's init, as JSON.
+	Config map[string]any `toml:"config"`
+	// Pool is how many Wasm instances run in parallel (default: workers).
+	Pool int `toml:"pool"`
+	// MaxMemoryPages and Timeout override [plugins] for this plugin.
+	MaxMemoryPages uint32   `toml:"max_memory_pages"`
+	Timeout        Duration `toml:"timeout"`
+	// Dirs grants a Wasm guest host directories: guest path -> host path.
+	Dirs map[string]string `toml:"dirs"`
+	// Checksum is the SHA-256 (hex) a native plugin binary must have.
+	Checksum string `toml:"checksum"`
 }
 
 // Sink is where a pipeline writes.
@@ -149,13 +159,8 @@ type Sink struct {
 	Path string `toml:"path"`
 
 	// wasm | native plugin sinks
-	Plugin         string            `toml:"plugin"`
-	Config         map[string]any    `toml:"config"`
-	Pool           int               `toml:"pool"`
-	MaxMemoryPages uint32            `toml:"max_memory_pages"`
-	Timeout        Duration          `toml:"timeout"`
-	Dirs           map[string]string `toml:"dirs"`
-	Checksum       string            `toml:"checksum"`
+	Plugin string `toml:"plugin"`
+	PluginSettings
 }
 
 // Errors is a pipeline's error policy.

@@ -115,6 +115,10 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 		case reflect.Struct:
 			t := v.Type()
 			for i := 0; i < t.NumField(); i++ {
+				if t.Field(i).Anonymous {
+					walk(v.Field(i), path)
+					continue
+				}
 				tag := t.Field(i).Tag.Get("toml")
 				if tag == "" || tag == "-" || !t.Field(i).IsExported() {
 					continue
@@ -191,6 +195,10 @@ var knownKeys = func() []string {
 		}
 		for i := 0; i < t.NumField(); i++ {
 			tag := t.Field(i).Tag.Get("toml")
+			if t.Field(i).Anonymous {
+				walk(t.Field(i).Type)
+				continue
+			}
 			if tag == "" || tag == "-" {
 				continue
 			}
