@@ -3,11 +3,13 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
@@ -93,17 +95,32 @@ func BenchmarkIdentity(b *testing.B) {
 }
 
 // BenchmarkDowngrade measures orders-downgrade throughput: the Go Wasm
-// plugin against the same Go code in process.
+// plugin against the same Go code in process, and the Rust, C and
+// AssemblyScript plugins when `make examples` has built them.
 func BenchmarkDowngrade(b *testing.B) {
-	m := load(b, goPlugin(b, "orders-downgrade"), plugins.Options{Pool: 1})
-	for _, impl := range []struct {
-		name string
-		f    transformFunc
-	}{
-		{"native-go", nativeDowngrade},
-		{"wasm-go-sdk", moduleFunc(m)},
-	} {
-		b.Run("batch=256/"+impl.name, func(b *testing.B) { benchTransform(b, impl.f, 256) })
+	b.Run("batch=256/native-go", func(b *testing.B) { benchTransform(b, nativeDowngrade, 256) })
+	// "trusted" is Timeout -1: compiled without termination checks.
+	for _, trusted := range []bool{false, true} {
+		opts := plugins.Options{Pool: 1}
+		suffix := ""
+		if trusted {
+			opts.Timeout, suffix = -1, "-trusted"
+		}
+		m := load(b, goPlugin(b, "orders-downgrade"), opts)
+		b.Run("batch=256/wasm-go-sdk"+suffix, func(b *testing.B) { benchTransform(b, moduleFunc(m), 256) })
+		for _, lang := range []string{"rust", "c", "assemblyscript"} {
+			path := filepath.Join("..", "examples", "wasm", lang, "orders-downgrade", "plugin.wasm")
+			var m *runtime.Module
+			if _, err := os.Stat(path); err == nil {
+				m = load(b, path, opts)
+			}
+			b.Run("batch=256/wasm-"+lang+suffix, func(b *testing.B) {
+				if m == nil {
+					testenv.Missing(b, path+" (run make examples)")
+				}
+				benchTransform(b, moduleFunc(m), 256)
+			})
+		}
 	}
 }
 

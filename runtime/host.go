@@ -28,7 +28,11 @@ import (
 const (
 	// DefaultMaxMemoryPages caps an instance at 256 MiB.
 	DefaultMaxMemoryPages = 4096
-	// DefaultTimeout bounds one call into a guest.
+	// DefaultTimeout bounds one call into a guest when
+	// plugins.Options.Timeout is 0. A negative Timeout means no timeout:
+	// the guest is compiled without termination checks (faster, see
+	// docs/benchmarks.md) and neither a timeout nor a cancelled context can
+	// stop a call in progress. Use it only for trusted plugins.
 	DefaultTimeout = 10 * time.Second
 )
 
@@ -134,9 +138,13 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	if maxPages > 65536 {
 		return nil, fmt.Errorf("%s: max memory pages %d exceeds 65536 (4 GiB)", name, maxPages)
 	}
+	// Guest code checks for a closed module at every function entry and loop
+	// back edge, so a timeout or a cancelled context can stop it. That costs
+	// up to ~3x in tight loops (docs/benchmarks.md); a negative Timeout
+	// turns it off for a trusted plugin, which then cannot be stopped.
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(maxPages).
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(opts.Timeout >= 0)
 	if opts.CacheDir != "" {
 		c, err := h.cache(opts.CacheDir)
 		if err != nil {

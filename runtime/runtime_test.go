@@ -315,3 +315,23 @@ func TestCancelDuringCall(t *testing.T) {
 		t.Fatalf("second call: %v", err)
 	}
 }
+
+// TestTrustedNoTimeout: a negative Timeout compiles without termination
+// checks; the plugin works the same.
+func TestTrustedNoTimeout(t *testing.T) {
+	m := load(t, wat(t, "poison"), plugins.Options{Timeout: -1, Pool: 1})
+	in := recs("a", "reject", "b")
+	res, err := m.Call(context.Background(), runtime.OpTransform, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[1].Err == nil || len(res[0].Records) != 1 || len(res[2].Records) != 1 {
+		t.Fatalf("results %+v", res)
+	}
+	if _, err := m.Call(context.Background(), runtime.OpTransform, recs("poison")); !errors.Is(err, runtime.ErrBatch) {
+		t.Fatalf("trap without termination checks: %v", err)
+	}
+	if _, err := m.Call(context.Background(), runtime.OpTransform, in); err != nil {
+		t.Fatalf("after a trap: %v", err)
+	}
+}
