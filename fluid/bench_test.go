@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -114,7 +115,7 @@ func benchOrders(b *testing.B, broker *testenv.Broker, topic string, n int) {
 // waitRecords waits until topic holds n records.
 func waitRecords(b *testing.B, adm *kadm.Client, topic string, n int) {
 	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ends, err := adm.ListEndOffsets(context.Background(), topic)
 		if err == nil {
@@ -188,7 +189,8 @@ func BenchmarkPipeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sink.Close()
-	pl := pipeline.New("bench", src, sink, pipeline.WithStages(pipeline.Stage{Name: "downgrade", Transformer: p.(plugins.Transformer)}))
+	pl := pipeline.New("bench", src, sink, pipeline.WithStages(pipeline.Stage{Name: "downgrade", Transformer: p.(plugins.Transformer)}),
+		pipeline.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.ResetTimer()
