@@ -219,4 +219,11 @@ func TestHandler(t *testing.T) {
 			t.Errorf("%d: %s %s: body %q, want empty", i, tt.method, tt.path, body)
 		}
 	}
+	// %2F in the path is a slash in the id.
+	if status, body := do("POST", srv.URL+"/journal/"+h.topic+"/acc%2F2", `{"seqNr":7}`); status != 200 {
+		t.Fatalf("append to acc%%2F2: %d %s", status, body)
+	}
+	if p := h.pointer(Key{Topic: h.topic, ID: "acc/2"}); p != 7 {
+		t.Fatalf("pointer of acc/2 = %d, want 7", p)
+	}
 }

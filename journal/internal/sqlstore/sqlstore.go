@@ -41,6 +41,8 @@ const (
 
 // Store is a relational journal store.
 type Store struct {
+	stmts map[string]*sql.Stmt // batch statements prepared at open, by query
+
 	d     dialect
 	write *sql.DB
 	read  *sql.DB
@@ -71,7 +73,11 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	s := newStore(sqlite, w, r)
-	if err := s.migrate(ctx); err != nil {
+	err = s.migrate(ctx)
+	if err == nil {
+		err = s.prepare(ctx)
+	}
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
@@ -89,6 +95,10 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	s := newStore(postgres, db, db)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return s, nil
@@ -200,6 +210,9 @@ func (s *Store) bind(q string) string {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
 	err := s.write.Close()
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
@@ -377,8 +390,58 @@ type sqlTx struct {
 	tx *sql.Tx
 }
 
+// chunkSizes are the row counts of the multi-row statements: n rows go
+// as a sum of these, so a handful of prepared statements serve any n.
+var chunkSizes = []int{256, 64, 16, 4, 1}
+
+// chunks splits n into chunkSizes, largest first.
+func chunks(n int) []int {
+	var out []int
+	for _, c := range chunkSizes {
+		for n >= c {
+			out = append(out, c)
+			n -= c
+		}
+	}
+	return out
+}
+
+// exec runs q in the transaction, with the statement prepared at open
+// when it is one of the batch statements.
+func (t *sqlTx) exec(ctx context.Context, q string, args ...any) error {
+	if st := t.s.stmts[q]; st != nil {
+		_, err := t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (t *sqlTx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := t.s.stmts[q]; st != nil {
+		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, q, args...)
+}
+
+// prepare prepares the batch statements of every chunk size on the write
+// pool (outside any transaction: SQLite's pool has one connection).
+func (s *Store) prepare(ctx context.Context) error {
+	s.stmts = map[string]*sql.Stmt{}
+	for _, n := range chunkSizes {
+		for _, q := range []string{s.metasQuery(n), s.putMetasQuery(n), s.insertEventsQuery(n)} {
+			st, err := s.write.PrepareContext(ctx, q)
+			if err != nil {
+				return fmt.Errorf("prepare: %w", err)
+			}
+			s.stmts[q] = st
+		}
+	}
+	return nil
+}
+
 // rows builds "head (?,..),(?,..) tail" for n rows of cols columns.
-func (t *sqlTx) rows(head string, n, cols int, tail string) string {
+func (s *Store) rows(head string, n, cols int, tail string) string {
 	var b strings.Builder
 	b.WriteString(head)
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
@@ -389,26 +452,33 @@ func (t *sqlTx) rows(head string, n, cols int, tail string) string {
 		b.WriteString(row)
 	}
 	b.WriteString(tail)
-	if t.s.d == postgres {
-		return rebind(b.String(), 1)
-	}
-	return b.String()
+	return s.bind(b.String())
 }
 
-const chunk = 200
+func (s *Store) metasQuery(n int) string {
+	return s.bind(`SELECT id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`)
+}
+
+func (s *Store) putMetasQuery(n int) string {
+	return s.rows(`INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES `, n, 11,
+		` ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`)
+}
+
+func (s *Store) insertEventsQuery(n int) string {
+	return s.rows(s.q.insertEventsHead, n, 13, s.q.insertEventsTail)
+}
 
 func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[string]store.Meta, error) {
 	out := make(map[string]store.Meta, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), 500)
-		q := `SELECT id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id IN (` +
-			strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+	for _, n := range chunks(len(ids)) {
+		q := t.s.metasQuery(n)
 		args := make([]any, 0, n+1)
 		args = append(args, topic)
 		for _, id := range ids[:n] {
 			args = append(args, id)
 		}
-		rows, err := t.tx.QueryContext(ctx, t.s.bind(q), args...)
+		rows, err := t.query(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("read metas: %w", err)
 		}
@@ -435,10 +505,8 @@ func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: 
 
 func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]store.Meta) error {
 	ids := slices.Sorted(maps.Keys(metas))
-	for len(ids) > 0 {
-		n := min(len(ids), chunk)
-		q := t.rows(`INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES `, n, 11,
-			` ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`)
+	for _, n := range chunks(len(ids)) {
+		q := t.s.putMetasQuery(n)
 		args := make([]any, 0, 11*n)
 		for _, id := range ids[:n] {
 			m := metas[id]
@@ -446,7 +514,7 @@ func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]sto
 				nullInt(m.ExpireAfter.Milliseconds(), m.ExpireAfter > 0), nullInt(m.ExpireOn.UnixMilli(), !m.ExpireOn.IsZero()),
 				nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
 		}
-		if _, err := t.tx.ExecContext(ctx, q, args...); err != nil {
+		if err := t.exec(ctx, q, args...); err != nil {
 			return fmt.Errorf("put metas: %w", err)
 		}
 		ids = ids[n:]
@@ -471,8 +539,7 @@ func (t *sqlTx) DeleteMetas(ctx context.Context, topic string, ids []string) err
 }
 
 func (t *sqlTx) PutEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
-	for len(events) > 0 {
-		n := min(len(events), chunk)
+	for _, n := range chunks(len(events)) {
 		if err := t.insertEvents(ctx, topic, events[:n]); err != nil {
 			return err
 		}
@@ -482,7 +549,7 @@ func (t *sqlTx) PutEvents(ctx context.Context, topic string, events []store.KeyE
 }
 
 func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
-	q := t.rows(t.s.q.insertEventsHead, len(events), 13, t.s.q.insertEventsTail)
+	q := t.s.insertEventsQuery(len(events))
 	args := make([]any, 0, 13*len(events))
 	for _, e := range events {
 		var tags, headers sql.NullString
@@ -508,7 +575,7 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 		args = append(args, topic, e.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
 			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
 	}
-	if _, err := t.tx.ExecContext(ctx, q, args...); err != nil {
+	if err := t.exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("put events: %w", err)
 	}
 	return nil
