@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/fluid/fluidsource"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
-	"github.com/streamd/streamd/record"
 )
 
 // startFluid starts the Fluid Messaging bridge on the admin server when
@@ -54,19 +53,14 @@ func (a *App) startFluid(ctx context.Context) error {
 	return nil
 }
 
-// fluidSource is a kafka source that is a Fluid Messaging consumer. The
-// consumer is created on Ready, once the bridge (possibly this process's
-// own admin server) answers.
+// fluidSource is a kafka source that is a Fluid Messaging consumer
+// (fluid/fluidsource). It is created on Ready, once the bridge, possibly
+// this process's own admin server, answers.
 type fluidSource struct {
 	cfg    fluid.ConsumerConfig
 	bridge func() string
-	mu     sync.Mutex // guards c
-	c      *fluid.Consumer
-	// call serialises every call into c: a fluid.Consumer is not safe for
-	// concurrent use, and the pipeline fetches and acknowledges from
-	// different goroutines. Polls are bounded so acknowledgements wait at
-	// most one poll.
-	call sync.Mutex
+	mu     sync.Mutex
+	s      *fluidsource.Source
 }
 
 func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Source, error) {
@@ -101,10 +95,10 @@ func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.So
 	return fs, nil
 }
 
-func (s *fluidSource) consumer() *fluid.Consumer {
+func (s *fluidSource) source() *fluidsource.Source {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c
+	return s.s
 }
 
 // Ready implements pipeline.Readier: it creates the consumer, which
@@ -112,72 +106,44 @@ func (s *fluidSource) consumer() *fluid.Consumer {
 func (s *fluidSource) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.c != nil {
+	if s.s != nil {
 		return nil
 	}
 	cfg := s.cfg
 	cfg.BridgeURL = s.bridge()
-	c, err := fluid.NewConsumer(ctx, cfg)
+	src, err := fluidsource.New(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("fluid consumer via %s: %w", cfg.BridgeURL, err)
 	}
-	s.c = c
+	s.s = src
 	return nil
 }
 
+// Fetch implements pipeline.Source.
 func (s *fluidSource) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
-	c := s.consumer()
-	if c == nil {
-		if err := s.Ready(ctx); err != nil {
-			return nil, err
-		}
-		c = s.consumer()
-	}
-	pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-	s.call.Lock()
-	recs, err := c.Poll(pctx)
-	s.call.Unlock()
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil
-		}
+	if err := s.Ready(ctx); err != nil {
 		return nil, err
 	}
-	msgs := make([]pipeline.Msg, len(recs))
-	for i := range recs {
-		msgs[i].Record = recs[i]
-	}
-	return msgs, nil
+	return s.source().Fetch(ctx)
 }
 
-func (s *fluidSource) Ack(msgs []pipeline.Msg) {
-	recs := make([]record.Record, len(msgs))
-	for i := range msgs {
-		recs[i] = msgs[i].Record
-	}
-	s.call.Lock()
-	defer s.call.Unlock()
-	s.consumer().Ack(recs)
-}
+// Ack implements pipeline.Source.
+func (s *fluidSource) Ack(msgs []pipeline.Msg) { s.source().Ack(msgs) }
 
-func (s *fluidSource) Live(m *pipeline.Msg) bool {
-	s.call.Lock()
-	defer s.call.Unlock()
-	return s.consumer().Live(&m.Record)
-}
+// Live implements pipeline.Liveness.
+func (s *fluidSource) Live(m *pipeline.Msg) bool { return s.source().Live(m) }
 
+// Commit implements pipeline.Source.
 func (s *fluidSource) Commit(ctx context.Context) error {
-	if c := s.consumer(); c != nil {
-		s.call.Lock()
-		defer s.call.Unlock()
-		return c.Commit(ctx)
+	if src := s.source(); src != nil {
+		return src.Commit(ctx)
 	}
 	return nil
 }
 
+// Close implements pipeline.Source.
 func (s *fluidSource) Close() {
-	if c := s.consumer(); c != nil {
-		c.Close()
+	if src := s.source(); src != nil {
+		src.Close()
 	}
 }
