@@ -298,6 +298,19 @@ topic = %q
 			time.Sleep(40 * time.Millisecond)
 		}
 	}()
+	// Each run is killed a random 50-300 ms after it has visibly made
+	// progress (the output grew), so every kill lands mid-flow, on kfake
+	// and on a real broker alike, whose group joins are slower.
+	adm := kadm.NewClient(b.Client(t))
+	outEnd := func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), out)
+		if err != nil {
+			return -1
+		}
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return sum
+	}
 	kills := 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for running := true; running; {
@@ -306,8 +319,12 @@ topic = %q
 			running = false
 		default:
 		}
+		before := outEnd()
 		d := start(t, cfg)
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		for deadline := time.Now().Add(60 * time.Second); outEnd() <= before && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond)
 		d.cmd.Process.Kill()
 		<-d.done
 		kills++
