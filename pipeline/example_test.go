@@ -1,0 +1,50 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// shout is an in-process transform: it uppercases each value.
+type shout struct{}
+
+func (shout) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		r.Value = []byte(strings.ToUpper(string(r.Value)))
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+// printSink prints each record's key and value.
+type printSink struct{}
+
+func (printSink) Write(_ context.Context, batch []record.Record) ([]error, error) {
+	for _, r := range batch {
+		fmt.Printf("%s %s\n", r.Key, r.Value)
+	}
+	return make([]error, len(batch)), nil
+}
+
+// A pipeline from a finite source through one stage to a sink. Run returns
+// when the source ends and every record was written.
+func Example() {
+	src := pipeline.NewGenerateSource(0, 2, 10) // 2 synthetic orders, as fast as possible
+	p := pipeline.New("example", src, printSink{},
+		pipeline.WithStages(pipeline.Stage{Name: "shout", Transformer: shout{}}),
+		pipeline.WithWorkers(1))
+	if err := p.Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(p.Status().State, p.Status().Out)
+	// Output:
+	// c-0 {"ORDER_ID":"O-0","CUSTOMER":{"ID":"C-0","NAME":"CUSTOMER 0"},"AMOUNT_CENTS":0,"CURRENCY":"EUR","TAGS":["GENERATED","BATCH-0"]}
+	// c-1 {"ORDER_ID":"O-1","CUSTOMER":{"ID":"C-1","NAME":"CUSTOMER 1"},"AMOUNT_CENTS":7919,"CURRENCY":"USD","TAGS":["GENERATED","BATCH-0"]}
+	// done 2
+}
