@@ -97,3 +97,17 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse: any bytes either parse or give an error naming the file;
+// never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("[kafka]\nbrokers = [\"a\"]\n[[pipeline]]\nname = \"x\"\n[pipeline.source]\ntype = \"file\"\npath = \"p\"\n[pipeline.sink]\ntype = \"drop\"\n"))
+	f.Add([]byte("[[pipeline]]\n[[pipeline.transform]]\n[pipeline.transform.config]\na = \"${X}\"\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, err := Parse("f.toml", b, env(map[string]string{"X": "1", "BROKER": "b", "GREETING": "g"}))
+		if err != nil && !strings.HasPrefix(err.Error(), "f.toml") {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
