@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/streamd/streamd/journal/internal/action"
@@ -119,10 +121,35 @@ func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []rec
 		return err
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(batch[a].Offset, batch[b].Offset) })
+	// Decode in parallel (it is most of the CPU), then handle in order.
+	type parsed struct {
+		id  string
+		a   store.Action
+		ok  bool
+		err error
+	}
+	res := make([]parsed, len(idx))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(idx)/64)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for k := w; k < len(idx); k += workers {
+				rec := &batch[idx[k]]
+				if hasPtr && rec.Offset <= ptr {
+					continue
+				}
+				p := &res[k]
+				p.id, p.a, p.ok, p.err = parseRecord(rec)
+			}
+		}(w)
+	}
+	wg.Wait()
 	per := map[string][]store.Action{}
 	var ids []string
 	newPtr, any := ptr, false
-	for _, i := range idx {
+	for k, i := range idx {
 		rec := &batch[i]
 		r.stats.records.Add(1)
 		if hasPtr && rec.Offset <= ptr {
@@ -132,22 +159,22 @@ func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []rec
 		if !any || rec.Offset > newPtr {
 			newPtr, any = rec.Offset, true
 		}
-		id, a, ok, err := parseRecord(rec)
-		if err != nil {
+		p := res[k]
+		if p.err != nil {
 			r.stats.quarantined.Add(1)
-			if qerr := r.quarantine(ctx, rec, err); qerr != nil {
+			if qerr := r.quarantine(ctx, rec, p.err); qerr != nil {
 				return qerr
 			}
 			continue
 		}
-		if !ok {
+		if !p.ok {
 			r.stats.ignored.Add(1)
 			continue
 		}
-		if _, seen := per[id]; !seen {
-			ids = append(ids, id)
+		if _, seen := per[p.id]; !seen {
+			ids = append(ids, p.id)
 		}
-		per[id] = append(per[id], a)
+		per[p.id] = append(per[p.id], p.a)
 	}
 	if !any {
 		return nil

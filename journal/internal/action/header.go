@@ -253,6 +253,9 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func compact(raw json.RawMessage) json.RawMessage {
+	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+		return append(json.RawMessage(nil), raw...) // already compact
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return append(json.RawMessage(nil), raw...)
