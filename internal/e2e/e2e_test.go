@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -416,5 +417,86 @@ policy = "drop"
 	}
 	if !strings.Contains(d.log.String(), "record rejected") || strings.Count(d.log.String(), "record rejected") != errLines {
 		t.Fatalf("want %d rejected records in the log:\n%s", errLines, tail(d.log.String(), 2000))
+	}
+}
+
+func freePort(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestEmbeddedBrokerPersists: `streamd broker` keeps topics, records and
+// group offsets across a restart, and kcat (librdkafka) lists its topics.
+func TestEmbeddedBrokerPersists(t *testing.T) {
+	kcat := testenv.Tool(t, "kcat")
+	addr, dir := freePort(t), t.TempDir()
+	startBroker := func() (*exec.Cmd, chan error) {
+		cmd := exec.Command(streamdBin, "broker", "--listen", addr, "--data-dir", dir)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker did not listen on %s:\n%s", addr, log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, done
+	}
+	stop := func(cmd *exec.Cmd, done chan error) {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-done; err != nil {
+			t.Fatalf("broker exit: %v", err)
+		}
+	}
+	cmd, done := startBroker()
+	b := &testenv.Broker{Seeds: []string{addr}}
+	b.CreateTopic(t, "kept", 2)
+	produce(t, b.Client(t), "kept", 0, 1000)
+	g := b.Client(t, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("kept"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := 0
+	for got < 400 && ctx.Err() == nil {
+		got += g.PollRecords(ctx, 400-got).NumRecords()
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	out, err := exec.Command(kcat, "-b", addr, "-L").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `topic "kept" with 2 partitions`) {
+		t.Fatalf("kcat -L: %v\n%s", err, out)
+	}
+	stop(cmd, done)
+
+	cmd, done = startBroker()
+	defer stop(cmd, done)
+	seen, _ := consumeAll(t, b, "kept", 1000, 30*time.Second)
+	if len(seen) != 1000 {
+		t.Fatalf("after restart the topic holds %d of 1000 records", len(seen))
+	}
+	adm := kadm.NewClient(b.Client(t))
+	offs, err := adm.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed != int64(got) {
+		t.Fatalf("after restart group g has committed %d, want %d", committed, got)
 	}
 }
