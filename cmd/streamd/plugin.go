@@ -7,8 +7,7 @@ import (
 	"github.com/streamd/streamd/internal/plugincli"
 )
 
-// openPlugin opens the plugin named by a reference; plugins/load.Open
-// replaces it once every loader is wired.
+// openPlugin opens a plugin reference: wasm:PATH, PATH.wasm or native:PATH.
 var openPlugin plugincli.Opener = plugincli.OpenDefault
 
 func cmdPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {

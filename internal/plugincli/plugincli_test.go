@@ -135,8 +135,8 @@ func TestInspectAndUsage(t *testing.T) {
 	}{
 		{[]string{"run", wasm}, "missing --input"},
 		{[]string{"test", wasm, "--input", fixtureIn}, "missing --expect"},
-		{[]string{"run", "native:./x", "--input", fixtureIn}, "native plugins not wired yet"},
-		{[]string{"run", "plugin.so", "--input", fixtureIn}, "unknown plugin reference"},
+		{[]string{"run", "native:./no-such-plugin", "--input", fixtureIn}, "no-such-plugin"},
+		{[]string{"run", "plugin.so", "--input", fixtureIn}, "want wasm:PATH, native:PATH or a path ending in .wasm"},
 		{[]string{"run", wasm, "--input", fixtureIn, "--config", "[1]"}, "--config: not a JSON object"},
 		{[]string{"run", wasm, "--input", fixtureIn, "--op", "encode"}, "is a transform, not a codec"},
 		{[]string{"run", wasm, "--input", "nope.jsonl"}, "nope.jsonl"},
@@ -173,4 +173,37 @@ func TestPoisonIsolation(t *testing.T) {
 		!strings.HasSuffix(out, `{"value":"ok-4","partition":0,"offset":4}`+"\n") {
 		t.Fatalf("exit %d, stderr %s\n%s", code, errOut, out)
 	}
+}
+
+// TestNativeDowngradeConformance runs the native Go orders-downgrade plugin
+// (examples/native/go/orders-downgrade, built into a temp dir) over the
+// conformance fixture through the same command.
+func TestNativeDowngradeConformance(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "plugin")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = "../../examples/native/go/orders-downgrade"
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	code, out, errOut := run(t, "test", "native:"+bin, "--input", fixtureIn, "--expect", fixtureExpected)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// FuzzCompare: Compare never panics on arbitrary expected and actual output.
+func FuzzCompare(f *testing.F) {
+	want, _ := os.ReadFile(fixtureExpected)
+	f.Add(want, want)
+	f.Add([]byte(`{"error":"x","input_offset":1}`), []byte(`{"written":true,"input_offset":1}`))
+	f.Add([]byte(`{"key":"k","headers":{"a":null}}`), []byte(`{"key_b64":"AA==","offset":3}`))
+	f.Fuzz(func(t *testing.T, got, want []byte) {
+		diff, err := plugincli.Compare(got, want)
+		if err == nil && diff == "" {
+			// Equal: comparing want with itself must agree.
+			if d, err := plugincli.Compare(want, want); err != nil || d != "" {
+				t.Fatalf("want does not match itself: %q %v", d, err)
+			}
+		}
+	})
 }
