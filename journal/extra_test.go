@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/journal/internal/action"
@@ -44,6 +45,11 @@ func TestQuarantine(t *testing.T) {
 	if st := h.rep.Stats(); st.Quarantined != 3 {
 		t.Fatalf("stats %+v, want 3 quarantined", st)
 	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(h.rep.Collector())
+	if n := counterValue(t, reg, "streamd_journal_replicator_records_total", "quarantined"); n != 3 {
+		t.Fatalf("quarantined metric %v, want 3", n)
+	}
 	// The quarantine topic holds them with the reasons.
 	cl := h.broker.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{qtopic: {0: kgo.NewOffset().AtStart()}}))
 	var reasons []string
@@ -67,6 +73,29 @@ func TestQuarantine(t *testing.T) {
 			t.Errorf("reason %d %q, want it to mention %q", i, reasons[i], want)
 		}
 	}
+}
+
+// counterValue returns the value of one labelled counter from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{outcome=%q}", name, outcome)
+	return 0
 }
 
 func TestQuarantineFailureFailsTheBatch(t *testing.T) {

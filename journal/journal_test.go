@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -32,10 +33,15 @@ type harness struct {
 
 func newHarness(t testing.TB, partitions int32, opts ...Option) *harness {
 	t.Helper()
+	return newHarnessOn(t, "sqlite:"+filepath.Join(t.TempDir(), "j.db"), partitions, opts...)
+}
+
+func newHarnessOn(t testing.TB, dsn string, partitions int32, opts ...Option) *harness {
+	t.Helper()
 	b := testenv.Kafka(t)
 	topic := testenv.Topic(t, "journal")
 	b.CreateTopic(t, topic, partitions)
-	st, err := OpenStore(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "j.db"))
+	st, err := OpenStore(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +199,21 @@ var modes = []mode{
 }
 
 func TestRules(t *testing.T) {
-	t.Run("head-cache", func(t *testing.T) { testRules(t, true) })
-	t.Run("no-cache", func(t *testing.T) { testRules(t, false) })
+	sqlite := func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "j.db") }
+	t.Run("head-cache", func(t *testing.T) { testRules(t, true, sqlite) })
+	t.Run("no-cache", func(t *testing.T) { testRules(t, false, sqlite) })
 }
 
-func testRules(t *testing.T, cache bool) {
+// TestRulesPostgres runs the rules with the PostgreSQL store.
+func TestRulesPostgres(t *testing.T) {
+	dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		testenv.Missing(t, "PostgreSQL (STREAMD_TEST_POSTGRES_DSN; scripts/postgres start)")
+	}
+	testRules(t, true, func(*testing.T) string { return dsn })
+}
+
+func testRules(t *testing.T, cache bool, dsn func(*testing.T) string) {
 	scenarios := []struct {
 		name  string
 		steps []step
@@ -263,7 +279,7 @@ func testRules(t *testing.T, cache bool) {
 					if !cache {
 						opts = append(opts, WithoutHeadCache())
 					}
-					h := newHarness(t, 1, opts...)
+					h := newHarnessOn(t, dsn(t), 1, opts...)
 					h.j.afterMark = func() { m.atMark(h) }
 					key := Key{Topic: h.topic, ID: "journal-1"}
 					other := Key{Topic: h.topic, ID: "other"}
