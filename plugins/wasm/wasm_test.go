@@ -1,6 +1,7 @@
 package wasm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
@@ -164,5 +166,51 @@ func TestKindMismatch(t *testing.T) {
 	_, err := wasm.Open(context.Background(), goPlugin(t, "base64-codec"), plugins.Options{Kind: plugins.KindTransform, CacheDir: filepath.Join(tmpRoot, "cache")})
 	if err == nil || !strings.Contains(err.Error(), "plugin base64 is a codec plugin, not a transform") {
 		t.Fatalf("kind mismatch: %v", err)
+	}
+}
+
+// TestOpenWatched: the hot-reloading plugin serves the new version of the
+// file after it changes.
+func TestOpenWatched(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plugin.wasm")
+	v1, err := os.ReadFile(wat(t, "identity"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := wasm.OpenWatched(ctx, path, plugins.Options{Kind: plugins.KindTransform}, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if got := p.Manifest().Name; got != "identity" {
+		t.Fatalf("manifest name %q", got)
+	}
+	// The new version: same name, version 2.0.0 (same manifest length).
+	v2 := bytes.Replace(v1, []byte(`"version":"1.0.0"`), []byte(`"version":"2.0.0"`), 1)
+	if bytes.Equal(v1, v2) {
+		t.Fatal("version string not found in identity.wasm")
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Manifest().Version != "2.0.0" {
+		if time.Now().After(deadline) {
+			t.Fatal("the new version was not picked up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := p.(plugins.Transformer).Transform(ctx, []record.Record{{Value: []byte("x")}})
+	if err != nil || string(res[0].Records[0].Value) != "x" {
+		t.Fatalf("after reload: %+v, %v", res, err)
 	}
 }
