@@ -136,6 +136,10 @@ func BenchmarkRepublish(b *testing.B) {
 	m, _ := benchMetadata(b)
 	broker := testenv.Kafka(b)
 	topic := "orders"
+	if broker.Real {
+		topic = testenv.Topic(b, "orders")
+		m = m.renameTopic("orders", topic)
+	}
 	broker.CreateTopic(b, topic, 4)
 	benchOrders(b, broker, topic, b.N)
 	br, err := NewBridge(context.Background(), WithMetadata(m), WithLoader(wasmLoader), WithBrokers(broker.Seeds...),
@@ -153,16 +157,16 @@ func BenchmarkRepublish(b *testing.B) {
 		}
 		resp.Body.Close()
 	}
-	get("/fluid/downgrade-topic?topic=orders&group=g&compatible-schema-version=1")
+	get("/fluid/downgrade-topic?topic=" + topic + "&group=g&compatible-schema-version=1")
 	// Load the plugin before timing (both benchmarks exclude plugin load).
-	if _, err := br.dg.step(context.Background(), Step{Topic: "orders", From: 2, TopicVersion: m.versions[2]["orders"]}); err != nil {
+	if _, err := br.dg.step(context.Background(), Step{Topic: topic, From: 2, TopicVersion: m.versions[2][topic]}); err != nil {
 		b.Fatal(err)
 	}
 	waitFor2(b, br.IsLeader)
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
-	get("/fluid/compatible?topic=orders&observed-schema-version=2&compatible-schema-version=1")
-	waitRecords(b, kadm.NewClient(broker.Client(b)), br.DowngradeTopic("orders", 1), b.N)
+	get("/fluid/compatible?topic=" + topic + "&observed-schema-version=2&compatible-schema-version=1")
+	waitRecords(b, kadm.NewClient(broker.Client(b)), br.DowngradeTopic(topic, 1), b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/record")
@@ -171,20 +175,20 @@ func BenchmarkRepublish(b *testing.B) {
 func BenchmarkPipeline(b *testing.B) {
 	_, wasmPath := benchMetadata(b)
 	broker := testenv.Kafka(b)
-	topic := "orders"
+	topic, out := testenv.Topic(b, "orders"), testenv.Topic(b, "orders-out")
 	broker.CreateTopic(b, topic, 4)
-	broker.CreateTopic(b, "orders-out", 4)
+	broker.CreateTopic(b, out, 4)
 	benchOrders(b, broker, topic, b.N)
 	p, err := wasmLoader(context.Background(), "wasm:"+wasmPath, plugins.Options{Kind: plugins.KindTransform})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close(context.Background())
-	src, err := pkafka.NewSource(pkafka.SourceConfig{Seeds: broker.Seeds, Topics: []string{topic}, Group: "bench", Partitions: 4})
+	src, err := pkafka.NewSource(pkafka.SourceConfig{Seeds: broker.Seeds, Topics: []string{topic}, Group: testenv.Topic(b, "bench"), Partitions: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink, err := pkafka.NewSink(pkafka.SinkConfig{Seeds: broker.Seeds, Topic: "orders-out", SamePartition: true, Partitions: 4})
+	sink, err := pkafka.NewSink(pkafka.SinkConfig{Seeds: broker.Seeds, Topic: out, SamePartition: true, Partitions: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,7 +200,7 @@ func BenchmarkPipeline(b *testing.B) {
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	go func() { done <- pl.Run(ctx) }()
-	waitRecords(b, kadm.NewClient(broker.Client(b)), "orders-out", b.N)
+	waitRecords(b, kadm.NewClient(broker.Client(b)), out, b.N)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/record")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type harness struct {
 	srv    *httptest.Server
 	prod   *kgo.Client
 	topic  string
+	suffix string // appended to group names (unique on a shared broker)
 	state  string
 	leader string
 }
@@ -42,6 +44,7 @@ func newHarness(t *testing.T, partitions int32, versions int) *harness {
 	if h.broker.Real {
 		h.topic = testenv.Topic(t, "orders")
 		h.meta = h.meta.renameTopic("orders", h.topic)
+		h.suffix = strings.TrimPrefix(h.topic, "orders")
 	}
 	h.state = testenv.Topic(t, "fluid-state")
 	h.leader = testenv.Topic(t, "fluid-leader")
@@ -84,8 +87,12 @@ func (h *harness) consumer(group string, v int) *Consumer {
 	return h.consumerMax(group, v, 0)
 }
 
+// g is the name of group in this test.
+func (h *harness) g(group string) string { return group + h.suffix }
+
 func (h *harness) consumerMax(group string, v, maxPoll int) *Consumer {
 	h.t.Helper()
+	group = h.g(group)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: h.srv.URL, Topic: h.topic, Group: group, CompatibleVersion: v, MaxPollRecords: maxPoll,
@@ -245,7 +252,7 @@ func TestSeedStory(t *testing.T) {
 	c1.Close()
 
 	// C1 upgrades to v4: the bridge fast-forwards its main-topic offsets.
-	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/c1/schema-version", nil)
+	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g("c1")+"/schema-version", nil)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	var body map[string]any

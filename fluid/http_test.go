@@ -85,7 +85,7 @@ func TestUpgradeNeedsEmptyGroup(t *testing.T) {
 	c := h.consumer("busy", 3)
 	s := newSeen(t, h.meta, h.topic, 3)
 	s.pollUntil(c, 10)
-	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/busy/schema-version", nil)
+	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g("busy")+"/schema-version", nil)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	resp.Body.Close()
@@ -100,7 +100,7 @@ func TestUpgradeNeedsEmptyGroup(t *testing.T) {
 		t.Fatalf("DELETE after close: %d", resp.StatusCode)
 	}
 	// The main-topic offset is past the last downgraded record.
-	off, err := kadm.NewClient(h.prod).FetchOffsets(context.Background(), "busy")
+	off, err := kadm.NewClient(h.prod).FetchOffsets(context.Background(), h.g("busy"))
 	must(t, err)
 	if o, ok := off.Lookup(h.topic, 0); !ok || o.At != 10 {
 		t.Fatalf("main offset after upgrade: %+v", o)
@@ -129,7 +129,7 @@ func TestTwoBridges(t *testing.T) {
 		srv = firstSrv
 	}
 	var dt struct{ Topic string }
-	httpGetJSON(t, srv.URL+"/fluid/downgrade-topic?topic="+h.topic+"&group=g&compatible-schema-version=3", &dt)
+	httpGetJSON(t, srv.URL+"/fluid/downgrade-topic?topic="+h.topic+"&group="+h.g("g")+"&compatible-schema-version=3", &dt)
 	var cp struct{ Compatible bool }
 	httpGetJSON(t, srv.URL+"/fluid/compatible?topic="+h.topic+"&observed-schema-version=4&compatible-schema-version=3", &cp)
 	waitFor(t, "50 republished", func() bool { return len(readAll(t, h.prod, dt.Topic)) >= 50 })

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,11 +86,30 @@ func TestPipelineIsAFluidConsumer(t *testing.T) {
 
 func testPipeline(t *testing.T, topic string, downgraded bool) {
 	broker := testenv.Kafka(t)
-	if broker.Real {
-		t.Skip("uses the fixed topic names of fluid/testdata/example")
+	// A copy of the example metadata with a topic name unique to this test
+	// (a real broker is shared).
+	base := topic
+	topic = testenv.Topic(t, base)
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.MkdirAll(filepath.Join(dir, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"manifest.json", "orders.json", "customers.json"} {
+			b, err := os.ReadFile(filepath.Join("../testdata/example", v, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == "manifest.json" {
+				b = []byte(strings.Replace(string(b), `"`+base+`"`, `"`+topic+`"`, 1))
+			}
+			if err := os.WriteFile(filepath.Join(dir, v, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	broker.CreateTopic(t, topic, 2)
-	meta, err := fluid.LoadMetadata("../testdata/example")
+	meta, err := fluid.LoadMetadata(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +137,7 @@ func testPipeline(t *testing.T, topic string, downgraded bool) {
 			t.Fatal(err)
 		}
 	}
-	src, err := fluidsource.New(context.Background(), fluid.ConsumerConfig{BridgeURL: srv.URL, Topic: topic, Group: "p",
+	src, err := fluidsource.New(context.Background(), fluid.ConsumerConfig{BridgeURL: srv.URL, Topic: topic, Group: testenv.Topic(t, "group"),
 		CompatibleVersion: 1, KafkaOptions: []kgo.Opt{kgo.SeedBrokers(broker.Seeds...)}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +164,7 @@ func testPipeline(t *testing.T, topic string, downgraded bool) {
 	seen := map[string]bool{}
 	for _, r := range sink.recs {
 		seen[string(r.Key)] = true
-		if topic == "orders" {
+		if base == "orders" {
 			var m map[string]any
 			json.Unmarshal(r.Value, &m)
 			if _, ok := m["currency"]; ok {
