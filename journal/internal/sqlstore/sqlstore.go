@@ -142,6 +142,15 @@ func rebind(q string, n int) string {
 	return b.String()
 }
 
+// withoutRowid makes SQLite keep a table in its primary key's B-tree (one
+// tree per insert instead of two).
+func (s *Store) withoutRowid() string {
+	if s.d == sqlite {
+		return " WITHOUT ROWID"
+	}
+	return ""
+}
+
 func (s *Store) blob() string {
 	if s.d == postgres {
 		return "BYTEA"
@@ -164,9 +173,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	ddl := []string{
 		`CREATE TABLE IF NOT EXISTS journal_setting (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS journal_pointer (topic TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, kafka_partition))`,
-		`CREATE TABLE IF NOT EXISTS journal_meta (topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, id))`,
+		`CREATE TABLE IF NOT EXISTS journal_meta (topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, id))` + s.withoutRowid(),
 		`CREATE INDEX IF NOT EXISTS journal_meta_expire_on ON journal_meta (expire_on)`,
-		`CREATE TABLE IF NOT EXISTS journal_event (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (topic, id, seq_nr))`,
+		`CREATE TABLE IF NOT EXISTS journal_event (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (topic, id, seq_nr))` + s.withoutRowid(),
 	}
 	if _, err := tx.ExecContext(ctx, ddl[0]); err != nil {
 		return fmt.Errorf("schema: %s: %w", ddl[0], err)
@@ -554,8 +563,14 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 	for _, e := range events {
 		var tags, headers sql.NullString
 		if len(e.Tags) > 0 {
-			j, _ := json.Marshal(e.Tags)
-			tags = sql.NullString{String: string(j), Valid: true}
+			j := []byte{'['}
+			for i, t := range e.Tags {
+				if i > 0 {
+					j = append(j, ',')
+				}
+				j = action.AppendString(j, t)
+			}
+			tags = sql.NullString{String: string(append(j, ']')), Valid: true}
 		}
 		if len(e.Headers) > 0 {
 			j, _ := json.Marshal(e.Headers)
