@@ -165,3 +165,40 @@ func TestPostgresAvailable(t *testing.T) {
 		testenv.Missing(t, "PostgreSQL (STREAMD_TEST_POSTGRES_DSN; scripts/postgres start)")
 	}
 }
+
+// TestConcurrentOpen opens one database from several goroutines at once:
+// exactly one applies the schema, the others find it done; all can write.
+func TestConcurrentOpen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	dsns := map[string]func() (*Store, error){
+		"sqlite": func() (*Store, error) { return OpenSQLite(ctx, path) },
+	}
+	if dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN"); dsn != "" {
+		dsns["postgres"] = func() (*Store, error) { return OpenPostgres(ctx, dsn) }
+	}
+	for name, open := range dsns {
+		t.Run(name, func(t *testing.T) {
+			errs := make(chan error, 6)
+			stores := make(chan *Store, 6)
+			for i := 0; i < 6; i++ {
+				go func() {
+					s, err := open()
+					errs <- err
+					stores <- s
+				}()
+			}
+			for i := 0; i < 6; i++ {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+				s := <-stores
+				defer s.Close()
+				b := &store.Batch{Topic: testenv.Topic(t, "c"), Pointer: 1, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindDelete, Offset: 1, DeleteTo: 3}}}}}
+				if err := s.Apply(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
