@@ -82,8 +82,7 @@ function fn(rec: Record, out: Output): void {
     out.begin(0);
   } else if (v == "alloc") {
     // Allocates per record; the incremental GC must keep memory bounded.
-    let s = "";
-    for (let i = 0; i < 1000; i++) s += "x";
+    const s = "x".repeat(1000) + rec.index.toString();
     out.begin(0);
     out.valueString(s);
     out.end();
