@@ -112,26 +112,26 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 	work := func(p int32, ch <-chan []*kgo.Record) {
 		defer wg.Done()
 		var batch []record.Record
-		for recs := range ch {
-			if wctx.Err() != nil {
-				continue // drain
+		// The previous batch, written but not yet known to be acknowledged:
+		// the next batch is downgraded meanwhile, but only written once
+		// the previous one is acknowledged.
+		var inFlight func() error
+		var inFlightNext int64
+		var inFlightN int
+		settle := func() bool {
+			if inFlight == nil {
+				return true
 			}
-			batch = batch[:0]
-			for _, r := range recs {
-				batch = append(batch, fromKgo(r))
-			}
-			out, err := b.dg.toVersion(wctx, tv.topic, tv.version, batch)
+			err := inFlight()
+			inFlight = nil
 			if err != nil {
 				fail(err)
-				continue
+				return false
 			}
-			if err := b.produceAll(wctx, dtopic, out); err != nil {
-				fail(err)
-				continue
-			}
-			stat.records.Add(int64(len(out)))
+			stat.records.Add(int64(inFlightN))
 			progressMu.Lock()
-			next[p] = recs[len(recs)-1].Offset + 1
+			defer progressMu.Unlock()
+			next[p] = inFlightNext
 			stat.mu.Lock()
 			stat.next = copyMap(next)
 			stat.lastErr = ""
@@ -140,7 +140,32 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 				b.state.putAsync(progressKey(tv), progressState{Next: copyMap(next)})
 				lastProgress = time.Now()
 			}
-			progressMu.Unlock()
+			return true
+		}
+		defer settle()
+		for recs := range ch {
+			if wctx.Err() != nil {
+				settle()
+				continue // drain
+			}
+			batch = batch[:0]
+			for _, r := range recs {
+				batch = append(batch, fromKgo(r))
+			}
+			out, err := b.dg.toVersion(wctx, tv.topic, tv.version, batch)
+			if err != nil {
+				settle()
+				fail(err)
+				continue
+			}
+			if !settle() {
+				continue
+			}
+			inFlight = b.produceAsync(wctx, dtopic, out)
+			inFlightNext, inFlightN = recs[len(recs)-1].Offset+1, len(out)
+			if len(ch) == 0 {
+				settle() // nothing to overlap with: wait now
+			}
 		}
 	}
 	for {
@@ -179,9 +204,10 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 	}
 }
 
-// produceAll writes recs to topic (each to its Partition) and waits until
-// every one is acknowledged; the first error is returned.
-func (b *Bridge) produceAll(ctx context.Context, topic string, recs []record.Record) error {
+// produceAsync writes recs to topic (each to its Partition); the returned
+// function waits until every one is acknowledged and returns the first
+// error.
+func (b *Bridge) produceAsync(ctx context.Context, topic string, recs []record.Record) func() error {
 	var wg sync.WaitGroup
 	var first atomic.Pointer[error]
 	wg.Add(len(recs))
@@ -195,11 +221,13 @@ func (b *Bridge) produceAll(ctx context.Context, topic string, recs []record.Rec
 			wg.Done()
 		})
 	}
-	wg.Wait()
-	if e := first.Load(); e != nil {
-		return fmt.Errorf("produce to %s: %w", topic, *e)
+	return func() error {
+		wg.Wait()
+		if e := first.Load(); e != nil {
+			return fmt.Errorf("produce to %s: %w", topic, *e)
+		}
+		return nil
 	}
-	return nil
 }
 
 func copyMap(m map[int32]int64) map[int32]int64 {
