@@ -323,3 +323,29 @@ test("malformed request batches fail with ERR_BATCH naming the byte", async () =
   // The instance still works afterwards.
   assert.equal((await run(p, base())).status, 0);
 });
+
+test("string scanning at every alignment (word-at-a-time fast path)", async () => {
+  const p = await plugin();
+  const bytesOf = (s) => enc.encode(s);
+  const value = (mid) => {
+    const pre = bytesOf('{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"');
+    const post = bytesOf('"}');
+    return new Uint8Array([...pre, ...mid, ...post]);
+  };
+  for (let k = 0; k < 24; k++) {
+    for (let tail = 0; tail < 10; tail++) {
+      const a = "a".repeat(k);
+      const b = "b".repeat(tail);
+      // Valid: an escape, a 2-byte and a 4-byte character, DEL.
+      for (const [mid, want] of [[String.raw`\n`, String.raw`\n`], ["é", "é"], ["\u{1F600}", "\u{1F600}"], ["\u007f", "\u007f"], [String.raw`\u0001`, String.raw`\u0001`]]) {
+        const e = await run(p, value(bytesOf(a + mid + b)));
+        assert.equal(okValue(e), `{"order_id":"o","customer_id":"c","amount_cents":1,"currency":"${a}${want}${b}"}`, `k=${k} tail=${tail} ${mid}`);
+      }
+      // Invalid: raw control byte, bad UTF-8 lead, lone continuation byte.
+      for (const bad of [[0x01], [0x1f], [0xff], [0x80], [0xc3]]) {
+        const e = await run(p, value(new Uint8Array([...bytesOf(a), ...bad, ...bytesOf(b)])));
+        assert.equal(e.status, 1, `k=${k} tail=${tail} byte ${bad[0].toString(16)} accepted`);
+      }
+    }
+  }
+});
