@@ -333,9 +333,19 @@ func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool
 		if len(shards) == 1 {
 			per[0] = msgs
 		} else {
+			idx := make([]int, len(msgs))
+			counts := make([]int, len(shards))
 			for i := range msgs {
-				s := shard(&msgs[i].Record, len(shards))
-				per[s] = append(per[s], msgs[i])
+				idx[i] = shard(&msgs[i].Record, len(shards))
+				counts[idx[i]]++
+			}
+			for s, n := range counts {
+				if n > 0 {
+					per[s] = make([]Msg, 0, n)
+				}
+			}
+			for i := range msgs {
+				per[idx[i]] = append(per[idx[i]], msgs[i])
 			}
 		}
 		for i, b := range per {
@@ -368,8 +378,9 @@ func (p *Pipeline) count(f func(*Counts)) {
 }
 
 // writeDepth is how many batches a worker may have written but not yet
-// acknowledged when the sink is an AsyncSink.
-const writeDepth = 8
+// acknowledged when the sink is an AsyncSink: as many as max_in_flight
+// allows, since that already bounds what is between fetch and ack.
+func (p *Pipeline) writeDepth() int { return max(8, p.o.maxInFlight/p.o.maxRecords+1) }
 
 // worker batches what it receives and processes batches one at a time, so
 // a partition's records are written and acknowledged in order. With an
@@ -386,7 +397,7 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 	var queue chan *pending
 	completed := make(chan struct{})
 	if async != nil {
-		queue = make(chan *pending, writeDepth)
+		queue = make(chan *pending, p.writeDepth())
 		go func() {
 			defer close(completed)
 			for pd := range queue {
@@ -459,10 +470,22 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 				flush()
 				return
 			}
-			for _, m := range msgs {
+			for len(msgs) > 0 {
+				// A chunk that fills a batch on its own is cut into
+				// batches without copying.
 				if len(batch) == 0 {
+					if k := p.fullBatch(msgs); k > 0 {
+						batch, msgs = msgs[:k:k], msgs[k:]
+						if !flush() {
+							return
+						}
+						continue
+					}
 					timer.Reset(p.o.linger)
+					batch = make([]Msg, 0, min(p.o.maxRecords, 1024))
 				}
+				m := msgs[0]
+				msgs = msgs[1:]
 				batch = append(batch, m)
 				size += len(m.Record.Key) + len(m.Record.Value)
 				if len(batch) >= p.o.maxRecords || size >= p.o.maxBytes {
@@ -479,6 +502,19 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 			return
 		}
 	}
+}
+
+// fullBatch returns how many of msgs make a full batch, or 0 if they do
+// not fill one.
+func (p *Pipeline) fullBatch(msgs []Msg) int {
+	size := 0
+	for i := range msgs {
+		size += len(msgs[i].Record.Key) + len(msgs[i].Record.Value)
+		if i+1 >= p.o.maxRecords || size >= p.o.maxBytes {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // failure is why an input record was rejected.
@@ -547,7 +583,7 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 		recs[i] = batch[i].Record
 		origin[i] = i
 	}
-	failed := map[int]failure{}
+	var failed map[int]failure // allocated on the first failure
 	for _, st := range p.o.stages {
 		results, err := st.Transformer.Transform(ctx, recs)
 		if err == nil && len(results) != len(recs) {
@@ -571,6 +607,9 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 				continue
 			}
 			if r.Err != nil {
+				if failed == nil {
+					failed = map[int]failure{}
+				}
 				failed[o] = failure{stage: st.Name, plugin: st.Plugin, err: r.Err}
 				continue
 			}
@@ -608,6 +647,9 @@ func (p *Pipeline) finish(ctx context.Context, pd *pending) error {
 			continue
 		}
 		if _, bad := failed[pd.origin[i]]; !bad {
+			if failed == nil {
+				failed = map[int]failure{}
+			}
 			failed[pd.origin[i]] = failure{stage: "sink", err: e}
 		}
 	}
