@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 )
 
+func validUTF8(b []byte) bool { return utf8.Valid(b) }
+
 // HeaderKey is the Kafka header that carries an action.
 const HeaderKey = "journal.action"
 
@@ -76,11 +78,16 @@ func malformed(format string, args ...any) error {
 // a JSON object, or a known action with bad fields, are an error wrapping
 // ErrMalformed.
 func DecodeHeader(b []byte) (Header, error) {
-	var top struct {
-		Append, Mark, Delete, Purge json.RawMessage
+	if !json.Valid(b) {
+		var v any
+		return Header{}, malformed("header is not a JSON object: %v", json.Unmarshal(b, &v))
 	}
-	if err := json.Unmarshal(b, &top); err != nil {
-		return Header{}, malformed("header is not a JSON object: %v", err)
+	if t := bytes.TrimSpace(b); string(t) == "null" {
+		return Header{Kind: KindUnknown}, nil
+	}
+	top, err := fields(b, "append", "mark", "delete", "purge")
+	if err != nil {
+		return Header{}, malformed("header is not a JSON object")
 	}
 	// The original tries the names in this order and takes the first whose
 	// value is an object.
@@ -89,57 +96,51 @@ func DecodeHeader(b []byte) (Header, error) {
 		raw json.RawMessage
 	)
 	switch {
-	case isObject(top.Append):
-		k, raw = KindAppend, top.Append
-	case isObject(top.Mark):
-		k, raw = KindMark, top.Mark
-	case isObject(top.Delete):
-		k, raw = KindDelete, top.Delete
-	case isObject(top.Purge):
-		k, raw = KindPurge, top.Purge
+	case isObject(top[0]):
+		k, raw = KindAppend, top[0]
+	case isObject(top[1]):
+		k, raw = KindMark, top[1]
+	case isObject(top[2]):
+		k, raw = KindDelete, top[2]
+	case isObject(top[3]):
+		k, raw = KindPurge, top[3]
 	default:
 		return Header{Kind: KindUnknown}, nil
 	}
-	var f struct {
-		Range                        json.RawMessage
-		From, To                     json.RawMessage
-		ID                           json.RawMessage
-		Origin, Version, PayloadType json.RawMessage
-		Metadata                     json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
+	f, err := fields(raw, "range", "to", "id", "origin", "version", "payloadType", "metadata")
+	if err != nil {
 		return Header{}, malformed("%s: %v", k, err)
 	}
+	fRange, fTo, fID, fOrigin, fVersion, fPayloadType, fMetadata := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
 	h := Header{Kind: k}
-	var err error
-	if h.Origin, err = optString(f.Origin, "origin"); err != nil {
+	if h.Origin, err = optString(fOrigin, "origin"); err != nil {
 		return Header{}, malformed("%s: %v", k, err)
 	}
-	if h.Version, err = optString(f.Version, "version"); err != nil {
+	if h.Version, err = optString(fVersion, "version"); err != nil {
 		return Header{}, malformed("%s: %v", k, err)
 	}
 	switch k {
 	case KindAppend:
-		if f.Range == nil {
+		if fRange == nil {
 			return Header{}, malformed("append: missing range")
 		}
-		var rf struct{ From, To json.RawMessage }
-		if !isObject(f.Range) {
+		if !isObject(fRange) {
 			return Header{}, malformed("append: range is not an object")
 		}
-		if err := json.Unmarshal(f.Range, &rf); err != nil {
+		rf, err := fields(fRange, "from", "to")
+		if err != nil {
 			return Header{}, malformed("append: range: %v", err)
 		}
-		if h.From, err = seqNr(rf.From, "from"); err != nil {
+		if h.From, err = seqNr(rf[0], "from"); err != nil {
 			return Header{}, malformed("append: range: %v", err)
 		}
-		if h.To, err = seqNr(rf.To, "to"); err != nil {
+		if h.To, err = seqNr(rf[1], "to"); err != nil {
 			return Header{}, malformed("append: range: %v", err)
 		}
 		if h.From > h.To {
 			return Header{}, malformed("append: range from %d > to %d", h.From, h.To)
 		}
-		pt, err := optString(f.PayloadType, "payloadType")
+		pt, err := optString(fPayloadType, "payloadType")
 		if err != nil {
 			return Header{}, malformed("append: %v", err)
 		}
@@ -148,27 +149,29 @@ func DecodeHeader(b []byte) (Header, error) {
 		}
 		h.PayloadType = pt
 		// A metadata that is not an object means empty, as in the original.
-		h.Legacy = f.Metadata == nil
-		if isObject(f.Metadata) {
-			var mf struct{ Data json.RawMessage }
-			if err := json.Unmarshal(f.Metadata, &mf); err != nil {
+		h.Legacy = fMetadata == nil
+		if isObject(fMetadata) {
+			mf, err := fields(fMetadata, "data")
+			if err != nil {
 				return Header{}, malformed("append: metadata: %v", err)
 			}
-			if mf.Data != nil && !isNull(mf.Data) {
-				h.Metadata = compact(mf.Data)
+			if mf[0] != nil && !isNull(mf[0]) {
+				h.Metadata = compact(mf[0])
 			}
 		}
 	case KindDelete:
-		if h.To, err = seqNr(f.To, "to"); err != nil {
+		if h.To, err = seqNr(fTo, "to"); err != nil {
 			return Header{}, malformed("delete: %v", err)
 		}
 	case KindMark:
-		if f.ID == nil {
+		if fID == nil {
 			return Header{}, malformed("mark: missing id")
 		}
-		if err := json.Unmarshal(f.ID, &h.ID); err != nil {
+		id, ok := stringValue(fID)
+		if !ok && !isNull(fID) {
 			return Header{}, malformed("mark: id is not a string")
 		}
+		h.ID = id
 	}
 	return h, nil
 }
@@ -267,13 +270,8 @@ func optString(raw json.RawMessage, name string) (string, error) {
 	if raw == nil || isNull(raw) {
 		return "", nil
 	}
-	if len(raw) > 0 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		if s := raw[1 : len(raw)-1]; utf8.Valid(s) {
-			return string(s), nil
-		}
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := stringValue(raw)
+	if !ok {
 		return "", fmt.Errorf("%s is not a string", name)
 	}
 	return s, nil

@@ -180,44 +180,61 @@ func appendMetadata(b []byte, m Metadata) []byte {
 	return append(b, '}')
 }
 
-type eventFields struct {
-	SeqNr, Tags, PayloadType, Payload json.RawMessage
-}
-
 func decodeJSON(b []byte) (*Events, error) {
-	var top struct {
-		Events   []*eventFields
-		Metadata json.RawMessage
+	if !json.Valid(b) {
+		var v any
+		return nil, malformed("json payload: %v", json.Unmarshal(b, &v))
 	}
-	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, malformed("json payload: %v", err)
+	var top []json.RawMessage
+	if t := bytes.TrimSpace(b); string(t) != "null" {
+		var err error
+		if top, err = fields(b, "events", "metadata"); err != nil {
+			return nil, malformed("json payload: %v", err)
+		}
+	} else {
+		top = make([]json.RawMessage, 2)
 	}
-	if len(top.Events) == 0 {
+	var evs []json.RawMessage
+	if top[0] != nil && !isNull(top[0]) {
+		var ok bool
+		if evs, ok = elements(top[0]); !ok {
+			return nil, malformed("json payload: events is not a list")
+		}
+	}
+	if len(evs) == 0 {
 		return nil, malformed("json payload: no events")
 	}
-	e := &Events{Events: make([]Event, 0, len(top.Events))}
-	for i, f := range top.Events {
-		if f == nil {
+	e := &Events{Events: make([]Event, 0, len(evs))}
+	for i, raw := range evs {
+		if isNull(raw) {
 			return nil, malformed("json payload: event %d is not an object", i)
 		}
-		var ev Event
-		var err error
-		if ev.SeqNr, err = seqNr(f.SeqNr, "seqNr"); err != nil {
-			return nil, malformed("json payload: event %d: %v", i, err)
-		}
-		if f.Tags != nil && !isNull(f.Tags) {
-			if err := json.Unmarshal(f.Tags, &ev.Tags); err != nil {
-				return nil, malformed("json payload: event %d: tags is not a list of strings", i)
-			}
-			if len(ev.Tags) == 0 {
-				ev.Tags = nil
-			}
-		}
-		pt, err := optString(f.PayloadType, "payloadType")
+		f, err := fields(raw, "seqNr", "tags", "payloadType", "payload")
 		if err != nil {
 			return nil, malformed("json payload: event %d: %v", i, err)
 		}
-		raw := f.Payload
+		var ev Event
+		if ev.SeqNr, err = seqNr(f[0], "seqNr"); err != nil {
+			return nil, malformed("json payload: event %d: %v", i, err)
+		}
+		if f[1] != nil && !isNull(f[1]) {
+			tags, ok := elements(f[1])
+			if !ok {
+				return nil, malformed("json payload: event %d: tags is not a list of strings", i)
+			}
+			for _, t := range tags {
+				s, ok := stringValue(t)
+				if !ok && !isNull(t) {
+					return nil, malformed("json payload: event %d: tags is not a list of strings", i)
+				}
+				ev.Tags = append(ev.Tags, s)
+			}
+		}
+		pt, err := optString(f[2], "payloadType")
+		if err != nil {
+			return nil, malformed("json payload: event %d: %v", i, err)
+		}
+		raw := f[3]
 		has := raw != nil && !isNull(raw)
 		switch {
 		case !has:
@@ -225,8 +242,8 @@ func decodeJSON(b []byte) (*Events, error) {
 		case pt == "" || pt == "json":
 			ev.Kind, ev.Payload = PayloadJSON, compact(raw)
 		case pt == "text":
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
+			s, ok := stringValue(raw)
+			if !ok {
 				return nil, malformed("json payload: event %d: text payload is not a string", i)
 			}
 			ev.Kind, ev.Payload = PayloadText, []byte(s)
@@ -235,11 +252,11 @@ func decodeJSON(b []byte) (*Events, error) {
 		}
 		e.Events = append(e.Events, ev)
 	}
-	if top.Metadata == nil || isNull(top.Metadata) {
+	if top[1] == nil || isNull(top[1]) {
 		e.Legacy = true
 		return e, nil
 	}
-	m, err := decodeMetadata(top.Metadata)
+	m, err := decodeMetadata(top[1])
 	if err != nil {
 		return nil, malformed("json payload: %v", err)
 	}
@@ -248,18 +265,18 @@ func decodeJSON(b []byte) (*Events, error) {
 }
 
 func decodeMetadata(raw []byte) (Metadata, error) {
-	var f struct{ Data, ExpireAfter json.RawMessage }
-	if !isObject(raw) {
+	if !json.Valid(raw) || !isObject(raw) {
 		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
+	f, err := fields(raw, "data", "expireAfter")
+	if err != nil {
 		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
 	}
 	var m Metadata
-	if d := f.Data; d != nil && !isNull(d) {
+	if d := f[0]; d != nil && !isNull(d) {
 		m.Data = compact(d)
 	}
-	if x := f.ExpireAfter; x != nil && !isNull(x) {
+	if x := f[1]; x != nil && !isNull(x) {
 		d, err := parseExpireAfter(x)
 		if err != nil {
 			return Metadata{}, fmt.Errorf("metadata: expireAfter: %v", err)

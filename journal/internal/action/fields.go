@@ -1,0 +1,143 @@
+package action
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// fields returns the values of the members of the JSON object raw whose
+// names match names (case-insensitively, the last one winning), as
+// encoding/json does when it decodes into a struct of json.RawMessage
+// fields, without reflection. raw must be valid JSON (the caller validated
+// the whole document); a raw that is not an object is an error.
+func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(names))
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	i = skipWS(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return out, nil
+	}
+	for i < len(raw) {
+		kEnd := skipString(raw, i)
+		key := raw[i+1 : kEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(raw[i:kEnd], &s); err != nil {
+				return nil, err
+			}
+			key = []byte(s)
+		}
+		i = skipWS(raw, kEnd)
+		i = skipWS(raw, i+1) // ':'
+		vEnd := skipValue(raw, i)
+		for n, name := range names {
+			if bytes.EqualFold(key, []byte(name)) {
+				out[n] = raw[i:vEnd:vEnd]
+			}
+		}
+		i = skipWS(raw, vEnd)
+		if i >= len(raw) || raw[i] == '}' {
+			break
+		}
+		i = skipWS(raw, i+1) // ','
+	}
+	return out, nil
+}
+
+// elements returns the elements of the JSON array raw (valid JSON); ok is
+// false if raw is not an array.
+func elements(raw []byte) (els []json.RawMessage, ok bool) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	i = skipWS(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return nil, true
+	}
+	for i < len(raw) {
+		end := skipValue(raw, i)
+		els = append(els, raw[i:end:end])
+		i = skipWS(raw, end)
+		if i >= len(raw) || raw[i] == ']' {
+			break
+		}
+		i = skipWS(raw, i+1)
+	}
+	return els, true
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the (valid) JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// stringValue decodes a JSON string value (valid JSON) as encoding/json
+// does; ok is false if raw is not a string.
+func stringValue(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && validUTF8(s) {
+		return string(s), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
