@@ -11,7 +11,7 @@
 //		streamd.Transform(streamd.Manifest{Name: "upper", Version: "1.0.0"},
 //			func(r *streamd.Record) ([]streamd.Record, error) {
 //				r.Value = bytes.ToUpper(r.Value)
-//				return []streamd.Record{*r}, nil
+//				return streamd.One(*r), nil
 //			})
 //	}
 //
@@ -24,7 +24,9 @@
 // Records handed to a plugin function point into the SDK's input buffer and
 // are valid only during the call: copy what you keep. The records a
 // function returns are encoded as soon as it returns, so their bytes may
-// live in a buffer the function reuses on its next call.
+// live in a buffer the function reuses on its next call. Allocation is
+// expensive in a Go guest: One and Record.SetHeader use storage the SDK
+// reuses, so a one-record transform need not allocate per record.
 //
 // Off wasip1 (tests on the host) the package builds too, without the
 // exports, and Process runs a request batch through the registered plugin.

@@ -41,14 +41,27 @@ func (r *Record) Header(key string) ([]byte, bool) {
 }
 
 // SetHeader removes every header named key and appends one with value.
+// The new header list lives in storage the SDK reuses once the plugin
+// function returns, like the input records themselves.
 func (r *Record) SetHeader(key string, value []byte) {
-	hs := make([]Header, 0, len(r.Headers)+1)
+	hs := registered.scratch
+	start := len(hs)
 	for _, h := range r.Headers {
 		if h.Key != key {
 			hs = append(hs, h)
 		}
 	}
-	r.Headers = append(hs, Header{Key: key, Value: value})
+	hs = append(hs, Header{Key: key, Value: value})
+	registered.scratch = hs
+	r.Headers = hs[start:len(hs):len(hs)]
+}
+
+// One returns a slice holding just r, in storage the SDK reuses once the
+// plugin function returns: the cheap way for a TransformFunc to return one
+// record (allocation is expensive in a Go guest).
+func One(r Record) []Record {
+	registered.one[0] = r
+	return registered.one[:1:1]
 }
 
 // Manifest names a plugin; the kind comes from the registration function.
@@ -112,20 +125,23 @@ type plugin struct {
 	recs  []Record
 	hdrs  []Header
 	out   []byte
-	names map[string]string // interned header names
+	names   []string  // header names of the last record, by index
+	scratch []Header  // SetHeader's storage, reset for each input record
+	one     [1]Record // One's storage
 }
 
-// name returns b as a string, without allocating for a name seen before.
-func (p *plugin) name(b []byte) string {
-	if s, ok := p.names[string(b)]; ok {
-		return s
+// name returns header name b, the j-th of its record, as a string. Records
+// of a stream mostly carry the same names in the same order, so it first
+// compares with the j-th name of the previous record: no allocation then.
+func (p *plugin) name(j int, b []byte) string {
+	if j < len(p.names) && p.names[j] == string(b) {
+		return p.names[j]
 	}
 	s := string(b)
-	if p.names == nil {
-		p.names = map[string]string{}
-	}
-	if len(p.names) < 256 {
-		p.names[s] = s
+	if j < len(p.names) {
+		p.names[j] = s
+	} else if j == len(p.names) && j < 64 {
+		p.names = append(p.names, s)
 	}
 	return s
 }
@@ -231,6 +247,7 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 	out = le.AppendUint32(out, count)
 	for i := range recs {
 		r := &recs[i]
+		registered.scratch = registered.scratch[:0]
 		var res []Record
 		var err error
 		switch op {
@@ -274,59 +291,55 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 	return StatusOK, out
 }
 
-// decodeRequest decodes count records; they point into b.
+// decodeRequest decodes count records; they point into b. Records and
+// headers live in slabs reused from call to call.
 func (p *plugin) decodeRequest(b []byte, count uint32) ([]Record, error) {
 	if uint64(count) > uint64(len(b)/4) {
 		return nil, fmt.Errorf("request count %d too large for %d bytes", count, len(b))
 	}
-	recs := p.recs[:0]
+	if uint32(cap(p.recs)) < count {
+		p.recs = make([]Record, count)
+	}
+	recs := p.recs[:count]
 	hdrs := p.hdrs[:0]
 	pos := 8
-	for i := uint32(0); i < count; i++ {
+	for i := range recs {
 		if len(b) < 4 {
 			return nil, fmt.Errorf("record %d: short size at byte %d", i, pos)
 		}
 		size := le.Uint32(b)
-		b = b[4:]
-		pos += 4
-		if uint64(size) > uint64(len(b)) {
+		if uint64(size) > uint64(len(b)-4) {
 			return nil, fmt.Errorf("record %d: size %d past the end at byte %d", i, size, pos)
 		}
-		body := b[:size]
-		b = b[size:]
-		r, nh, err := p.decodeBody(body, hdrs)
-		if err != nil {
+		var err error
+		if hdrs, err = p.decodeBody(&recs[i], b[4:4+size], hdrs); err != nil {
 			return nil, fmt.Errorf("record %d at byte %d: %w", i, pos, err)
 		}
-		hdrs = nh
-		recs = append(recs, r)
-		pos += int(size)
+		b = b[4+size:]
+		pos += 4 + int(size)
 	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("%d bytes after the last record", len(b))
 	}
-	// Headers were appended to one slab; point each record at its part.
-	// (The slab may have moved while growing, so fix up here.)
+	// Headers were appended to one slab that may have moved while growing:
+	// point each record at its part by count.
 	k := 0
 	for i := range recs {
-		n := len(recs[i].Headers)
-		if n > 0 {
+		if n := len(recs[i].Headers); n > 0 {
 			recs[i].Headers = hdrs[k : k+n : k+n]
-		} else {
-			recs[i].Headers = nil
+			k += n
 		}
-		k += n
 	}
-	p.recs, p.hdrs = recs, hdrs
+	p.hdrs = hdrs
 	return recs, nil
 }
 
 var errShort = errors.New("record body too short")
 
-func (p *plugin) decodeBody(b []byte, hdrs []Header) (Record, []Header, error) {
-	var r Record
-	if len(b) < 24 {
-		return r, hdrs, errShort
+// decodeBody decodes one record body into r, appending its headers to hdrs.
+func (p *plugin) decodeBody(r *Record, b []byte, hdrs []Header) ([]Header, error) {
+	if len(b) < 32 {
+		return hdrs, errShort
 	}
 	r.Offset = int64(le.Uint64(b))
 	r.Timestamp = int64(le.Uint64(b[8:]))
@@ -334,45 +347,44 @@ func (p *plugin) decodeBody(b []byte, hdrs []Header) (Record, []Header, error) {
 	b = b[20:]
 	var ok bool
 	if r.Key, b, ok = nullable(b); !ok {
-		return r, hdrs, errors.New("bad key length")
+		return hdrs, errors.New("bad key length")
 	}
 	if r.Value, b, ok = nullable(b); !ok {
-		return r, hdrs, errors.New("bad value length")
+		return hdrs, errors.New("bad value length")
 	}
 	if len(b) < 4 {
-		return r, hdrs, errShort
+		return hdrs, errShort
 	}
 	hc := le.Uint32(b)
 	b = b[4:]
 	if uint64(hc) > uint64(len(b)/8) {
-		return r, hdrs, fmt.Errorf("header count %d too large", hc)
+		return hdrs, fmt.Errorf("header count %d too large", hc)
 	}
 	start := len(hdrs)
-	for j := uint32(0); j < hc; j++ {
+	for j := 0; j < int(hc); j++ {
 		if len(b) < 4 {
-			return r, hdrs, errShort
+			return hdrs, errShort
 		}
 		kl := le.Uint32(b)
-		b = b[4:]
-		if uint64(kl) > uint64(len(b)) {
-			return r, hdrs, errors.New("bad header name length")
+		if uint64(kl) > uint64(len(b)-4) {
+			return hdrs, errors.New("bad header name length")
 		}
 		var h Header
-		h.Key = p.name(b[:kl])
-		b = b[kl:]
-		if h.Value, b, ok = nullable(b); !ok {
-			return r, hdrs, errors.New("bad header value length")
+		h.Key = p.name(j, b[4:4+kl])
+		if h.Value, b, ok = nullable(b[4+kl:]); !ok {
+			return hdrs, errors.New("bad header value length")
 		}
 		hdrs = append(hdrs, h)
 	}
 	if len(b) != 0 {
-		return r, hdrs, fmt.Errorf("%d bytes after the last header", len(b))
+		return hdrs, fmt.Errorf("%d bytes after the last header", len(b))
 	}
 	// decodeRequest points Headers into the final slab by their count.
+	r.Headers = nil
 	if hc > 0 {
 		r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 	}
-	return r, hdrs, nil
+	return hdrs, nil
 }
 
 func nullable(b []byte) (v, rest []byte, ok bool) {

@@ -45,7 +45,8 @@ func result(t *testing.T, b []byte) []string {
 			var vals []string
 			for range c {
 				size := le.Uint32(b)
-				r, _, err := (&plugin{}).decodeBody(b[4:4+size], nil)
+				var r Record
+				_, err := (&plugin{}).decodeBody(&r, b[4:4+size], nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -81,7 +82,8 @@ func TestTransform(t *testing.T) {
 			if r.Partition != 3 || r.Offset < 40 {
 				return nil, errors.New("position lost")
 			}
-			return []Record{*r}, nil
+			r.SetHeader("x", []byte("1"))
+			return One(*r), nil
 		}
 	}}
 	status, reply := p.process(request(OpTransform, Record{Value: []byte("x")}, Record{Value: []byte("keep")},

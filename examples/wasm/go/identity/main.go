@@ -10,6 +10,6 @@ func main() {}
 func init() {
 	streamd.Transform(streamd.Manifest{Name: "go-identity", Version: "1.0.0"},
 		func(r *streamd.Record) ([]streamd.Record, error) {
-			return []streamd.Record{*r}, nil
+			return streamd.One(*r), nil
 		})
 }

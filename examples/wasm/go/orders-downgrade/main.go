@@ -23,6 +23,6 @@ func init() {
 			out := *r
 			out.Value = v
 			out.SetHeader(downgrade.SchemaHeader, []byte("1"))
-			return []streamd.Record{out}, nil
+			return streamd.One(out), nil
 		})
 }
