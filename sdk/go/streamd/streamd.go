@@ -122,9 +122,9 @@ type plugin struct {
 	sink      SinkFunc
 	init      func(config []byte) error
 
-	recs  []Record
-	hdrs  []Header
-	out   []byte
+	recs    []Record
+	hdrs    []Header
+	out     []byte
 	names   []string  // header names of the last record, by index
 	scratch []Header  // SetHeader's storage, reset for each input record
 	one     [1]Record // One's storage
