@@ -143,11 +143,9 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 			return true
 		}
 		defer settle()
-		for recs := range ch {
-			if wctx.Err() != nil {
-				settle()
-				continue // drain
-			}
+		// step downgrades one chunk and writes it once the previous chunk is
+		// acknowledged; last says nothing else is queued (wait now).
+		step := func(recs []*kgo.Record, last bool) bool {
 			batch = batch[:0]
 			for _, r := range recs {
 				batch = append(batch, fromKgo(r))
@@ -156,15 +154,31 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 			if err != nil {
 				settle()
 				fail(err)
-				continue
+				return false
 			}
 			if !settle() {
-				continue
+				return false
 			}
 			inFlight = b.produceAsync(wctx, dtopic, out)
 			inFlightNext, inFlightN = recs[len(recs)-1].Offset+1, len(out)
-			if len(ch) == 0 {
-				settle() // nothing to overlap with: wait now
+			if last {
+				return settle() // nothing to overlap with: wait now
+			}
+			return true
+		}
+		for fetched := range ch {
+			if wctx.Err() != nil {
+				settle()
+				continue // drain
+			}
+			// Chunks of batchSize: plugins work best on moderate batches.
+			for len(fetched) > 0 {
+				n := min(len(fetched), b.cfg.batchSize)
+				recs := fetched[:n]
+				fetched = fetched[n:]
+				if !step(recs, len(fetched) == 0 && len(ch) == 0) {
+					break
+				}
 			}
 		}
 	}
@@ -190,15 +204,11 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 				wg.Add(1)
 				go work(fp.Partition, ch)
 			}
-			// Chunks of batchSize: plugins work best on moderate batches.
-			for recs := fp.Records; len(recs) > 0; {
-				n := min(len(recs), b.cfg.batchSize)
-				select {
-				case ch <- recs[:n]:
-				case <-wctx.Done():
-					return
-				}
-				recs = recs[n:]
+			// The whole fetch goes to the partition's worker (which cuts it
+			// in chunks), so one busy partition does not hold up the others.
+			select {
+			case ch <- fp.Records:
+			case <-wctx.Done():
 			}
 		})
 	}
