@@ -303,12 +303,10 @@ func processGone(pid int) bool {
 func TestCloseClean(t *testing.T) {
 	p, s := openTest(t, "transform", nil, nil)
 	pid := s.pid()
-	start := time.Now()
+	// A nil error means the plugin exited by itself: a kill at the deadline
+	// returns "did not exit within …; killed".
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("clean close took %s", d)
 	}
 	if !processGone(pid) {
 		t.Fatalf("process %d still exists after Close", pid)
@@ -330,7 +328,7 @@ func TestCloseKillsHangingPlugin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("close: %v, want a 'killed' error", err)
 	}
-	if took < deadline || took > deadline+time.Second {
+	if took < deadline || took > deadline+5*time.Second {
 		t.Fatalf("close took %s, want about %s", took, deadline)
 	}
 	if !processGone(pid) {
@@ -344,7 +342,7 @@ func TestCloseKillsHangingPlugin(t *testing.T) {
 	defer cancel()
 	start = time.Now()
 	p2.Close(ctx)
-	if took := time.Since(start); took > deadline+time.Second {
+	if took := time.Since(start); took > deadline+5*time.Second {
 		t.Fatalf("close with ctx deadline %s took %s", deadline, took)
 	}
 	if !processGone(pid) {
@@ -466,4 +464,63 @@ func TestKill9MidStream(t *testing.T) {
 // newTextLogger logs one line per record: newlines inside values are quoted.
 func newTextLogger(w *syncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestHelperHost is not a test: TestPluginDiesWithHost runs the test binary
+// as a host process that opens a plugin, prints its pid and waits.
+func TestHelperHost(t *testing.T) {
+	bin := os.Getenv("STREAMD_NATIVE_HELPER_HOST")
+	if bin == "" {
+		t.Skip("helper process for TestPluginDiesWithHost")
+	}
+	p, err := open(context.Background(), bin, plugins.Options{}, fastSup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("pid %d\n", p.(*transformPlugin).s.pid())
+	time.Sleep(time.Minute)
+}
+
+// A plugin process does not outlive a host that is killed with SIGKILL
+// (Linux: parent-death signal).
+func TestPluginDiesWithHost(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHost$", "-test.v")
+	cmd.Env = append(os.Environ(), "STREAMD_NATIVE_HELPER_HOST="+testPlugin(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var pid int
+	buf := make([]byte, 4096)
+	var seen []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for pid == 0 && time.Now().Before(deadline) {
+		n, err := out.Read(buf)
+		seen = append(seen, buf[:n]...)
+		for _, l := range strings.Split(string(seen), "\n") {
+			fmt.Sscanf(l, "pid %d", &pid)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("helper printed no pid:\n%s", seen)
+	}
+	if processGone(pid) {
+		t.Fatalf("plugin %d not running", pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; i < 100 && !processGone(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !processGone(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("plugin %d outlived its host", pid)
+	}
 }

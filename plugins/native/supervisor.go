@@ -113,6 +113,7 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 		stderr: logs.NewLineWriter(s.log, "stderr"),
 		stdout: logs.NewLineWriter(s.log, "stdout"),
 	}
+	setProcAttr(p.cmd)
 	cc := &plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -241,9 +242,7 @@ func (s *supervisor) stopProc() {
 	}
 	p := s.proc
 	s.setProc(nil)
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Kill()
-	}
+	killTree(p.cmd)
 	p.client.Kill()
 	p.stderr.Flush()
 	p.stdout.Flush()
@@ -389,9 +388,7 @@ func (s *supervisor) close(ctx context.Context) error {
 		}
 	case <-dctx.Done():
 		s.log.Warn("native plugin did not exit within its shutdown deadline; killing it", "deadline", s.opts.ShutdownTimeout)
-		if p.cmd.Process != nil {
-			_ = p.cmd.Process.Kill()
-		}
+		killTree(p.cmd)
 		select {
 		case <-exited:
 		case <-time.After(2 * time.Second):
