@@ -57,8 +57,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Ope
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   streamd plugin inspect FILE
-  streamd plugin run FILE --input in.jsonl [--config JSON] [--op encode|decode] [--batch N]
-  streamd plugin test FILE --input in.jsonl --expect out.jsonl [--config JSON] [--op encode|decode] [--batch N]
+  streamd plugin run FILE --input in.jsonl [--config JSON] [--op encode|decode] [--batch N] [--dir GUEST=HOST]...
+  streamd plugin test FILE --input in.jsonl --expect out.jsonl [same flags as run]
 
 FILE is wasm:PATH, PATH.wasm or native:PATH.
 `)
@@ -69,6 +69,21 @@ type common struct {
 	batch                     int
 	verbose                   bool
 	cacheDir                  string
+	dirs                      dirFlag
+}
+
+// dirFlag collects --dir GUEST=HOST grants.
+type dirFlag map[string]string
+
+func (d dirFlag) String() string { return fmt.Sprint(map[string]string(d)) }
+
+func (d dirFlag) Set(v string) error {
+	guest, host, ok := strings.Cut(v, "=")
+	if !ok || guest == "" || host == "" {
+		return fmt.Errorf("want GUEST=HOST, got %q", v)
+	}
+	d[guest] = host
+	return nil
 }
 
 // defaultCacheDir is where compiled Wasm is kept between runs.
@@ -81,7 +96,7 @@ func defaultCacheDir() string {
 }
 
 func parseFlags(name string, args []string, stderr io.Writer, needInput, needExpect bool) (string, common, error) {
-	var c common
+	c := common{dirs: dirFlag{}}
 	fs := flag.NewFlagSet("streamd plugin "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	if needInput {
@@ -89,6 +104,7 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.StringVar(&c.config, "config", "", "plugin config as a JSON object")
 		fs.StringVar(&c.op, "op", "", "codec operation: encode or decode")
 		fs.IntVar(&c.batch, "batch", DefaultBatch, "records per plugin call")
+		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST (repeatable)")
 	}
 	if needExpect {
 		fs.StringVar(&c.expect, "expect", "", "expected output, JSON lines")
@@ -126,6 +142,9 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 
 func options(c common, stderr io.Writer) (plugins.Options, error) {
 	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: c.cacheDir}
+	if len(c.dirs) > 0 {
+		opts.Dirs = c.dirs
+	}
 	if c.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

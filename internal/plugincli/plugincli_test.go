@@ -207,3 +207,35 @@ func FuzzCompare(f *testing.F) {
 		}
 	})
 }
+
+// TestSinkWithDir: a Wasm sink writes into a directory granted with --dir;
+// run prints a written line per durable record and an error line per
+// rejected one.
+func TestSinkWithDir(t *testing.T) {
+	wasm := filepath.Join(tmpRoot, "file-sink.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", wasm, ".")
+	cmd.Dir = "../../examples/wasm/go/file-sink"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte(`{"value":"one","offset":5}
+{"value":"two\nlines","offset":6}
+`), 0o644)
+	out := t.TempDir()
+	code, stdout, stderr := run(t, "run", wasm, "--input", in, "--dir", "/out="+out, "--config", `{"path":"/out/r.txt"}`)
+	want := `{"written":true,"input_offset":5}
+{"error":"value contains a newline","input_offset":6}
+`
+	if code != 0 || stdout != want {
+		t.Fatalf("exit %d, stderr %s\n%s", code, stderr, stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "r.txt")); string(b) != "one\n" {
+		t.Fatalf("file holds %q", b)
+	}
+	if code, _, stderr := run(t, "run", wasm, "--input", in, "--dir", "nonsense"); code != 2 || !strings.Contains(stderr, "want GUEST=HOST") {
+		t.Fatalf("bad --dir: exit %d %s", code, stderr)
+	}
+}
