@@ -82,6 +82,7 @@ func New(client *kgo.Client, s *Store, opts ...Option) *Journal {
 			j.consOpts = append(j.consOpts, kgo.SeedBrokers(seeds...))
 		}
 	}
+	j.consOpts = append(j.consOpts, o.consOpts...)
 	if o.headCache && s.readable {
 		j.cache = newHeadCache(j)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 	"github.com/streamd/streamd/plugins"
@@ -31,6 +33,14 @@ type options struct {
 	quarantine QuarantineFunc
 	origin     string
 	headCache  bool
+	consOpts   []kgo.Opt
+}
+
+// WithConsumerOptions adds franz-go options (TLS, SASL, ...) to the
+// consumers a Journal starts to read the head of a partition; the seed
+// brokers are taken from its client.
+func WithConsumerOptions(opts ...kgo.Opt) Option {
+	return func(o *options) { o.consOpts = append(o.consOpts, opts...) }
 }
 
 // WithLogger sets the logger (default: slog.Default()).
