@@ -23,6 +23,8 @@ type Options struct {
 	// (0: the loader's default).
 	MaxMemoryPages uint32
 	// Timeout bounds one call into the plugin (0: the loader's default).
+	// Negative: no timeout; a Wasm plugin is then trusted and compiled
+	// without termination checks (faster, but it cannot be stopped).
 	Timeout time.Duration
 	// Pool is how many instances (Wasm) may run calls in parallel
 	// (0: the loader's default).
@@ -33,6 +35,10 @@ type Options struct {
 	// Checksum is the SHA-256 (hex) a native plugin binary must have; empty
 	// skips the check.
 	Checksum string
+	// Watch makes a Wasm plugin reload its file when it changes, checking
+	// every Watch; the new module is swapped in between batches. 0 disables
+	// watching (a reload can still be asked for, e.g. on SIGHUP).
+	Watch time.Duration
 	// ShutdownTimeout bounds how long a native plugin may take to exit
 	// before it is killed (0: the loader's default).
 	ShutdownTimeout time.Duration

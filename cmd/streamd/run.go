@@ -63,7 +63,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // reloader is implemented by plugins that can swap in a new build of
-// their module between batches.
+// their module between batches (plugins/wasm).
 type reloader interface {
 	Reload(ctx context.Context) error
 }
@@ -77,7 +77,9 @@ func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
 			for _, p := range a.Plugins() {
 				if r, ok := p.(reloader); ok {
 					if err := r.Reload(ctx); err != nil {
-						fmt.Fprintf(os.Stderr, "reload %s: %v\n", p.Manifest().Name, err)
+						a.Logger().Error("reload on SIGHUP failed; the old version stays", "plugin", p.Manifest().Name, "err", err)
+					} else {
+						a.Logger().Info("reloaded on SIGHUP", "plugin", p.Manifest().Name)
 					}
 				}
 			}

@@ -93,6 +93,9 @@ func (a *App) Pipelines() []*pipeline.Pipeline {
 	return append([]*pipeline.Pipeline(nil), a.pipes...)
 }
 
+// Logger returns the app's logger.
+func (a *App) Logger() *slog.Logger { return a.log }
+
 // Registry returns the Prometheus registry the app's metrics are in.
 func (a *App) Registry() *prometheus.Registry { return a.reg }
 
@@ -126,7 +129,7 @@ func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSetting
 	o := plugins.Options{
 		Kind: kind, Config: ps.Config, Logger: a.log.With("plugin", name), CacheDir: a.cfg.Plugins.CacheDir,
 		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
-		Pool: ps.Pool, Checksum: ps.Checksum,
+		Pool: ps.Pool, Checksum: ps.Checksum, Watch: a.cfg.Plugins.Watch.Duration,
 	}
 	if o.Pool == 0 {
 		o.Pool = workers

@@ -61,6 +61,9 @@ type Plugins struct {
 	MaxMemoryPages uint32 `toml:"max_memory_pages"`
 	// Timeout is the default bound of one plugin call.
 	Timeout Duration `toml:"timeout"`
+	// Watch is how often Wasm plugin files are checked for changes and hot
+	// reloaded (default "1s"; "0s" disables; SIGHUP reloads at once).
+	Watch *Duration `toml:"watch"`
 }
 
 // Pipeline is one consume -> transform -> produce pipeline.

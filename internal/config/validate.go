@@ -48,6 +48,9 @@ func (c *Config) setDefaults() {
 	if c.Plugins.MaxMemoryPages == 0 {
 		c.Plugins.MaxMemoryPages = 256 // 16 MiB
 	}
+	if c.Plugins.Watch == nil {
+		c.Plugins.Watch = &Duration{time.Second}
+	}
 	if c.Plugins.Timeout.Duration == 0 {
 		c.Plugins.Timeout.Duration = 5 * time.Second
 	}

@@ -23,6 +23,9 @@ func Open(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin
 	case "native":
 		return native.Open(ctx, path, opts)
 	default:
+		if opts.Watch > 0 {
+			return wasm.OpenWatched(ctx, path, opts, opts.Watch)
+		}
 		return wasm.Open(ctx, path, opts)
 	}
 }

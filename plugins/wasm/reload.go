@@ -1,0 +1,18 @@
+package wasm
+
+import "context"
+
+// Reload reloads the plugin's file now (streamd does this on SIGHUP) if it
+// was opened with OpenWatched; the new module is swapped in between
+// batches, and a module that fails to load leaves the old one in place and
+// is reported. A plugin opened with Open has nothing to reload.
+func (b *base) Reload(ctx context.Context) error {
+	r, ok := b.m.(interface {
+		Reload(context.Context) (bool, error)
+	})
+	if !ok {
+		return nil
+	}
+	_, err := r.Reload(ctx)
+	return err
+}
