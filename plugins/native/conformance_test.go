@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
 	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native"
+	"github.com/streamd/streamd/record"
 )
 
 const (
@@ -121,4 +123,53 @@ func TestPythonLogAndCleanClose(t *testing.T) {
 	if !serving {
 		t.Fatalf("the plugin's stderr line is not in the log:\n%s", buf.String())
 	}
+}
+
+// FuzzPythonDowngrade is a differential fuzzer: the Python orders-downgrade
+// plugin must agree with the Go reference downgrade on every value (same
+// output bytes, or both an error).
+func FuzzPythonDowngrade(f *testing.F) {
+	in, err := os.Open(fixtureIn)
+	if err != nil {
+		f.Fatal(err)
+	}
+	recs, err := plugincli.DecodeRecords(in, fixtureIn)
+	in.Close()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, r := range recs {
+		f.Add(r.Value)
+	}
+	f.Add([]byte(`{"order_id":"\ud83d\ude00","customer":{"id":"\u0000"},"amount_cents":-9223372036854775808,"currency":"\/"}`))
+	f.Add([]byte(`{"order_id":"a","customer":{"id":"b"},"amount_cents":9223372036854775808,"currency":"c"}`))
+
+	var p plugins.Plugin
+	f.Cleanup(func() {
+		if p != nil {
+			p.Close(context.Background())
+		}
+	})
+	f.Fuzz(func(t *testing.T, value []byte) {
+		if p == nil {
+			var err error
+			p, err = native.Open(context.Background(), pythonPlugin(t), plugins.Options{Kind: plugins.KindTransform})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := p.(plugins.Transformer).Transform(context.Background(), []record.Record{{Value: value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := downgrade.Value(nil, value)
+		switch {
+		case wantErr != nil && res[0].Err == nil:
+			t.Fatalf("%q: Go rejects it (%v), Python gives %q", value, wantErr, res[0].Records[0].Value)
+		case wantErr == nil && res[0].Err != nil:
+			t.Fatalf("%q: Go gives %q, Python rejects it (%v)", value, want, res[0].Err)
+		case wantErr == nil && !bytes.Equal(res[0].Records[0].Value, want):
+			t.Fatalf("%q: Go gives %q, Python %q", value, want, res[0].Records[0].Value)
+		}
+	})
 }
