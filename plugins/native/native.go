@@ -55,7 +55,8 @@ var defaultSupervision = supervision{
 // which is nil while the plugin works and the reason once it has failed for
 // good (too many crashes within a window).
 //
-// Of opts, Kind, Config, Logger, Timeout, Checksum and ShutdownTimeout apply.
+// Of opts, Kind, Config, Logger, Timeout (negative: calls have no timeout
+// but ctx's), Checksum and ShutdownTimeout apply.
 // ctx bounds the start; the plugin's processes outlive it until Close.
 func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugin, error) {
 	return open(ctx, path, opts, defaultSupervision)
@@ -91,7 +92,7 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 	if err != nil {
 		return nil, fmt.Errorf("native plugin %s: config: %w", path, err)
 	}
-	if opts.Timeout <= 0 {
+	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.ShutdownTimeout <= 0 {

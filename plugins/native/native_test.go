@@ -524,3 +524,16 @@ func TestPluginDiesWithHost(t *testing.T) {
 		t.Fatalf("plugin %d outlived its host", pid)
 	}
 }
+
+// A negative Timeout means no call timeout: a slow call is waited for.
+func TestNoTimeout(t *testing.T) {
+	p, s := openTest(t, "transform", map[string]any{"sleep_ms": 300}, func(o *plugins.Options) { o.Timeout = -1 })
+	pid := s.pid()
+	res, err := p.(plugins.Transformer).Transform(context.Background(), []record.Record{rec("a")})
+	if err != nil || string(res[0].Records[0].Value) != "A" {
+		t.Fatalf("transform: %v, %v", res, err)
+	}
+	if s.pid() != pid {
+		t.Fatal("process replaced")
+	}
+}

@@ -153,7 +153,7 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 	}
 	p.rpc = raw.(pluginv1.PluginClient)
 
-	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	mr, err := p.rpc.Manifest(cctx, &pluginv1.ManifestRequest{})
 	if err != nil {
@@ -301,7 +301,7 @@ func (s *supervisor) process(ctx context.Context, op pluginv1.Op, recs []*plugin
 			s.log.Info("native plugin process restarted", "restarts", s.restarts)
 		}
 
-		cctx, ccancel := context.WithTimeout(ctx, s.opts.Timeout)
+		cctx, ccancel := s.callCtx(ctx)
 		resp, err := s.proc.rpc.Process(cctx, req)
 		ccancel()
 		if err == nil {
@@ -440,4 +440,13 @@ func bufferPool() mem.BufferPool {
 		return mem.DefaultBufferPool()
 	}
 	return p
+}
+
+// callCtx bounds one call by opts.Timeout; a negative Timeout leaves only
+// ctx's deadline.
+func (s *supervisor) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.opts.Timeout < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.Timeout)
 }
