@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/streamd/streamd/plugins"
@@ -56,7 +57,9 @@ var defaultSupervision = supervision{
 // good (too many crashes within a window).
 //
 // Of opts, Kind, Config, Logger, Timeout (negative: calls have no timeout
-// but ctx's), Checksum and ShutdownTimeout apply.
+// but ctx's), Checksum, ShutdownTimeout and Pool apply. Pool processes
+// (default 1) are started, each serving one call at a time, so up to Pool
+// calls run in parallel; each process is supervised on its own.
 // ctx bounds the start; the plugin's processes outlive it until Close.
 func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugin, error) {
 	return open(ctx, path, opts, defaultSupervision)
@@ -98,12 +101,28 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := newSupervisor(path, abs, sum, cfgJSON, opts, sup)
-	if err := s.startFirst(ctx); err != nil {
+	n := max(opts.Pool, 1)
+	first := newSupervisor(path, abs, sum, cfgJSON, opts, sup)
+	if err := first.startFirst(ctx); err != nil {
 		return nil, err
 	}
-	base := &nativePlugin{s: s}
-	switch s.manifest.Kind {
+	base := &nativePlugin{sups: []*supervisor{first}, idle: make(chan *supervisor, n), closed: make(chan struct{})}
+	base.idle <- first
+	for i := 1; i < n; i++ {
+		s := newSupervisor(path, abs, sum, cfgJSON, opts, sup)
+		err := s.startFirst(ctx)
+		if err == nil && s.manifest != first.manifest {
+			err = fmt.Errorf("native plugin %s: process %d's manifest %+v differs from the first one %+v", path, i+1, s.manifest, first.manifest)
+			s.close(ctx)
+		}
+		if err != nil {
+			base.Close(ctx)
+			return nil, err
+		}
+		base.sups = append(base.sups, s)
+		base.idle <- s
+	}
+	switch first.manifest.Kind {
 	case plugins.KindTransform:
 		return &transformPlugin{base}, nil
 	case plugins.KindCodec:
@@ -113,20 +132,62 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 	}
 }
 
-// nativePlugin is what every kind has.
-type nativePlugin struct{ s *supervisor }
+// nativePlugin is what every kind has: opts.Pool supervised processes (at
+// least one), each serving one call at a time.
+type nativePlugin struct {
+	sups      []*supervisor
+	idle      chan *supervisor
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// process runs one call on an idle process of the pool.
+func (p *nativePlugin) process(ctx context.Context, op pluginv1.Op, recs []*pluginv1.Record) ([]*pluginv1.Result, error) {
+	var s *supervisor
+	select {
+	case s = <-p.idle:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.closed:
+		return nil, fmt.Errorf("native plugin %s: %w", p.name(), errClosed)
+	}
+	defer func() { p.idle <- s }()
+	return s.process(ctx, op, recs)
+}
+
+func (p *nativePlugin) name() string { return p.sups[0].manifest.Name }
 
 // Manifest implements plugins.Plugin.
-func (p *nativePlugin) Manifest() plugins.Manifest { return p.s.manifest }
+func (p *nativePlugin) Manifest() plugins.Manifest { return p.sups[0].manifest }
 
-// Close implements plugins.Plugin: it asks the process to shut down and kills
-// it when it has not exited within the shutdown timeout or ctx's deadline,
-// whichever comes first.
-func (p *nativePlugin) Close(ctx context.Context) error { return p.s.close(ctx) }
+// Close implements plugins.Plugin: it asks every process to shut down and
+// kills those that have not exited within the shutdown timeout or ctx's
+// deadline, whichever comes first.
+func (p *nativePlugin) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	errs := make([]error, len(p.sups))
+	var wg sync.WaitGroup
+	for i, s := range p.sups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.close(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // Health is nil while the plugin works, and the reason once too many crashes
-// within the crash window have put it into a failed state.
-func (p *nativePlugin) Health() error { return p.s.health() }
+// within the crash window have put one of its processes into a failed state.
+func (p *nativePlugin) Health() error {
+	for _, s := range p.sups {
+		if err := s.health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 type transformPlugin struct{ *nativePlugin }
 
@@ -147,11 +208,11 @@ func (p *transformPlugin) Transform(ctx context.Context, batch []record.Record) 
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := p.s.process(ctx, pluginv1.Op_OP_TRANSFORM, pluginv1.FromRecords(batch))
+	res, err := p.process(ctx, pluginv1.Op_OP_TRANSFORM, pluginv1.FromRecords(batch))
 	if err != nil {
 		return nil, err
 	}
-	return transformResults(p.s.manifest.Name, batch, res)
+	return transformResults(p.name(), batch, res)
 }
 
 // transformResults turns a plugin's results for batch into plugins.Results.
@@ -203,11 +264,11 @@ func (p *codecPlugin) codec(ctx context.Context, op pluginv1.Op, payloads [][]by
 		}
 		in[i] = &pluginv1.Record{Offset: -1, Partition: -1, TimestampMs: pluginv1.NoTimestamp, Value: b}
 	}
-	res, err := p.s.process(ctx, op, in)
+	res, err := p.process(ctx, op, in)
 	if err != nil {
 		return nil, err
 	}
-	return codecResults(p.s.manifest.Name, op, payloads, res)
+	return codecResults(p.name(), op, payloads, res)
 }
 
 // codecResults turns a plugin's results for payloads into plugins.Payloads.
@@ -236,11 +297,11 @@ func (p *sinkPlugin) Write(ctx context.Context, batch []record.Record) ([]error,
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := p.s.process(ctx, pluginv1.Op_OP_WRITE, pluginv1.FromRecords(batch))
+	res, err := p.process(ctx, pluginv1.Op_OP_WRITE, pluginv1.FromRecords(batch))
 	if err != nil {
 		return nil, err
 	}
-	return sinkResults(p.s.manifest.Name, res)
+	return sinkResults(p.name(), res)
 }
 
 // sinkResults turns a plugin's write results into per-record errors.
@@ -266,5 +327,5 @@ func sinkResults(name string, res []*pluginv1.Result) ([]error, error) {
 // recordErr is a per-record rejection with the plugin's reason.
 func recordErr(msg string) error { return errors.New(msg) }
 
-// sup gives tests the supervisor.
-func (p *nativePlugin) sup() *supervisor { return p.s }
+// sup gives tests the first process's supervisor.
+func (p *nativePlugin) sup() *supervisor { return p.sups[0] }

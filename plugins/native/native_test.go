@@ -477,7 +477,7 @@ func TestHelperHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("pid %d\n", p.(*transformPlugin).s.pid())
+	fmt.Printf("pid %d\n", p.(*transformPlugin).sup().pid())
 	time.Sleep(time.Minute)
 }
 
@@ -535,5 +535,43 @@ func TestNoTimeout(t *testing.T) {
 	}
 	if s.pid() != pid {
 		t.Fatal("process replaced")
+	}
+}
+
+// Pool starts that many processes; calls run on them in parallel, and all
+// stop on Close.
+func TestPool(t *testing.T) {
+	p, _ := openTest(t, "transform", map[string]any{"sleep_ms": 200}, func(o *plugins.Options) { o.Pool = 3 })
+	np := p.(*transformPlugin).nativePlugin
+	if len(np.sups) != 3 {
+		t.Fatalf("%d processes, want 3", len(np.sups))
+	}
+	var pids []int
+	for _, s := range np.sups {
+		pids = append(pids, s.pid())
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = p.(plugins.Transformer).Transform(context.Background(), []record.Record{rec("a")})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if !processGone(pid) {
+			t.Fatalf("process %d still running after Close", pid)
+		}
+	}
+	if _, err := p.(plugins.Transformer).Transform(context.Background(), []record.Record{rec("a")}); !errors.Is(err, errClosed) {
+		t.Fatalf("after close: %v", err)
 	}
 }

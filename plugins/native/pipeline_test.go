@@ -75,7 +75,7 @@ func TestPipelineNativeToPostgresKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Close(ctx)
-	tsup, ssup := tp.(*transformPlugin).s, sp.(*sinkPlugin).s
+	tsup, ssup := tp.(*transformPlugin).sup(), sp.(*sinkPlugin).sup()
 	tsup.sup.maxCrashes, ssup.sup.maxCrashes = 1000, 1000
 
 	const n = 5000
