@@ -175,6 +175,13 @@ func (h *HCLog) Log(level hclog.Level, msg string, args ...any) {
 	}
 	all = append(all, h.args...)
 	all = append(all, args...)
+	// go-plugin names the binary "plugin"; the logger already has a
+	// plugin attribute (the plugin's name), so call it "path".
+	for i := 0; i+1 < len(all); i += 2 {
+		if k, ok := all[i].(string); ok && k == "plugin" {
+			all[i] = "path"
+		}
+	}
 	h.logger.Log(context.Background(), toSlog(level), msg, all...)
 }
 
