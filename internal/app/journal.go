@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/config"
@@ -77,6 +78,9 @@ func (a *App) journalSink(ctx context.Context, pc *config.Pipeline) (plugins.Sin
 		return nil, err
 	}
 	jp.replicators = append(jp.replicators, r)
+	if err := prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": pc.Name}, a.reg).Register(r.Collector()); err != nil {
+		return nil, fmt.Errorf("journal metrics: %w", err)
+	}
 	return r, nil
 }
 
