@@ -24,6 +24,7 @@ import (
 	"github.com/streamd/streamd/pipeline"
 	pkafka "github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 // The republishing benchmark and its baseline run the same Go orders
@@ -159,9 +160,11 @@ func BenchmarkRepublish(b *testing.B) {
 	}
 	get("/fluid/downgrade-topic?topic=" + topic + "&group=g&compatible-schema-version=1")
 	// Load the plugin before timing (both benchmarks exclude plugin load).
-	if _, err := br.dg.step(context.Background(), Step{Topic: topic, From: 2, TopicVersion: m.versions[2][topic]}); err != nil {
+	tr, err := br.dg.step(context.Background(), Step{Topic: topic, From: 2, TopicVersion: m.versions[2][topic]})
+	if err != nil {
 		b.Fatal(err)
 	}
+	warmUp(b, tr)
 	waitFor2(b, br.IsLeader)
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
@@ -184,6 +187,7 @@ func BenchmarkPipeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close(context.Background())
+	warmUp(b, p.(plugins.Transformer))
 	src, err := pkafka.NewSource(pkafka.SourceConfig{Seeds: broker.Seeds, Topics: []string{topic}, Group: testenv.Topic(b, "bench"), Partitions: 4})
 	if err != nil {
 		b.Fatal(err)
@@ -281,6 +285,23 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// warmUp instantiates the plugin's instances (2 on this machine) before
+// timing, in both benchmarks.
+func warmUp(b *testing.B, tr plugins.Transformer) {
+	rec := record.Record{Value: []byte(`{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"EUR"}`)}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := tr.Transform(context.Background(), []record.Record{rec}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func waitFor2(b *testing.B, cond func() bool) {
