@@ -14,8 +14,7 @@ import (
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/plugins"
-	"github.com/streamd/streamd/plugins/native"
-	"github.com/streamd/streamd/plugins/wasm"
+	"github.com/streamd/streamd/plugins/load"
 )
 
 func fluidUsage(w io.Writer) {
@@ -141,16 +140,6 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // fluidLoader loads downgrade plugins: "wasm:PATH" or "*.wasm" in the Wasm
 // runtime, "native:PATH" as a native plugin process.
-// TODO(lead): use plugins/load.Open once it is committed.
 func fluidLoader(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
-	if p, ok := strings.CutPrefix(ref, "native:"); ok {
-		return native.Open(ctx, p, opts)
-	}
-	if p, ok := strings.CutPrefix(ref, "wasm:"); ok {
-		return wasm.Open(ctx, p, opts)
-	}
-	if strings.HasSuffix(ref, ".wasm") {
-		return wasm.Open(ctx, ref, opts)
-	}
-	return nil, fmt.Errorf("plugin %q: want wasm:PATH, native:PATH or a path ending in .wasm", ref)
+	return load.Open(ctx, ref, opts)
 }
