@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/streamd/streamd/plugins"
@@ -114,6 +113,7 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 		stdout: logs.NewLineWriter(s.log, "stdout"),
 	}
 	setProcAttr(p.cmd)
+	pool := pluginv1.BufferPool()
 	cc := &plugin.ClientConfig{
 		HandshakeConfig: sdk.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -127,8 +127,8 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 		SyncStderr:       p.stderr,
 		StartTimeout:     s.sup.startTimeout,
 		GRPCDialOptions: []grpc.DialOption{
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
-			experimental.WithBufferPool(bufferPool()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg), grpc.ForceCodecV2(pluginv1.Codec(pool))),
+			experimental.WithBufferPool(pool),
 		},
 	}
 	if s.checksum != nil {
@@ -425,21 +425,6 @@ func (s *supervisor) pidUnlocked() int {
 func (s *supervisor) setProc(p *process) {
 	s.proc = p
 	s.procPtr.Store(p)
-}
-
-// bufferPool is the host's gRPC buffer pool: power-of-two tiers from 256 B
-// to 16 MiB, so a batch of 50 KiB reuses a 64 KiB buffer instead of zeroing
-// one of gRPC's default 1 MiB buffers on every call. (The Go SDK uses the same.)
-func bufferPool() mem.BufferPool {
-	exps := make([]uint8, 0, 17)
-	for e := uint8(8); e <= 24; e++ {
-		exps = append(exps, e)
-	}
-	p, err := mem.NewBinaryTieredBufferPool(exps...)
-	if err != nil {
-		return mem.DefaultBufferPool()
-	}
-	return p
 }
 
 // callCtx bounds one call by opts.Timeout; a negative Timeout leaves only

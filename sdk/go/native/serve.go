@@ -8,12 +8,12 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"runtime/pprof"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/streamd/streamd/plugins"
@@ -97,6 +97,10 @@ const maxMsg = math.MaxInt32
 // Serve runs the plugin until streamd stops it, then returns. It exits the
 // process with status 1 if p is invalid or the process was not started by
 // streamd (the handshake's magic cookie is missing).
+//
+// With the environment variable STREAMD_PLUGIN_CPUPROFILE=FILE (inherited
+// from streamd), the plugin writes a Go CPU profile of its whole life to
+// FILE.PID.
 func Serve(p Plugin) {
 	kind, err := p.kind()
 	if err != nil {
@@ -104,13 +108,22 @@ func Serve(p Plugin) {
 		os.Exit(1)
 	}
 	srv := &server{p: p, kind: kind}
+	if path := os.Getenv("STREAMD_PLUGIN_CPUPROFILE"); path != "" {
+		if stop, err := startCPUProfile(path); err != nil {
+			fmt.Fprintln(os.Stderr, "streamd native plugin: cpu profile:", err)
+		} else {
+			defer stop()
+		}
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
 			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &GRPCPlugin{Impl: srv}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg), experimental.BufferPool(bufferPool()))...)
+			pool := pluginv1.BufferPool()
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg),
+				experimental.BufferPool(pool), grpc.ForceServerCodecV2(pluginv1.Codec(pool)))...)
 		},
 	})
 }
@@ -290,17 +303,15 @@ func (s *server) write(ctx context.Context, in []*pluginv1.Record) (*pluginv1.Pr
 	return out, nil
 }
 
-// bufferPool is the plugin's gRPC buffer pool: power-of-two tiers from 256 B
-// to 16 MiB, so a batch of 50 KiB reuses a 64 KiB buffer instead of zeroing
-// one of gRPC's default 1 MiB buffers on every call. (The host uses the same.)
-func bufferPool() mem.BufferPool {
-	exps := make([]uint8, 0, 17)
-	for e := uint8(8); e <= 24; e++ {
-		exps = append(exps, e)
-	}
-	p, err := mem.NewBinaryTieredBufferPool(exps...)
+// startCPUProfile profiles the process into path.PID until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
 	if err != nil {
-		return mem.DefaultBufferPool()
+		return nil, err
 	}
-	return p
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
