@@ -143,7 +143,11 @@ func BenchmarkRepublish(b *testing.B) {
 	}
 	broker.CreateTopic(b, topic, 4)
 	benchOrders(b, broker, topic, b.N)
-	br, err := NewBridge(context.Background(), WithMetadata(m), WithLoader(wasmLoader), WithBrokers(broker.Seeds...),
+	batch := 256
+	if s := os.Getenv("FLUID_BENCH_BATCH"); s != "" {
+		batch, _ = strconv.Atoi(s)
+	}
+	br, err := NewBridge(context.Background(), WithMetadata(m), WithLoader(wasmLoader), WithBrokers(broker.Seeds...), WithBatchSize(batch),
 		WithStateTopic(testenv.Topic(b, "state")), WithLeaderGroup(testenv.Topic(b, "leader")), WithLogger(quietLogger()))
 	if err != nil {
 		b.Fatal(err)
