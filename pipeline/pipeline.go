@@ -120,6 +120,13 @@ type Healther interface {
 	Health() error
 }
 
+func stageHealth(st Stage) error {
+	if h, ok := st.Transformer.(Healther); ok {
+		return h.Health()
+	}
+	return nil
+}
+
 func (p *Pipeline) health() error {
 	for _, st := range p.o.stages {
 		if h, ok := st.Transformer.(Healther); ok {
@@ -593,6 +600,11 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
 			}
+			if herr := stageHealth(st); herr != nil {
+				// A broken plugin fails every record: that is not the
+				// records' fault, so nothing goes to the error policy.
+				return nil, fmt.Errorf("stage %s: %w (batch error: %v)", st.Name, herr, err)
+			}
 			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(recs), "err", err)
 			results, err = p.isolate(ctx, st, recs)
 			if err != nil {
@@ -690,6 +702,9 @@ func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) 
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			if herr := stageHealth(st); herr != nil {
+				return nil, fmt.Errorf("stage %s: %w (record error: %v)", st.Name, herr, err)
 			}
 			out[i] = plugins.Result{Err: err}
 		case len(res) != 1:

@@ -451,3 +451,32 @@ func TestHealthReported(t *testing.T) {
 		t.Fatalf("unhealthy sink not reported: %+v", p.Status())
 	}
 }
+
+// brokenPlugin fails every batch and reports itself failed after the
+// first call, as a native plugin does after repeated crashes.
+type brokenPlugin struct{ calls atomic.Int64 }
+
+func (b *brokenPlugin) Transform(context.Context, []record.Record) ([]plugins.Result, error) {
+	b.calls.Add(1)
+	return nil, errors.New("plugin process exited")
+}
+
+func (b *brokenPlugin) Health() error {
+	if b.calls.Load() > 0 {
+		return errors.New("failed: 5 crashes within 1m0s")
+	}
+	return nil
+}
+
+func TestUnhealthyStageFailsPipelineNotRecords(t *testing.T) {
+	src := newFakeSource(1, 20, 20)
+	dlq := &memSink{}
+	p := New("t", src, &memSink{}, append(fast(), WithErrorPolicy(DLQ, dlq), WithStages(Stage{Name: "n", Transformer: &brokenPlugin{}}))...)
+	err := p.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "5 crashes") {
+		t.Fatalf("err = %v, want the pipeline to fail with the plugin's health", err)
+	}
+	if len(dlq.recs) != 0 || src.ackedN.Load() != 0 {
+		t.Fatalf("%d records dead-lettered and %d acked because the plugin broke", len(dlq.recs), src.ackedN.Load())
+	}
+}

@@ -127,7 +127,7 @@ func (a *App) pluginRef(typ, path, plugin string) string {
 // 0 means one instance per pipeline worker.
 func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSettings, workers int) plugins.Options {
 	o := plugins.Options{
-		Kind: kind, Config: ps.Config, Logger: a.log.With("plugin", name), CacheDir: a.cfg.Plugins.CacheDir,
+		Kind: kind, Config: ps.Config, Logger: a.log.With("stage", name), CacheDir: a.cfg.Plugins.CacheDir,
 		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
 		Pool: ps.Pool, Checksum: ps.Checksum, Watch: a.cfg.Plugins.Watch.Duration,
 	}
