@@ -55,14 +55,17 @@ func Order(n int64, keys int) (key, value []byte) {
 }
 
 // Fetch implements Source.
-func (g *GenerateSource) Fetch(ctx context.Context) ([]Msg, error) {
+func (g *GenerateSource) Fetch(ctx context.Context) ([]Msg, error) { return g.FetchUpTo(ctx, 256) }
+
+// FetchUpTo implements BoundedSource.
+func (g *GenerateSource) FetchUpTo(ctx context.Context, n int) ([]Msg, error) {
 	if g.start.IsZero() {
 		g.start = time.Now()
 	}
 	if g.count > 0 && g.n >= g.count {
 		return nil, io.EOF
 	}
-	want := int64(256)
+	want := int64(max(1, min(n, 256)))
 	if g.rate > 0 {
 		due := int64(time.Since(g.start).Seconds()*g.rate) + 1
 		for due <= g.n {
@@ -116,9 +119,12 @@ func NewFileSource(path string) (*FileSource, error) {
 }
 
 // Fetch implements Source.
-func (s *FileSource) Fetch(ctx context.Context) ([]Msg, error) {
+func (s *FileSource) Fetch(ctx context.Context) ([]Msg, error) { return s.FetchUpTo(ctx, 256) }
+
+// FetchUpTo implements BoundedSource.
+func (s *FileSource) FetchUpTo(ctx context.Context, n int) ([]Msg, error) {
 	var msgs []Msg
-	for len(msgs) < 256 {
+	for len(msgs) < max(1, min(n, 256)) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -317,7 +317,13 @@ func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool
 				return false
 			}
 		}
-		msgs, err := p.src.Fetch(ctx)
+		var msgs []Msg
+		var err error
+		if bs, ok := p.src.(BoundedSource); ok {
+			msgs, err = bs.FetchUpTo(ctx, p.o.maxInFlight-int(p.inflight.Load()))
+		} else {
+			msgs, err = p.src.Fetch(ctx)
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return true

@@ -30,6 +30,14 @@ type Source interface {
 	Close()
 }
 
+// BoundedSource is implemented by sources that can return at most n
+// records from one fetch. The pipeline then asks only for what fits under
+// max_in_flight, so in-flight records never exceed it; from other sources
+// one fetch may overshoot the bound.
+type BoundedSource interface {
+	FetchUpTo(ctx context.Context, n int) ([]Msg, error)
+}
+
 // Liveness is implemented by sources whose records can become stale: a
 // Kafka partition revoked from this member. The pipeline drops stale
 // records instead of writing them, and never acknowledges them.

@@ -151,7 +151,12 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 
 // Fetch implements pipeline.Source.
 func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
-	fetches := s.cl.PollRecords(ctx, 10000)
+	return s.FetchUpTo(ctx, 10000)
+}
+
+// FetchUpTo implements pipeline.BoundedSource.
+func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
+	fetches := s.cl.PollRecords(ctx, max(1, n))
 	if fetches.IsClientClosed() {
 		return nil, errors.New("kafka client closed")
 	}
@@ -164,11 +169,11 @@ func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
 		}
 		s.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
 	}
-	n := fetches.NumRecords()
-	if n == 0 {
+	got := fetches.NumRecords()
+	if got == 0 {
 		return nil, nil
 	}
-	msgs := make([]pipeline.Msg, 0, n)
+	msgs := make([]pipeline.Msg, 0, got)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
