@@ -27,15 +27,20 @@ type Watched struct {
 
 	mu      sync.Mutex // serializes reloads
 	stamp   fileStamp
+	failed  [32]byte // sum of the last content that failed to load
 	reloads atomic.Int64
 	stop    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
 }
 
+// fileStamp says whether a file may have changed. The inode is part of it:
+// a same-size file renamed into place within one coarse kernel timestamp
+// tick has the old mtime, but never the old inode.
 type fileStamp struct {
 	size  int64
 	mtime time.Time
+	ino   uint64
 }
 
 // LoadWatched loads path like Load and, if interval > 0, polls the file
@@ -60,7 +65,7 @@ func (h *Host) LoadWatched(ctx context.Context, path string, opts plugins.Option
 	return w, nil
 }
 
-func stampOf(st os.FileInfo) fileStamp { return fileStamp{st.Size(), st.ModTime()} }
+func stampOf(st os.FileInfo) fileStamp { return fileStamp{st.Size(), st.ModTime(), inode(st)} }
 
 func (w *Watched) poll(ctx context.Context, interval time.Duration) {
 	defer close(w.done)
@@ -82,7 +87,7 @@ func (w *Watched) poll(ctx context.Context, interval time.Duration) {
 		if !changed {
 			continue
 		}
-		if _, err := w.Reload(ctx); err != nil {
+		if _, err := w.reload(ctx, true); err != nil {
 			w.cur.Load().logger.Error("plugin reload failed; keeping the running version", "path", w.path, "err", err)
 		}
 	}
@@ -90,7 +95,13 @@ func (w *Watched) poll(ctx context.Context, interval time.Duration) {
 
 // Reload reads the file again and, if its contents changed, loads and swaps
 // in the new version. It reports whether it swapped.
-func (w *Watched) Reload(ctx context.Context) (bool, error) {
+func (w *Watched) Reload(ctx context.Context) (bool, error) { return w.reload(ctx, false) }
+
+// reload is Reload; quiet (the poller) returns a nil error for content that
+// already failed to load, so a bad file is reported once, not every tick.
+// A failed load does not record the file's stamp: it is tried again on the
+// next tick (a file still being written loads once it is complete).
+func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed.Load() {
@@ -104,20 +115,30 @@ func (w *Watched) Reload(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	w.stamp = stampOf(st)
 	old := w.cur.Load()
-	if sha256.Sum256(bin) == old.sum {
+	sum := sha256.Sum256(bin)
+	if sum == old.sum {
+		w.stamp = stampOf(st)
 		return false, nil
+	}
+	fail := func(err error) (bool, error) {
+		if quiet && sum == w.failed {
+			return false, nil
+		}
+		w.failed = sum
+		return false, err
 	}
 	m, err := w.h.load(ctx, w.path, bin, w.opts)
 	if err != nil {
-		return false, err
+		return fail(err)
 	}
 	if a, b := m.Manifest(), old.Manifest(); a.Name != b.Name || a.Kind != b.Kind {
 		m.Close(ctx)
-		return false, fmt.Errorf("%s: new version is %s plugin %q, the running one %s plugin %q",
-			w.path, a.Kind, a.Name, b.Kind, b.Name)
+		w.stamp = stampOf(st) // a different plugin: final until the file changes
+		return fail(fmt.Errorf("%s: new version is %s plugin %q, the running one %s plugin %q",
+			w.path, a.Kind, a.Name, b.Kind, b.Name))
 	}
+	w.stamp = stampOf(st)
 	w.cur.Store(m)
 	w.reloads.Add(1)
 	old.logger.Info("plugin reloaded", "path", w.path, "version", m.Manifest().Version)
