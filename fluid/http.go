@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -47,7 +48,7 @@ func writeErr(w http.ResponseWriter, code int, param, format string, args ...any
 }
 
 // versionParam reads a required schema version parameter.
-func versionParam(w http.ResponseWriter, q url.Values, name string) (int, bool) {
+func versionParam(w http.ResponseWriter, q interface{ Get(string) string }, name string) (int, bool) {
 	s := q.Get(name)
 	if s == "" {
 		writeErr(w, http.StatusBadRequest, name, "parameter %s is required", name)
@@ -143,8 +144,68 @@ var (
 	compatFalse = []byte("{\"compatible\":false}\n")
 )
 
+// compatParams are the parameters of /fluid/compatible, parsed without
+// building a url.Values (this is the hot endpoint).
+type compatParams struct{ topic, observed, compatible string }
+
+func (p compatParams) Get(name string) string {
+	switch name {
+	case "topic":
+		return p.topic
+	case "observed-schema-version":
+		return p.observed
+	case "compatible-schema-version":
+		return p.compatible
+	}
+	return ""
+}
+
+func parseCompatParams(raw string) compatParams {
+	var p compatParams
+	var seen [3]bool
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.ContainsAny(k, "%+") {
+			if u, err := url.QueryUnescape(k); err == nil {
+				k = u
+			}
+		}
+		i := -1
+		switch k {
+		case "topic":
+			i = 0
+		case "observed-schema-version":
+			i = 1
+		case "compatible-schema-version":
+			i = 2
+		}
+		if i < 0 || seen[i] {
+			continue // url.Values.Get semantics: the first value wins
+		}
+		seen[i] = true
+		if strings.ContainsAny(v, "%+") {
+			u, err := url.QueryUnescape(v)
+			if err != nil {
+				u = "\x00bad" // not a topic or version: answered 400/404
+			}
+			v = u
+		}
+		switch i {
+		case 0:
+			p.topic = v
+		case 1:
+			p.observed = v
+		case 2:
+			p.compatible = v
+		}
+	}
+	return p
+}
+
 func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q := parseCompatParams(r.URL.RawQuery)
 	topic := q.Get("topic")
 	if topic == "" {
 		writeErr(w, http.StatusBadRequest, "topic", "parameter topic is required")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -151,4 +152,23 @@ func TestTwoBridges(t *testing.T) {
 		t.Fatalf("downgrade topic has %d records, want 80 (no duplicates)", len(recs))
 	}
 	_ = kgo.Record{}
+}
+
+func FuzzCompatParams(f *testing.F) {
+	for _, s := range []string{"topic=orders&observed-schema-version=4&compatible-schema-version=3",
+		"topic=a%2Bb&topic=x&observed-schema-version=+4", "%zz=1&topic=%zz", "&&=&topic", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := parseCompatParams(raw)
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return // url.ParseQuery rejects what the fast parser tolerates
+		}
+		for _, k := range []string{"topic", "observed-schema-version", "compatible-schema-version"} {
+			if got.Get(k) != q.Get(k) {
+				t.Fatalf("%q: %s = %q, url.ParseQuery says %q", raw, k, got.Get(k), q.Get(k))
+			}
+		}
+	})
 }
