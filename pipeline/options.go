@@ -54,7 +54,7 @@ type options struct {
 
 func defaults() options {
 	return options{
-		maxRecords:      256,
+		maxRecords:      1024,
 		maxBytes:        1 << 20,
 		linger:          5 * time.Millisecond,
 		workers:         2,

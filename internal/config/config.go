@@ -179,7 +179,7 @@ type Errors struct {
 
 // Batch is a pipeline's batching policy.
 type Batch struct {
-	MaxRecords int      `toml:"max_records"` // default 256
+	MaxRecords int      `toml:"max_records"` // default 1024
 	MaxBytes   int      `toml:"max_bytes"`   // default 1 MiB
 	Linger     Duration `toml:"linger"`      // default 5ms
 }

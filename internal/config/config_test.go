@@ -51,7 +51,7 @@ func TestParseGood(t *testing.T) {
 		t.Fatalf("interpolation: %+v", c)
 	}
 	p := c.Pipelines[1]
-	if p.Batch.MaxRecords != 256 || p.Source.Start != "earliest" || p.Errors.DLQTopic != "orders.dlq" || c.DataDir != "dir/data" {
+	if p.Batch.MaxRecords != 1024 || p.Source.Start != "earliest" || p.Errors.DLQTopic != "orders.dlq" || c.DataDir != "dir/data" {
 		t.Fatalf("defaults: %+v", p)
 	}
 }

@@ -69,7 +69,7 @@ func (c *Config) setDefaults() {
 			p.Workers = 2
 		}
 		if p.Batch.MaxRecords == 0 {
-			p.Batch.MaxRecords = 256
+			p.Batch.MaxRecords = 1024
 		}
 		if p.Batch.MaxBytes == 0 {
 			p.Batch.MaxBytes = 1 << 20

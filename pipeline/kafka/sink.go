@@ -87,7 +87,7 @@ func NewSink(c SinkConfig) (*Sink, error) {
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordPartitioner(part),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
-		kgo.ProducerLinger(5 * time.Millisecond), // as Kafka 4.0 clients: fewer, larger produce requests
+		kgo.ProducerLinger(0), // the pipeline already batches; lingering here only adds a wait per batch
 		kgo.MaxBufferedRecords(100000),
 	}
 	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
