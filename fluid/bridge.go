@@ -118,13 +118,28 @@ func (b *Bridge) start(ctx context.Context) error {
 	if err := ensureStateTopic(ctx, b.adm, b.cfg.stateTopic, b.cfg.replication); err != nil {
 		return err
 	}
-	ends, err := b.adm.ListEndOffsets(ctx, b.cfg.stateTopic)
-	if err != nil {
-		return fmt.Errorf("fluid: state topic %s: %w", b.cfg.stateTopic, err)
-	}
-	end, ok := ends.Lookup(b.cfg.stateTopic, 0)
-	if !ok || end.Err != nil {
-		return fmt.Errorf("fluid: state topic %s: no end offset: %v", b.cfg.stateTopic, end.Err)
+	// A topic just created is not known to every broker at once: ask for
+	// its end offset until its partition is there (a real broker takes a
+	// moment; kfake answers at once).
+	var end kadm.ListedOffset
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		ends, err := b.adm.ListEndOffsets(ctx, b.cfg.stateTopic)
+		var ok bool
+		if err == nil {
+			end, ok = ends.Lookup(b.cfg.stateTopic, 0)
+			if ok && end.Err == nil {
+				break
+			}
+			err = end.Err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fluid: state topic %s: no end offset: %v", b.cfg.stateTopic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	loaded := make(chan struct{})
 	b.wg.Add(3)
