@@ -306,7 +306,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // fetchLoop fetches until the source ends (true), ctx is done or the
 // pipeline fails (false).
 func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool) {
-	per := make([][]Msg, len(shards))
 	for {
 		for p.inflight.Load() >= int64(p.o.maxInFlight) {
 			select {
@@ -343,36 +342,65 @@ func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool
 			m.in.WithLabelValues(p.name).Add(float64(len(msgs)))
 			m.inflight.WithLabelValues(p.name).Set(float64(p.inflight.Load()))
 		}
-		if len(shards) == 1 {
-			per[0] = msgs
-		} else {
-			idx := make([]int, len(msgs))
-			counts := make([]int, len(shards))
-			for i := range msgs {
-				idx[i] = shard(&msgs[i].Record, len(shards))
-				counts[idx[i]]++
-			}
-			for s, n := range counts {
-				if n > 0 {
-					per[s] = make([]Msg, 0, n)
-				}
-			}
-			for i := range msgs {
-				per[idx[i]] = append(per[idx[i]], msgs[i])
-			}
-		}
-		for i, b := range per {
-			if len(b) == 0 {
-				continue
-			}
-			select {
-			case shards[i] <- b:
-			case <-p.stop:
-				return false
-			}
-			per[i] = nil
+		if !p.dispatch(msgs, shards) {
+			return false
 		}
 	}
+}
+
+// dispatch hands fetched records to the workers by partition. A Kafka
+// fetch holds each partition's records in a few contiguous runs: each run
+// goes to its worker as a sub-slice, without copying. Records whose
+// partitions interleave are copied into one slice per worker instead.
+func (p *Pipeline) dispatch(msgs []Msg, shards []chan []Msg) bool {
+	send := func(s int, b []Msg) bool {
+		select {
+		case shards[s] <- b:
+			return true
+		case <-p.stop:
+			return false
+		}
+	}
+	if len(shards) == 1 {
+		return send(0, msgs)
+	}
+	var runs [][2]int
+	for start := 0; start < len(msgs) && len(runs) <= 4*len(shards); {
+		end := start + 1
+		r0 := &msgs[start].Record
+		for end < len(msgs) && msgs[end].Record.Partition == r0.Partition && msgs[end].Record.Topic == r0.Topic {
+			end++
+		}
+		runs = append(runs, [2]int{start, end})
+		start = end
+	}
+	if len(runs) <= 4*len(shards) {
+		for _, r := range runs {
+			if !send(shard(&msgs[r[0]].Record, len(shards)), msgs[r[0]:r[1]:r[1]]) {
+				return false
+			}
+		}
+		return true
+	}
+	idx := make([]int, len(msgs))
+	counts := make([]int, len(shards))
+	for i := range msgs {
+		idx[i] = shard(&msgs[i].Record, len(shards))
+		counts[idx[i]]++
+	}
+	per := make([][]Msg, len(shards))
+	for s, n := range counts {
+		per[s] = make([]Msg, 0, n)
+	}
+	for i := range msgs {
+		per[idx[i]] = append(per[idx[i]], msgs[i])
+	}
+	for s, b := range per {
+		if len(b) > 0 && !send(s, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func shard(r *record.Record, n int) int {

@@ -377,7 +377,15 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// A daemon that also serves the fluid bridge or the journal API keeps
+	// serving after its pipelines (if any) end, until it is stopped.
+	if a.cfg.Fluid != nil || (a.cfg.Journal != nil && a.cfg.Admin.Listen != "") || len(a.pipes) == 0 {
+		<-ctx.Done()
+	}
+	return nil
 }
 
 // Close releases plugins, clients, the admin server and the broker.

@@ -587,3 +587,40 @@ func replicated(t *testing.T, dir string) bool {
 	}
 	return n == 3
 }
+
+// TestFluidDemoThroughDaemon runs the Fluid Messaging demo (a v1 consumer
+// reading through a v3 publisher's records, downgraded v3 -> v2 -> v1 by
+// Wasm plugins) against the bridge that `streamd run` serves for [fluid].
+func TestFluidDemoThroughDaemon(t *testing.T) {
+	root := repoRoot(t)
+	if out, err := exec.Command("sh", filepath.Join(root, "examples/fluid/build.sh")).CombinedOutput(); err != nil {
+		t.Fatalf("build the demo's plugins: %v\n%s", err, out)
+	}
+	b := testenv.Kafka(t)
+	admin := freePort(t)
+	cfg := writeConfig(t, fmt.Sprintf("data_dir = %q\n", t.TempDir())+brokersTOML(b)+fmt.Sprintf(`
+[admin]
+listen = %q
+[fluid]
+metadata = %q
+`, admin, filepath.Join(root, "examples/fluid/.fluid")))
+	d := start(t, cfg)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(d.log.String(), "admin server listening"); {
+		if time.Now().After(deadline) {
+			t.Fatal("streamd did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	demo := exec.CommandContext(ctx, "go", "run", "./examples/fluid/demo", "-brokers", strings.Join(b.Seeds, ","), "-bridge", "http://"+admin)
+	demo.Dir = root
+	out, err := demo.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "every one valid v1") {
+		t.Fatalf("demo: %v\n%s", err, tail(string(out), 3000))
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.done; err != nil {
+		t.Fatalf("streamd exit: %v", err)
+	}
+}

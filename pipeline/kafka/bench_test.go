@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,7 +26,10 @@ import (
 // which stays comparable on a busy machine. Run both with the same
 // -benchtime=Nx and compare with benchstat:
 //
-//	go test ./pipeline/kafka -run '^$' -bench Passthrough -benchtime 200000x -count 6
+//	go test ./pipeline/kafka -run '^$' -bench Passthrough -benchtime 300000x -count 1
+//
+// Both write the output with the same compression (STREAMD_BENCH_COMPRESSION,
+// default none; franz-go's own default would be snappy for the bare loop).
 func BenchmarkPassthrough(b *testing.B) {
 	for _, mode := range []string{"bare-franz-go", "streamd"} {
 		b.Run(mode, func(b *testing.B) {
@@ -55,6 +59,15 @@ func BenchmarkPassthrough(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
 		})
 	}
+}
+
+// benchCompression is the output compression of both modes
+// (STREAMD_BENCH_COMPRESSION, default none), so they do the same work.
+func benchCompression() string {
+	if c := os.Getenv("STREAMD_BENCH_COMPRESSION"); c != "" {
+		return c
+	}
+	return "none"
 }
 
 // cpuTime is the process's user+system CPU time in ns (broker included:
@@ -98,7 +111,12 @@ func bare(b *testing.B, seeds []string, n int) {
 		b.Fatal(err)
 	}
 	defer cons.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	codec, err := kafka.Codec(benchCompression(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(codec))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +169,7 @@ func viaPipeline(b *testing.B, seeds []string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out", Partitions: 4})
+	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out", Partitions: 4, Compression: benchCompression()})
 	if err != nil {
 		b.Fatal(err)
 	}
