@@ -624,3 +624,58 @@ metadata = %q
 		t.Fatalf("streamd exit: %v", err)
 	}
 }
+
+// TestHangingNativePluginDoesNotBlockExit: a native plugin that hangs on
+// shutdown is killed after its deadline; SIGTERM still stops the daemon
+// promptly, records flowed through the plugin, and no plugin process is
+// left behind.
+func TestHangingNativePluginDoesNotBlockExit(t *testing.T) {
+	plugin := filepath.Join(t.TempDir(), "testplugin")
+	if out, err := exec.Command("go", "build", "-o", plugin, "github.com/streamd/streamd/plugins/native/internal/testplugin").CombinedOutput(); err != nil {
+		t.Fatalf("build test plugin: %v\n%s", err, out)
+	}
+	b := testenv.Kafka(t)
+	in, out := testenv.Topic(t, "in"), testenv.Topic(t, "out")
+	b.CreateTopic(t, in, 1)
+	b.CreateTopic(t, out, 1)
+	produce(t, b.Client(t), in, 0, 100)
+	cfg := writeConfig(t, brokersTOML(b)+fmt.Sprintf(`
+[[pipeline]]
+name = "native"
+shutdown_timeout = "5s"
+[pipeline.source]
+type = "kafka"
+topics = [%q]
+group = %q
+[[pipeline.transform]]
+type = "native"
+plugin = "native:%s"
+[pipeline.transform.config]
+hang_on_shutdown = true
+[pipeline.sink]
+type = "kafka"
+topic = %q
+`, in, testenv.Topic(t, "g"), plugin, out))
+	d := start(t, cfg)
+	seen, recs := consumeAll(t, b, out, 100, 60*time.Second)
+	if len(seen) != 100 {
+		t.Fatalf("%d of 100 records came through the native plugin", len(seen))
+	}
+	if !bytes.HasPrefix(recs[0].Value, []byte(`{"ID":`)) {
+		t.Fatalf("record not transformed by the plugin: %.40q", recs[0].Value)
+	}
+	t0 := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("streamd exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("streamd did not exit within 30 s of SIGTERM with a hanging plugin")
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(t0).Round(time.Millisecond))
+	if out, err := exec.Command("pgrep", "-f", plugin).Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("plugin process left running: %s", out)
+	}
+}
