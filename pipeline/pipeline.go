@@ -564,6 +564,25 @@ type failure struct {
 	err           error
 }
 
+// filterLive drops stale records (of partitions revoked since they were
+// fetched); checked is false when the source has no notion of staleness.
+// The returned slice shares nothing with batch when records were dropped.
+func (p *Pipeline) filterLive(batch []Msg) (live []Msg, checked bool) {
+	switch lv := p.src.(type) {
+	case BatchLiveness:
+		return lv.FilterLive(batch), true
+	case Liveness:
+		live = batch[:0:0]
+		for i := range batch {
+			if lv.Live(&batch[i]) {
+				live = append(live, batch[i])
+			}
+		}
+		return live, true
+	}
+	return batch, false
+}
+
 // pending is a batch between its stages and its acknowledgement.
 type pending struct {
 	start  time.Time
@@ -597,13 +616,7 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 // left to do.
 func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 	start := time.Now()
-	if lv, ok := p.src.(Liveness); ok {
-		live := batch[:0:0]
-		for i := range batch {
-			if lv.Live(&batch[i]) {
-				live = append(live, batch[i])
-			}
-		}
+	if live, checked := p.filterLive(batch); checked {
 		if dropped := len(batch) - len(live); dropped > 0 {
 			p.release(dropped)
 			p.count(func(c *Counts) { c.Dropped += int64(dropped) })

@@ -45,6 +45,14 @@ type Liveness interface {
 	Live(m *Msg) bool
 }
 
+// BatchLiveness is Liveness for a whole batch at once (one lock per batch,
+// not per record); the pipeline prefers it. FilterLive returns the live
+// records in order; it must not modify msgs, and returns msgs itself when
+// all are live.
+type BatchLiveness interface {
+	FilterLive(msgs []Msg) []Msg
+}
+
 // Readier is implemented by sources and sinks that can check their
 // connection; a pipeline is ready once every part's Ready returns nil.
 type Readier interface {

@@ -34,7 +34,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 		}
 		if utf8.Valid(b) {
 			field(name)
-			dst = appendString(dst, b)
+			dst = AppendJSONString(dst, b)
 			return
 		}
 		field(name + "_b64")
@@ -63,7 +63,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 				dst = append(dst, ',')
 			}
 			h := r.Headers[i]
-			dst = appendString(dst, []byte(h.Key))
+			dst = AppendJSONString(dst, []byte(h.Key))
 			dst = append(dst, ':')
 			switch {
 			case h.Value == nil:
@@ -73,7 +73,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 				dst = base64.StdEncoding.AppendEncode(dst, h.Value)
 				dst = append(dst, '"')
 			default:
-				dst = appendString(dst, h.Value)
+				dst = AppendJSONString(dst, h.Value)
 			}
 		}
 		dst = append(dst, '}')
@@ -82,7 +82,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 	headers("headers_b64", bin, true)
 	if r.Topic != "" {
 		field("topic")
-		dst = appendString(dst, []byte(r.Topic))
+		dst = AppendJSONString(dst, []byte(r.Topic))
 	}
 	field("partition")
 	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
@@ -97,17 +97,17 @@ func AppendJSON(dst []byte, r *Record) []byte {
 	return append(dst, '}')
 }
 
-// appendString appends s (valid UTF-8) as a JSON string, escaping only '"',
-// '\' and control characters.
-func appendString(dst, s []byte) []byte {
+// AppendJSONString appends s as a JSON string, escaping only '"', '\' and
+// control characters (as \n \r \t \b \f or \u00xx); everything else is
+// written raw. Bytes that are not valid UTF-8 become U+FFFD.
+func AppendJSONString(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	for _, c := range s {
+	for len(s) > 0 {
+		c := s[0]
 		switch {
 		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
-		case c >= 0x20:
-			dst = append(dst, c)
 		case c == '\n':
 			dst = append(dst, '\\', 'n')
 		case c == '\r':
@@ -118,9 +118,21 @@ func appendString(dst, s []byte) []byte {
 			dst = append(dst, '\\', 'b')
 		case c == '\f':
 			dst = append(dst, '\\', 'f')
-		default:
+		case c < 0x20:
 			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+		default:
+			r, n := utf8.DecodeRune(s)
+			if r == utf8.RuneError && n == 1 {
+				dst = append(dst, "\ufffd"...)
+			} else {
+				dst = append(dst, s[:n]...)
+			}
+			s = s[n:]
+			continue
 		}
+		s = s[1:]
 	}
 	return append(dst, '"')
 }

@@ -95,3 +95,16 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendJSONString(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain/é\u2028\x7f", "\"plain/é\u2028\x7f\""},
+		{"\"\\\n\r\t\b\f\x01\x1f", `"\"\\\n\r\t\b\f\u0001\u001f"`},
+		{"bad\xffutf8", "\"bad\ufffdutf8\""},
+	}
+	for _, tt := range tests {
+		if got := string(AppendJSONString(nil, []byte(tt.in))); got != tt.want {
+			t.Errorf("AppendJSONString(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

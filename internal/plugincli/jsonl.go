@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/streamd/streamd/record"
 )
@@ -52,47 +51,8 @@ func decodeLine(line []byte) (jsonLine, error) {
 // appendError appends an error result line (without the newline).
 func appendError(dst []byte, msg string, inputOffset int64) []byte {
 	dst = append(dst, `{"error":`...)
-	dst = appendJSONString(dst, []byte(msg))
+	dst = record.AppendJSONString(dst, []byte(msg))
 	dst = append(dst, `,"input_offset":`...)
 	dst = strconv.AppendInt(dst, inputOffset, 10)
 	return append(dst, '}')
-}
-
-// appendJSONString appends s as a JSON string with minimal escaping; invalid
-// UTF-8 becomes U+FFFD.
-func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for len(s) > 0 {
-		c := s[0]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c == '\b':
-			dst = append(dst, '\\', 'b')
-		case c == '\f':
-			dst = append(dst, '\\', 'f')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-		default:
-			r, n := utf8.DecodeRune(s)
-			if r == utf8.RuneError && n == 1 {
-				dst = append(dst, "\ufffd"...)
-			} else {
-				dst = append(dst, s[:n]...)
-			}
-			s = s[n:]
-			continue
-		}
-		s = s[1:]
-	}
-	return append(dst, '"')
 }

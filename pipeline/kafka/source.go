@@ -209,6 +209,33 @@ func (s *Source) Live(m *pipeline.Msg) bool {
 	return st != nil && st.epoch == m.Token
 }
 
+// FilterLive implements pipeline.BatchLiveness: one lock per batch.
+func (s *Source) FilterLive(msgs []pipeline.Msg) []pipeline.Msg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var live []pipeline.Msg // allocated at the first stale record
+	var last tp
+	var st *partState
+	for i := range msgs {
+		r := &msgs[i].Record
+		if st == nil || last.partition != r.Partition || last.topic != r.Topic {
+			last = tp{r.Topic, r.Partition}
+			st = s.parts[last]
+		}
+		ok := st != nil && st.epoch == msgs[i].Token
+		switch {
+		case !ok && live == nil:
+			live = append(make([]pipeline.Msg, 0, len(msgs)), msgs[:i]...)
+		case ok && live != nil:
+			live = append(live, msgs[i])
+		}
+	}
+	if live == nil {
+		return msgs
+	}
+	return live
+}
+
 // Ack implements pipeline.Source.
 func (s *Source) Ack(msgs []pipeline.Msg) {
 	s.mu.Lock()

@@ -1,0 +1,46 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/record"
+)
+
+func msg(p int32, off int64, epoch uint64) pipeline.Msg {
+	return pipeline.Msg{Record: record.Record{Topic: "t", Partition: p, Offset: off}, Token: epoch}
+}
+
+func TestFilterLive(t *testing.T) {
+	s := &Source{parts: map[tp]*partState{
+		{"t", 0}: {epoch: 1},
+		{"t", 1}: {epoch: 5}, // revoked and assigned again since epoch 2
+	}}
+	all := []pipeline.Msg{msg(0, 10, 1), msg(0, 11, 1), msg(1, 3, 2), msg(2, 7, 3), msg(1, 4, 5), msg(0, 12, 1)}
+	live := s.FilterLive(all)
+	var got []int64
+	for _, m := range live {
+		got = append(got, m.Record.Offset)
+	}
+	want := []int64{10, 11, 4, 12} // partition 2 revoked, partition 1's old epoch stale
+	if len(got) != len(want) {
+		t.Fatalf("live offsets %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("live offsets %v, want %v", got, want)
+		}
+	}
+	if all[2].Record.Offset != 3 {
+		t.Fatal("FilterLive modified its input")
+	}
+	for i := range live {
+		if s.Live(&live[i]) != true {
+			t.Fatalf("FilterLive and Live disagree on %+v", live[i])
+		}
+	}
+	ok := all[:2]
+	if out := s.FilterLive(ok); &out[0] != &ok[0] {
+		t.Fatal("an all-live batch was copied")
+	}
+}
