@@ -2,11 +2,13 @@
 // binary layouts of streamd host ABI v1 (docs/abi.md sections 7 and 8).
 //
 // Encoding writes straight into a caller-provided buffer (the guest's input
-// buffer); decoding makes one allocation for all output bytes plus one for
-// the records and one for the headers of a whole batch.
+// buffer) in one pass. Decoding allocates the results; KEEP answers alias
+// the input records, and output records of a whole batch share one copy of
+// the reply, one array of records and one of headers.
 package abi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,42 +77,74 @@ func RequestSize(recs []record.Record) (int, error) {
 	return n, nil
 }
 
-// EncodeRequest writes the request batch for op and recs into dst, which must
-// be exactly RequestSize(recs) bytes long.
-func EncodeRequest(dst []byte, op Op, recs []record.Record) {
-	le.PutUint32(dst[0:], uint32(op))
+// EncodeRequest writes the request batch for op and recs at the start of
+// dst in one pass and returns its length. It returns ok false when dst is
+// too short; dst then holds a partial batch, and RequestSize says how much
+// room the batch needs.
+//
+// Each record costs one bounds check of its whole encoding against dst and
+// one copy per byte field; there is no intermediate buffer and no per-field
+// call.
+func EncodeRequest(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
+	if len(dst) < 8 || uint64(len(recs)) > math.MaxUint32 {
+		return 0, false
+	}
+	le.PutUint32(dst, uint32(op))
 	le.PutUint32(dst[4:], uint32(len(recs)))
 	p := 8
 	for i := range recs {
 		r := &recs[i]
-		start := p
-		p += 4 // size, written below
-		le.PutUint64(dst[p:], uint64(r.Offset))
-		le.PutUint64(dst[p+8:], uint64(timestampMs(r.Timestamp)))
-		le.PutUint32(dst[p+16:], uint32(r.Partition))
-		p += 20
-		p = putBytes(dst, p, r.Key)
-		p = putBytes(dst, p, r.Value)
-		le.PutUint32(dst[p:], uint32(len(r.Headers)))
-		p += 4
-		for j := range r.Headers {
-			h := &r.Headers[j]
-			le.PutUint32(dst[p:], uint32(len(h.Key)))
-			p += 4
-			p += copy(dst[p:], h.Key)
-			p = putBytes(dst, p, h.Value)
+		key, val, hdrs := r.Key, r.Value, r.Headers
+		size := 32 + len(key) + len(val)
+		for j := range hdrs {
+			size += 8 + len(hdrs[j].Key) + len(hdrs[j].Value)
 		}
-		le.PutUint32(dst[start:], uint32(p-start-4))
+		if size > len(dst)-p-4 || uint64(p+4+size) > math.MaxUint32 {
+			return p, false
+		}
+		// Every write of this record goes to b: records changed while
+		// they are encoded (a caller's bug) cannot make it write past it.
+		b := dst[p : p+4+size : p+4+size]
+		p += 4 + size
+		ts := int64(NoTimestamp)
+		if !r.Timestamp.IsZero() {
+			ts = r.Timestamp.UnixMilli()
+		}
+		_ = b[31]
+		le.PutUint32(b, uint32(size))
+		le.PutUint64(b[4:], uint64(r.Offset))
+		le.PutUint64(b[12:], uint64(ts))
+		le.PutUint32(b[20:], uint32(r.Partition))
+		q := 28
+		if key == nil {
+			le.PutUint32(b[24:], math.MaxUint32) // -1
+		} else {
+			le.PutUint32(b[24:], uint32(len(key)))
+			q += copy(b[28:], key)
+		}
+		if val == nil {
+			le.PutUint32(b[q:], math.MaxUint32)
+			q += 4
+		} else {
+			le.PutUint32(b[q:], uint32(len(val)))
+			q += 4 + copy(b[q+4:], val)
+		}
+		le.PutUint32(b[q:], uint32(len(hdrs)))
+		q += 4
+		for j := range hdrs {
+			h := &hdrs[j]
+			le.PutUint32(b[q:], uint32(len(h.Key)))
+			q += 4 + copy(b[q+4:], h.Key)
+			if h.Value == nil {
+				le.PutUint32(b[q:], math.MaxUint32)
+				q += 4
+			} else {
+				le.PutUint32(b[q:], uint32(len(h.Value)))
+				q += 4 + copy(b[q+4:], h.Value)
+			}
+		}
 	}
-}
-
-func putBytes(dst []byte, p int, b []byte) int {
-	if b == nil {
-		le.PutUint32(dst[p:], math.MaxUint32) // -1
-		return p + 4
-	}
-	le.PutUint32(dst[p:], uint32(len(b)))
-	return p + 4 + copy(dst[p+4:], b)
+	return p, true
 }
 
 func timestampMs(t time.Time) int64 {
@@ -130,33 +164,47 @@ func (e *MalformedError) Error() string {
 	return fmt.Sprintf("malformed result batch at byte %d: %s", e.Pos, e.Msg)
 }
 
-// DecodeResult decodes a result batch for the request made of in. buf must
-// be owned by the caller and never modified afterwards: output records and
-// header names point into it. reject makes the error of a record the guest
-// rejected (ERR_RECORD) from its reason.
+// keepEntry is the 8 bytes of a KEEP entry (status 0, out_count
+// 0xFFFFFFFF) read as one little-endian uint64.
+const keepEntry = uint64(keep) << 32
+
+// DecodeResult decodes a result batch for the request made of in. It does
+// not keep buf: the caller may reuse it as soon as DecodeResult returns.
+// reject makes the error of a record the guest rejected (ERR_RECORD) from
+// its reason.
 //
-// Output records get the Topic, Partition and Offset of the input record
-// they came from; their timestamp is the one the guest wrote. A KEEP answer
-// aliases the input: its Records is in[i:i+1], no copy.
+// A KEEP answer aliases the input: its Records is in[i:i+1], no copy. A
+// batch answered only with KEEP, ERR_RECORD or no records allocates nothing
+// but the results. Output records get the Topic, Partition and Offset of
+// the input record they came from and the timestamp the guest wrote; all
+// their byte fields and header names share one copy of buf, their headers
+// one array and the records one array.
 func DecodeResult(buf []byte, in []record.Record, reject func(reason string) error) ([]plugins.Result, error) {
-	d := decoder{buf: buf}
-	count := d.u32("count")
-	if d.err != nil {
-		return nil, d.err
+	if len(buf) < 4 {
+		return nil, &MalformedError{0, "short count"}
 	}
-	if int(count) != len(in) {
+	if count := le.Uint32(buf); uint64(count) != uint64(len(in)) {
 		return nil, &MalformedError{0, fmt.Sprintf("count %d, want %d", count, len(in))}
 	}
-	// First pass: validate and count records and headers, so the second
-	// pass fills two exactly sized arrays.
+	results := make([]plugins.Result, len(in))
+	// One pass validates every entry and answers KEEP and ERR_RECORD; it
+	// counts output records and headers so that a second pass, only when
+	// there are output records, fills exactly sized arrays.
+	d := decoder{buf: buf, p: 4}
 	nrec, nhdr := 0, 0
-	for i := 0; i < len(in) && d.err == nil; i++ {
+	for i := range in {
+		if len(buf)-d.p >= 8 && le.Uint64(buf[d.p:]) == keepEntry {
+			results[i].Records = in[i : i+1 : i+1]
+			d.p += 8
+			continue
+		}
 		status := d.u32("entry status")
 		switch {
 		case d.err != nil:
 		case status == entryOK:
 			n := d.u32("out_count")
 			if n == keep {
+				results[i].Records = in[i : i+1 : i+1]
 				continue
 			}
 			for j := uint32(0); j < n && d.err == nil; j++ {
@@ -164,43 +212,53 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 				nrec++
 			}
 		case status == entryReject:
+			start := d.p + 4
 			d.bytes("msg", d.u32("msg_len"))
+			if d.err == nil {
+				results[i].Err = reject(string(buf[start:d.p]))
+			}
 		default:
 			d.fail(d.p-4, fmt.Sprintf("entry %d: unknown status %d", i, status))
 		}
-	}
-	if d.err != nil {
-		return nil, d.err
+		if d.err != nil {
+			return nil, d.err
+		}
 	}
 	if d.p != len(buf) {
 		return nil, &MalformedError{d.p, fmt.Sprintf("%d bytes after the last entry", len(buf)-d.p)}
 	}
-	results := make([]plugins.Result, len(in))
+	if nrec > 0 {
+		decodeRecords(bytes.Clone(buf), in, results, nrec, nhdr)
+	}
+	return results, nil
+}
+
+// decodeRecords fills the output records of results from buf, a result
+// batch that DecodeResult validated and that holds nrec output records with
+// nhdr headers in all.
+func decodeRecords(buf []byte, in []record.Record, results []plugins.Result, nrec, nhdr int) {
 	recs := make([]record.Record, nrec)
 	var hdrs []record.Header
 	if nhdr > 0 {
 		hdrs = make([]record.Header, nhdr)
 	}
-	d.p = 4
+	p := 4
 	for i := range in {
+		status, n := le.Uint32(buf[p:]), le.Uint32(buf[p+4:])
+		p += 8
+		switch {
+		case status == entryReject:
+			p += int(n)
+			continue
+		case n == keep:
+			continue
+		}
 		src := &in[i]
-		if le.Uint32(buf[d.p:]) == entryReject {
-			n := int(le.Uint32(buf[d.p+4:]))
-			results[i].Err = reject(string(buf[d.p+8 : d.p+8+n]))
-			d.p += 8 + n
-			continue
-		}
-		n := le.Uint32(buf[d.p+4:])
-		d.p += 8
-		if n == keep {
-			results[i].Records = in[i : i+1 : i+1]
-			continue
-		}
 		out := recs[:n:n]
 		recs = recs[n:]
 		for j := range out {
 			r := &out[j]
-			p := d.p + 4 // skip size
+			p += 4 // size
 			r.Timestamp = fromMs(int64(le.Uint64(buf[p+8:])))
 			r.Topic, r.Partition, r.Offset = src.Topic, src.Partition, src.Offset
 			p += 20
@@ -214,16 +272,16 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 				for k := range r.Headers {
 					kl := int(le.Uint32(buf[p:]))
 					p += 4
-					r.Headers[k].Key = unsafe.String(unsafe.SliceData(buf[p:]), kl)
+					if kl > 0 {
+						r.Headers[k].Key = unsafe.String(&buf[p], kl)
+					}
 					p += kl
 					r.Headers[k].Value, p = getBytes(buf, p)
 				}
 			}
-			d.p = p
 		}
 		results[i].Records = out
 	}
-	return results, nil
 }
 
 func getBytes(buf []byte, p int) ([]byte, int) {
