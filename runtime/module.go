@@ -78,10 +78,13 @@ type instance struct {
 	fnBuffer, fnManifest, fnInit, fnProc api.Function
 	bufAddr, bufSize                     uint32
 	stack                                [1]uint64
-	reply                                []byte
-	replied                              bool
-	replyErr                             error
 	out                                  *logWriter
+
+	// reply is the reply of the current call, a copy of guest memory in
+	// replyBuf, which every call of the instance reuses: it is valid until
+	// the next call (the result decoder copies what it keeps).
+	reply, replyBuf []byte
+	replyErr        error
 
 	// ctx is the context of every call: it carries the instance to the host
 	// functions and is never done, so wazero starts no watcher goroutine
@@ -382,8 +385,13 @@ func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) er
 
 // call calls fn with arg (ignored when fn takes no parameter) and returns
 // its status and reply.
+//
+// The reply is valid until the next call of the instance.
 func (inst *instance) call(ctx context.Context, fn api.Function, arg uint32) (uint32, []byte, error) {
-	inst.reply, inst.replied, inst.replyErr = nil, false, nil
+	inst.reply, inst.replyErr = nil, nil
+	if cap(inst.replyBuf) > maxKeptReply {
+		inst.replyBuf = nil // one huge reply does not pin its buffer forever
+	}
 	inst.stack[0] = uint64(arg)
 	if err := inst.invoke(ctx, fn); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrBatch, err)
@@ -396,17 +404,43 @@ func (inst *instance) call(ctx context.Context, fn api.Function, arg uint32) (ui
 	return uint32(inst.stack[0]), reply, nil
 }
 
-func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
-	m := inst.m
+// maxKeptReply is the largest reply buffer an instance keeps for the next
+// call.
+const maxKeptReply = 1 << 20
+
+// encode writes the request batch for op and recs into the guest's input
+// buffer and returns its length. A batch that fits the buffer the guest gave
+// last time is written in one pass; only one that does not is sized first,
+// and the guest asked for a buffer of that size.
+func (inst *instance) encode(ctx context.Context, op Op, recs []record.Record) (uint32, error) {
+	if inst.bufAddr != 0 {
+		if view, ok := inst.mem.Read(inst.bufAddr, inst.bufSize); ok {
+			if n, ok := abi.EncodeRequest(view, abi.Op(op), recs); ok {
+				return uint32(n), nil
+			}
+		}
+	}
 	size, err := abi.RequestSize(recs)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", m.manifest.Name, err)
+		return 0, err
 	}
-	err = inst.input(ctx, uint32(size), func(b []byte) { abi.EncodeRequest(b, abi.Op(op), recs) })
+	n, ok := 0, false
+	if err := inst.input(ctx, uint32(size), func(b []byte) { n, ok = abi.EncodeRequest(b, abi.Op(op), recs) }); err != nil {
+		return 0, err
+	}
+	if !ok || n != size {
+		return 0, fmt.Errorf("the records changed while they were encoded (%d bytes, then %d)", size, n)
+	}
+	return uint32(n), nil
+}
+
+func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
+	m := inst.m
+	size, err := inst.encode(ctx, op, recs)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
-	status, reply, err := inst.call(ctx, inst.fnProc, uint32(size))
+	status, reply, err := inst.call(ctx, inst.fnProc, size)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
@@ -457,11 +491,8 @@ func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
 		inst.replyErr = fmt.Errorf("reply(%#x, %d) is outside guest memory (%d bytes)", ptr, n, mod.Memory().Size())
 		return
 	}
-	inst.reply = bytes.Clone(b)
-	if inst.reply == nil {
-		inst.reply = []byte{}
-	}
-	inst.replied = true
+	inst.replyBuf = append(inst.replyBuf[:0], b...)
+	inst.reply = inst.replyBuf
 }
 
 // hostLog implements streamd.log(level, ptr, len).

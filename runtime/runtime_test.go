@@ -335,3 +335,25 @@ func TestTrustedNoTimeout(t *testing.T) {
 		t.Fatalf("after a trap: %v", err)
 	}
 }
+
+// TestResultsOutliveNextCall: an instance reuses its input buffer and its
+// reply buffer from call to call, growing them for a bigger batch; results
+// of earlier calls must not change when later calls run on the same
+// instance, whichever way the batches grow and shrink.
+func TestResultsOutliveNextCall(t *testing.T) {
+	m := load(t, goPlugin(t, "identity"), plugins.Options{Pool: 1})
+	big := recs("x")
+	big[0].Value = bytes.Repeat([]byte("big"), 1<<20/3+1) // a reply over maxKeptReply
+	batches := [][]record.Record{recs("a", "b"), benchRecords(300), recs("c"), big, recs("d", "e", "f"), nil, benchRecords(3)}
+	var kept [][]plugins.Result
+	for i, in := range batches {
+		res, err := m.Call(context.Background(), runtime.OpTransform, in)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		kept = append(kept, res)
+		for j := range kept {
+			checkSame(t, kept[j], batches[j])
+		}
+	}
+}

@@ -120,7 +120,7 @@ func EncodeRequest(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
 			le.PutUint32(b[24:], math.MaxUint32) // -1
 		} else {
 			le.PutUint32(b[24:], uint32(len(key)))
-			q += copy(b[28:], key)
+			q += copyShort(b[28:], key)
 		}
 		if val == nil {
 			le.PutUint32(b[q:], math.MaxUint32)
@@ -134,17 +134,28 @@ func EncodeRequest(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
 		for j := range hdrs {
 			h := &hdrs[j]
 			le.PutUint32(b[q:], uint32(len(h.Key)))
-			q += 4 + copy(b[q+4:], h.Key)
+			q += 4 + copyShort(b[q+4:], unsafe.Slice(unsafe.StringData(h.Key), len(h.Key)))
 			if h.Value == nil {
 				le.PutUint32(b[q:], math.MaxUint32)
 				q += 4
 			} else {
 				le.PutUint32(b[q:], uint32(len(h.Value)))
-				q += 4 + copy(b[q+4:], h.Value)
+				q += 4 + copyShort(b[q+4:], h.Value)
 			}
 		}
 	}
 	return p, true
+}
+
+// copyShort is copy(dst, src) that moves 8 to 16 bytes as two overlapping
+// words instead of calling memmove.
+func copyShort(dst, src []byte) int {
+	if n := len(src); n >= 8 && n <= 16 && len(dst) >= n {
+		le.PutUint64(dst, le.Uint64(src))
+		le.PutUint64(dst[n-8:], le.Uint64(src[n-8:]))
+		return n
+	}
+	return copy(dst, src)
 }
 
 func timestampMs(t time.Time) int64 {
@@ -190,47 +201,55 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 	// One pass validates every entry and answers KEEP and ERR_RECORD; it
 	// counts output records and headers so that a second pass, only when
 	// there are output records, fills exactly sized arrays.
-	d := decoder{buf: buf, p: 4}
-	nrec, nhdr := 0, 0
+	p, nrec, nhdr := 4, 0, 0
 	for i := range in {
-		if len(buf)-d.p >= 8 && le.Uint64(buf[d.p:]) == keepEntry {
+		if len(buf)-p >= 8 && le.Uint64(buf[p:]) == keepEntry {
 			results[i].Records = in[i : i+1 : i+1]
-			d.p += 8
+			p += 8
 			continue
 		}
-		status := d.u32("entry status")
-		switch {
-		case d.err != nil:
-		case status == entryOK:
-			n := d.u32("out_count")
-			if n == keep {
-				results[i].Records = in[i : i+1 : i+1]
-				continue
-			}
-			for j := uint32(0); j < n && d.err == nil; j++ {
-				nhdr += d.skipRecord()
-				nrec++
-			}
-		case status == entryReject:
-			start := d.p + 4
-			d.bytes("msg", d.u32("msg_len"))
-			if d.err == nil {
-				results[i].Err = reject(string(buf[start:d.p]))
-			}
-		default:
-			d.fail(d.p-4, fmt.Sprintf("entry %d: unknown status %d", i, status))
-		}
-		if d.err != nil {
-			return nil, d.err
+		var err error
+		if p, err = decodeEntry(buf, p, i, in, results, reject, &nrec, &nhdr); err != nil {
+			return nil, err
 		}
 	}
-	if d.p != len(buf) {
-		return nil, &MalformedError{d.p, fmt.Sprintf("%d bytes after the last entry", len(buf)-d.p)}
+	if p != len(buf) {
+		return nil, &MalformedError{p, fmt.Sprintf("%d bytes after the last entry", len(buf)-p)}
 	}
 	if nrec > 0 {
 		decodeRecords(bytes.Clone(buf), in, results, nrec, nhdr)
 	}
 	return results, nil
+}
+
+// decodeEntry validates the entry for in[i] at buf[p:], answers KEEP and
+// ERR_RECORD in results[i], counts output records and their headers into
+// nrec and nhdr, and returns the position after the entry.
+func decodeEntry(buf []byte, p, i int, in []record.Record, results []plugins.Result, reject func(string) error, nrec, nhdr *int) (int, error) {
+	d := decoder{buf: buf, p: p}
+	status := d.u32("entry status")
+	switch {
+	case d.err != nil:
+	case status == entryOK:
+		n := d.u32("out_count")
+		if n == keep {
+			results[i].Records = in[i : i+1 : i+1]
+			break
+		}
+		for j := uint32(0); j < n && d.err == nil; j++ {
+			*nhdr += d.skipRecord()
+			*nrec++
+		}
+	case status == entryReject:
+		start := d.p + 4
+		d.bytes("msg", d.u32("msg_len"))
+		if d.err == nil {
+			results[i].Err = reject(string(buf[start:d.p]))
+		}
+	default:
+		d.fail(d.p-4, fmt.Sprintf("entry %d: unknown status %d", i, status))
+	}
+	return d.p, d.err
 }
 
 // decodeRecords fills the output records of results from buf, a result
