@@ -41,7 +41,7 @@ const (
 
 // Store is a relational journal store.
 type Store struct {
-	stmts map[string]*sql.Stmt // batch statements prepared at open, by query
+	stmts map[stmtKey]*sql.Stmt // batch statements prepared at open
 
 	d     dialect
 	write *sql.DB
@@ -60,8 +60,12 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store: empty path")
 	}
+	// synchronous=NORMAL in WAL mode: a commit is not fsynced, the WAL is
+	// fsynced at checkpoints. A committed batch survives a process crash
+	// (SIGKILL); an OS crash or power loss can lose the batches committed
+	// since the last checkpoint (see docs/journal.md, "Stores").
 	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(30000)&_pragma=foreign_keys(OFF)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)"
-	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=wal_autocheckpoint("+strconv.Itoa(autockpt)+")")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
@@ -83,6 +87,14 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// autockpt is the writer's wal_autocheckpoint, in pages (4 KiB): the
+// WAL is copied into the database once it holds this many. SQLite's
+// default, 1000, checkpoints every few batches: each checkpoint costs two
+// fsyncs and copies pages that the next batches rewrite anyway (journal
+// rows, the last page of each journal). The WAL file stays at up to
+// ~40 MiB.
+const autockpt = 10000
 
 // OpenPostgres opens the PostgreSQL database named by dsn
 // ("postgres://user@host:port/db?...").
@@ -395,9 +407,24 @@ func scanMeta(scan func(...any) error, lead ...any) (store.Meta, error) {
 }
 
 type sqlTx struct {
-	s  *Store
-	tx *sql.Tx
+	s    *Store
+	tx   *sql.Tx
+	args []any // reused between statements
 }
+
+// stmtKey names a batch statement: which one, for how many rows.
+type stmtKey struct {
+	kind stmtKind
+	n    int
+}
+
+type stmtKind int
+
+const (
+	stmtMetas stmtKind = iota
+	stmtPutMetas
+	stmtInsertEvents
+)
 
 // chunkSizes are the row counts of the multi-row statements: n rows go
 // as a sum of these, so a handful of prepared statements serve any n.
@@ -415,38 +442,39 @@ func chunks(n int) []int {
 	return out
 }
 
-// exec runs q in the transaction, with the statement prepared at open
-// when it is one of the batch statements.
-func (t *sqlTx) exec(ctx context.Context, q string, args ...any) error {
-	if st := t.s.stmts[q]; st != nil {
-		_, err := t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		return err
-	}
-	_, err := t.tx.ExecContext(ctx, q, args...)
+// exec runs the batch statement k, prepared at open, in the transaction.
+func (t *sqlTx) exec(ctx context.Context, k stmtKey, args []any) error {
+	_, err := t.tx.StmtContext(ctx, t.s.stmts[k]).ExecContext(ctx, args...)
 	return err
 }
 
-func (t *sqlTx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := t.s.stmts[q]; st != nil {
-		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	}
-	return t.tx.QueryContext(ctx, q, args...)
+func (t *sqlTx) query(ctx context.Context, k stmtKey, args []any) (*sql.Rows, error) {
+	return t.tx.StmtContext(ctx, t.s.stmts[k]).QueryContext(ctx, args...)
 }
 
 // prepare prepares the batch statements of every chunk size on the write
 // pool (outside any transaction: SQLite's pool has one connection).
 func (s *Store) prepare(ctx context.Context) error {
-	s.stmts = map[string]*sql.Stmt{}
+	s.stmts = map[stmtKey]*sql.Stmt{}
 	for _, n := range chunkSizes {
-		for _, q := range []string{s.metasQuery(n), s.putMetasQuery(n), s.insertEventsQuery(n)} {
+		for k, q := range map[stmtKind]string{stmtMetas: s.metasQuery(n), stmtPutMetas: s.putMetasQuery(n), stmtInsertEvents: s.insertEventsQuery(n)} {
 			st, err := s.write.PrepareContext(ctx, q)
 			if err != nil {
 				return fmt.Errorf("prepare: %w", err)
 			}
-			s.stmts[q] = st
+			s.stmts[stmtKey{k, n}] = st
 		}
 	}
 	return nil
+}
+
+// argBuf returns the reusable argument slice, empty, with room for n.
+func (t *sqlTx) argBuf(n int) []any {
+	clear(t.args)
+	if cap(t.args) < n {
+		t.args = make([]any, 0, n)
+	}
+	return t.args[:0]
 }
 
 // rows builds "head (?,..),(?,..) tail" for n rows of cols columns.
@@ -481,13 +509,13 @@ func (s *Store) insertEventsQuery(n int) string {
 func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[string]store.Meta, error) {
 	out := make(map[string]store.Meta, len(ids))
 	for _, n := range chunks(len(ids)) {
-		q := t.s.metasQuery(n)
-		args := make([]any, 0, n+1)
+		args := t.argBuf(n + 1)
 		args = append(args, topic)
 		for _, id := range ids[:n] {
 			args = append(args, id)
 		}
-		rows, err := t.query(ctx, q, args...)
+		t.args = args
+		rows, err := t.query(ctx, stmtKey{stmtMetas, n}, args)
 		if err != nil {
 			return nil, fmt.Errorf("read metas: %w", err)
 		}
@@ -515,15 +543,15 @@ func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: 
 func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]store.Meta) error {
 	ids := slices.Sorted(maps.Keys(metas))
 	for _, n := range chunks(len(ids)) {
-		q := t.s.putMetasQuery(n)
-		args := make([]any, 0, 11*n)
+		args := t.argBuf(11 * n)
 		for _, id := range ids[:n] {
 			m := metas[id]
 			args = append(args, topic, id, m.Partition, m.Offset, m.SeqNr, m.DeleteTo,
 				nullInt(m.ExpireAfter.Milliseconds(), m.ExpireAfter > 0), nullInt(m.ExpireOn.UnixMilli(), !m.ExpireOn.IsZero()),
 				nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
 		}
-		if err := t.exec(ctx, q, args...); err != nil {
+		t.args = args
+		if err := t.exec(ctx, stmtKey{stmtPutMetas, n}, args); err != nil {
 			return fmt.Errorf("put metas: %w", err)
 		}
 		ids = ids[n:]
@@ -558,8 +586,7 @@ func (t *sqlTx) PutEvents(ctx context.Context, topic string, events []store.KeyE
 }
 
 func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
-	q := t.s.insertEventsQuery(len(events))
-	args := make([]any, 0, 13*len(events))
+	args := t.argBuf(13 * len(events))
 	for _, e := range events {
 		var tags, headers sql.NullString
 		if len(e.Tags) > 0 {
@@ -590,7 +617,8 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 		args = append(args, topic, e.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
 			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
 	}
-	if err := t.exec(ctx, q, args...); err != nil {
+	t.args = args
+	if err := t.exec(ctx, stmtKey{stmtInsertEvents, len(events)}, args); err != nil {
 		return fmt.Errorf("put events: %w", err)
 	}
 	return nil

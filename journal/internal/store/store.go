@@ -6,10 +6,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -147,15 +147,21 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	n := 0
+	for _, k := range b.Keys {
+		for _, op := range k.Ops {
+			n += len(op.Events)
+		}
+	}
 	var (
-		puts    []KeyEvent
+		puts    = make([]KeyEvent, 0, n)
 		delMeta []string
-		putMeta = map[string]Meta{}
+		putMeta = make(map[string]Meta, len(b.Keys))
 	)
 	for _, k := range b.Keys {
 		key := Key{Topic: b.Topic, ID: k.ID}
 		m, ok := metas[k.ID]
-		r := applyKey(key, b.Partition, k.Ops, m, ok, now)
+		r := applyKey(b.Partition, k.Ops, m, ok, now)
 		for _, to := range r.deletes {
 			if err := tx.DeleteEvents(ctx, key, to); err != nil {
 				return err
@@ -167,8 +173,8 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 		if r.exists && r.dirty {
 			putMeta[k.ID] = r.meta
 		}
-		for _, s := range slices.Sorted(maps.Keys(r.events)) {
-			puts = append(puts, KeyEvent{ID: k.ID, Event: r.events[s]})
+		for _, e := range r.survivors() {
+			puts = append(puts, KeyEvent{ID: k.ID, Event: e})
 		}
 	}
 	if len(delMeta) > 0 {
@@ -191,23 +197,40 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 
 // keyResult is the effect of one key's ops on the store.
 type keyResult struct {
-	deletes []int64         // DeleteEvents(to) on rows stored before the batch, in order
-	events  map[int64]Event // events to write (the survivors)
+	deletes []int64 // DeleteEvents(to) on rows stored before the batch, in order
+	events  []Event // events to write, in the order written (see survivors)
 	meta    Meta
 	exists  bool // the row exists at the end
 	dirty   bool // and must be written
 	removed bool // the row that existed before the batch is gone (purged)
 }
 
-func applyKey(key Key, partition int32, ops []Op, meta Meta, ok bool, now time.Time) keyResult {
-	r := keyResult{events: map[int64]Event{}}
+// survivors returns the events to write by seqNr, the last written of
+// each seqNr (a later Append of the same seqNr overwrites it, as an
+// upsert of each action in turn would).
+func (r *keyResult) survivors() []Event {
+	ev := r.events
+	for i := 1; i < len(ev); i++ {
+		if ev[i].SeqNr <= ev[i-1].SeqNr { // rare: seqNrs not increasing
+			slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.SeqNr, b.SeqNr) })
+			out := ev[:0]
+			for j := range ev {
+				if j+1 < len(ev) && ev[j+1].SeqNr == ev[j].SeqNr {
+					continue // a later one of the same seqNr wins
+				}
+				out = append(out, ev[j])
+			}
+			return out
+		}
+	}
+	return ev
+}
+
+func applyKey(partition int32, ops []Op, meta Meta, ok bool, now time.Time) keyResult {
+	var r keyResult
 	existed := ok
 	dropPending := func(to int64) {
-		for s := range r.events {
-			if s <= to {
-				delete(r.events, s)
-			}
-		}
+		r.events = slices.DeleteFunc(r.events, func(e Event) bool { return e.SeqNr <= to })
 	}
 	for _, op := range ops {
 		switch op.Kind {
@@ -221,7 +244,7 @@ func applyKey(key Key, partition int32, ops []Op, meta Meta, ok bool, now time.T
 				if ok && (e.Offset <= meta.Offset || e.SeqNr <= meta.DeleteTo) {
 					continue
 				}
-				r.events[e.SeqNr] = e
+				r.events = append(r.events, e)
 			}
 			if !ok {
 				meta = Meta{Created: now, DeleteTo: op.From - 1}
