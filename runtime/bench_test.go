@@ -73,10 +73,14 @@ func moduleFunc(m *runtime.Module) transformFunc {
 }
 
 // BenchmarkIdentity compares the cost of an identity transform per record:
-// the WAT guest answering KEEP, the Go SDK guest copying every record back,
-// and plain Go in process. The difference to native is the ABI overhead.
+// WAT guests answering KEEP (the toy of docs/abi.md, one loop iteration per
+// record, and testdata/identity_unrolled.wat, which checks the request and
+// walks 16 records per loop iteration), the Go SDK guest copying every
+// record back, and plain Go in process. The difference to native is the
+// ABI overhead.
 func BenchmarkIdentity(b *testing.B) {
 	watKeep := load(b, wat(b, "identity"), plugins.Options{Pool: 1})
+	watUnrolled := load(b, watFile(b, filepath.Join("testdata", "identity_unrolled.wat")), plugins.Options{Pool: 1})
 	goCopy := load(b, goPlugin(b, "identity"), plugins.Options{Pool: 1})
 	for _, batch := range []int{256, 1} {
 		for _, impl := range []struct {
@@ -85,6 +89,7 @@ func BenchmarkIdentity(b *testing.B) {
 		}{
 			{"native-go", nativeIdentity},
 			{"wasm-wat-keep", moduleFunc(watKeep)},
+			{"wasm-wat-keep-unrolled", moduleFunc(watUnrolled)},
 			{"wasm-go-sdk-copy", moduleFunc(goCopy)},
 		} {
 			b.Run(fmt.Sprintf("batch=%d/%s", batch, impl.name), func(b *testing.B) {

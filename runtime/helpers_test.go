@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,11 +20,17 @@ import (
 // wat builds examples/wasm/wat/NAME.wat into a temp dir and returns the path.
 func wat(tb testing.TB, name string) string {
 	tb.Helper()
+	return watFile(tb, filepath.Join("..", "examples", "wasm", "wat", name+".wat"))
+}
+
+// watFile builds the WAT file at path into a temp dir and returns the path.
+func watFile(tb testing.TB, path string) string {
+	tb.Helper()
 	tool := testenv.Tool(tb, "wat2wasm")
-	out := filepath.Join(tb.TempDir(), name+".wasm")
-	cmd := exec.Command(tool, filepath.Join("..", "examples", "wasm", "wat", name+".wat"), "-o", out)
+	out := filepath.Join(tb.TempDir(), strings.TrimSuffix(filepath.Base(path), ".wat")+".wasm")
+	cmd := exec.Command(tool, path, "-o", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("wat2wasm %s: %v\n%s", name, err, b)
+		tb.Fatalf("wat2wasm %s: %v\n%s", path, err, b)
 	}
 	return out
 }

@@ -357,3 +357,29 @@ func TestResultsOutliveNextCall(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentityUnrolled runs testdata/identity_unrolled.wat (the guest of the
+// ABI overhead benchmark) on batches around its 16-record loop, checks it
+// answers KEEP for every record, and refuses ops other than TRANSFORM.
+func TestIdentityUnrolled(t *testing.T) {
+	m := load(t, watFile(t, filepath.Join("testdata", "identity_unrolled.wat")), plugins.Options{Kind: plugins.KindTransform, Pool: 1})
+	for _, n := range []int{0, 1, 15, 16, 17, 33, 256, 1000, 3} {
+		in := benchRecords(n)
+		if n > 2 {
+			in[1].Key, in[2].Value, in[2].Headers = nil, nil, nil
+		}
+		res, err := m.Call(context.Background(), runtime.OpTransform, in)
+		if err != nil {
+			t.Fatalf("%d records: %v", n, err)
+		}
+		checkSame(t, res, in)
+		for i := range res {
+			if &res[i].Records[0] != &in[i] {
+				t.Fatalf("%d records: result %d is not the input record (KEEP)", n, i)
+			}
+		}
+	}
+	if _, err := m.Call(context.Background(), runtime.OpEncode, recs("a")); !errors.Is(err, runtime.ErrUnsupported) {
+		t.Fatalf("ENCODE: error %v, want ErrUnsupported", err)
+	}
+}
