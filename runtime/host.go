@@ -22,6 +22,7 @@ import (
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/runtime/internal/abi"
+	"github.com/streamd/streamd/runtime/internal/fuel"
 )
 
 // Defaults for the zero values of plugins.Options.
@@ -138,13 +139,24 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	if maxPages > 65536 {
 		return nil, fmt.Errorf("%s: max memory pages %d exceeds 65536 (4 GiB)", name, maxPages)
 	}
-	// Guest code checks for a closed module at every function entry and loop
-	// back edge, so a timeout or a cancelled context can stop it. That costs
-	// up to ~3x in tight loops (docs/benchmarks.md); a negative Timeout
-	// turns it off for a trusted plugin, which then cannot be stopped.
+	// So that a timeout or a cancelled context can stop guest code, the
+	// module is instrumented with fuel (runtime/internal/fuel): every
+	// fuelRefill function entries or loop iterations it calls the host,
+	// which stops it when the call is over time. wazero's own
+	// WithCloseOnContextDone, which leaves native code at every loop back
+	// edge (2-10x slower guest code, docs/benchmarks.md), is the fallback
+	// for a module the instrumentation cannot read. A negative Timeout
+	// turns both off for a trusted plugin, which then cannot be stopped.
+	fueled := false
+	code := bin
+	if opts.Timeout >= 0 {
+		if ib, err := fuel.Instrument(bin, "streamd", fuelImport, fuelRefill); err == nil {
+			code, fueled = ib, true
+		}
+	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(maxPages).
-		WithCloseOnContextDone(opts.Timeout >= 0)
+		WithCloseOnContextDone(opts.Timeout >= 0 && !fueled)
 	if opts.CacheDir != "" {
 		c, err := h.cache(opts.CacheDir)
 		if err != nil {
@@ -153,7 +165,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 		rc = rc.WithCompilationCache(c)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m, err := newModule(ctx, rt, name, bin, opts)
+	m, err := newModule(ctx, rt, name, code, fueled, opts)
 	if err != nil {
 		rt.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -164,7 +176,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 }
 
 // exports checks a compiled module's exports and imports against ABI v1.
-func checkExports(name string, cm wazero.CompiledModule) (int, error) {
+func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, error) {
 	fns := cm.ExportedFunctions()
 	var versions []int
 	for export := range fns {
@@ -218,7 +230,7 @@ func checkExports(name string, cm wazero.CompiledModule) (int, error) {
 		mod, imp, _ := fn.Import()
 		switch mod {
 		case "streamd":
-			if imp != "reply" && imp != "log" {
+			if imp != "reply" && imp != "log" && (imp != fuelImport || !fueled) {
 				return 0, fmt.Errorf("%s: imports streamd.%s, which ABI v1 does not provide", name, imp)
 			}
 		case wasi_snapshot_preview1.ModuleName:

@@ -61,6 +61,7 @@ type Module struct {
 	modCfg   wazero.ModuleConfig
 	config   []byte // init config JSON
 	timeout  time.Duration
+	fueled   bool         // instrumented by runtime/internal/fuel
 	base     *slog.Logger // opts.Logger
 	logger   *slog.Logger // base with the plugin's name
 
@@ -99,9 +100,10 @@ type instance struct {
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, opts plugins.Options) (*Module, error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, fueled bool, opts plugins.Options) (*Module, error) {
 	m := &Module{
 		name:    name,
+		fueled:  fueled,
 		rt:      rt,
 		timeout: opts.Timeout,
 		base:    discardLogger(opts.Logger),
@@ -118,10 +120,10 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 	if m.config, err = json.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
-	if m.compiled, err = rt.CompileModule(ctx, bin); err != nil {
+	if m.compiled, err = compile(ctx, rt, bin); err != nil {
 		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}
-	if m.version, err = checkExports(name, m.compiled); err != nil {
+	if m.version, err = checkExports(name, m.compiled, fueled); err != nil {
 		return nil, err
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -134,6 +136,9 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
 		WithParameterNames("level", "ptr", "len").Export("log").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostFuel), nil, []api.ValueType{api.ValueTypeI32}).
+		Export(fuelImport).
 		Instantiate(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: host module: %w", name, err)
@@ -265,12 +270,16 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.mod = mod
 	inst.timer = time.AfterFunc(time.Hour, func() {
 		inst.timedOut.Store(true)
-		mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+		if !m.fueled { // an instrumented guest stops at its next refill
+			mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+		}
 	})
 	inst.timer.Stop()
 	inst.cancelFn = func() {
 		inst.canceled.Store(true)
-		mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
+		if !m.fueled {
+			mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
+		}
 	}
 	inst.mem = mod.Memory()
 	inst.fnBuffer = mod.ExportedFunction("streamd_buffer")
@@ -477,6 +486,41 @@ func callErr(ctx context.Context, err error, timeout time.Duration) error {
 func instFrom(ctx context.Context) *instance {
 	inst, _ := ctx.Value(instKey{}).(*instance)
 	return inst
+}
+
+// compile compiles bin, turning a panic in wazero (its v1.12 validator
+// panics on some malformed modules, found by fuzzing) into an error.
+func compile(ctx context.Context, rt wazero.Runtime, bin []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			cm, err = nil, fmt.Errorf("wazero could not read it: %v", v)
+		}
+	}()
+	return rt.CompileModule(ctx, bin)
+}
+
+// The fuel instrumentation's import: an instrumented guest calls
+// streamd.$fuel every fuelRefill function entries or loop iterations (tens
+// of microseconds of guest code).
+const (
+	fuelImport = "$fuel"
+	fuelRefill = 10_000
+)
+
+// hostFuel implements streamd.$fuel() -> i32: it stops the guest when its
+// call timed out or was cancelled, and otherwise returns the next fuel.
+// Being Go code, it also lets the scheduler and the garbage collector
+// preempt the goroutine that runs the guest.
+func hostFuel(ctx context.Context, _ api.Module, stack []uint64) {
+	if inst := instFrom(ctx); inst != nil {
+		if inst.timedOut.Load() {
+			panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+		}
+		if inst.canceled.Load() {
+			panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+		}
+	}
+	stack[0] = fuelRefill
 }
 
 // hostReply implements streamd.reply(ptr, len).

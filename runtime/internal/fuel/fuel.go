@@ -1,0 +1,621 @@
+package fuel
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnsupported is wrapped by Instrument's errors for modules that use an
+// encoding it does not know (an opcode or section entry of a proposal it
+// does not handle). The caller can fall back to another way of stopping
+// guest code.
+var ErrUnsupported = errors.New("unsupported by the fuel instrumentation")
+
+// Section ids (WebAssembly core spec 5.5.2, and the exception handling
+// proposal's tag section).
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// rank orders the non-custom sections as a module must: the tag section
+// sits between memory and global, data count between element and code.
+var rank = map[byte]int{
+	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5, secTag: 6,
+	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCount: 11, secCode: 12, secData: 13,
+}
+
+// Instrument returns a copy of the module bin in which every function entry
+// and every loop head decrements a new mutable i32 global, starting at fuel,
+// and, when it reaches zero, sets it to what the imported function
+// importModule.importName (type () -> i32) returns. That function must
+// return a positive number; it stops the guest by panicking.
+//
+// bin is not modified. An error wraps ErrUnsupported when the module uses
+// an encoding Instrument does not handle, and describes the offset of a
+// malformed one otherwise.
+func Instrument(bin []byte, importModule, importName string, fuel uint32) ([]byte, error) {
+	if fuel == 0 || fuel > 1<<31-1 {
+		return nil, fmt.Errorf("fuel %d must be in 1..2^31-1", fuel)
+	}
+	if len(bin) < 8 || string(bin[:4]) != "\x00asm" {
+		return nil, errors.New("not a WebAssembly module")
+	}
+	if string(bin[4:8]) != "\x01\x00\x00\x00" {
+		return nil, fmt.Errorf("%w: binary format version %x", ErrUnsupported, bin[4:8])
+	}
+	w := rewriter{mod: importModule, name: importName, fuel: fuel}
+	out, err := w.run(bin)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rewriter carries what earlier sections tell the later ones.
+type rewriter struct {
+	mod, name string
+	fuel      uint32
+
+	types       uint32 // type entries: the new type's index
+	funcImports uint32 // imported functions: the new import's index
+	globals     uint32 // imported + defined globals: the fuel global's index
+	haveType    bool
+	haveImport  bool
+	haveGlobal  bool
+	lastRank    int
+	check       []byte // the instructions inserted at each check point
+	out         []byte
+}
+
+func (w *rewriter) run(bin []byte) ([]byte, error) {
+	w.out = make([]byte, 0, len(bin)+len(bin)/4+64)
+	w.out = append(w.out, bin[:8]...)
+	r := reader{b: bin, i: 8}
+	for r.i < len(r.b) {
+		start := r.i
+		id := r.byte()
+		size := r.u32()
+		if r.err != nil {
+			return nil, r.errorf("section header at offset %d", start)
+		}
+		if uint64(size) > uint64(len(r.b)-r.i) {
+			return nil, fmt.Errorf("section %d at offset %d: size %d past the end", id, start, size)
+		}
+		body := r.b[r.i : r.i+int(size)]
+		base := r.i
+		r.i += int(size)
+		if id == secCustom {
+			if err := w.custom(body, base); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		rk, ok := rank[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: section id %d at offset %d", ErrUnsupported, id, start)
+		}
+		if rk <= w.lastRank {
+			return nil, fmt.Errorf("section %d at offset %d out of order", id, start)
+		}
+		w.insertMissing(rk)
+		w.lastRank = rk
+		var err error
+		switch id {
+		case secType:
+			err = w.typeSection(body, base)
+		case secImport:
+			err = w.importSection(body, base)
+		case secGlobal:
+			err = w.globalSection(body, base)
+		case secExport:
+			err = w.exportSection(body, base)
+		case secStart:
+			err = w.startSection(body, base)
+		case secElement:
+			err = w.elementSection(body, base)
+		case secCode:
+			err = w.codeSection(body, base)
+		default:
+			w.out = appendSection(w.out, id, body)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	w.insertMissing(len(rank) + 1)
+	return w.out, nil
+}
+
+// insertMissing writes the type, import and global sections the module
+// lacks, before the first section that must follow them.
+func (w *rewriter) insertMissing(next int) {
+	if !w.haveType && next > rank[secType] {
+		w.haveType = true
+		w.types = 0
+		w.out = appendSection(w.out, secType, appendType(appendU32(nil, 1)))
+	}
+	if !w.haveImport && next > rank[secImport] {
+		w.haveImport = true
+		w.out = appendSection(w.out, secImport, w.appendImport(appendU32(nil, 1)))
+	}
+	if !w.haveGlobal && next > rank[secGlobal] {
+		w.haveGlobal = true
+		w.out = appendSection(w.out, secGlobal, w.appendGlobal(appendU32(nil, 1)))
+	}
+	if w.haveGlobal && w.check == nil {
+		w.check = w.checkCode()
+	}
+}
+
+// appendType appends the new function type () -> i32.
+func appendType(dst []byte) []byte { return append(dst, 0x60, 0x00, 0x01, 0x7f) }
+
+func (w *rewriter) appendImport(dst []byte) []byte {
+	dst = appendName(dst, w.mod)
+	dst = appendName(dst, w.name)
+	dst = append(dst, 0x00)
+	return appendU32(dst, w.types)
+}
+
+func (w *rewriter) appendGlobal(dst []byte) []byte {
+	dst = append(dst, 0x7f, 0x01, 0x41)
+	dst = appendS32(dst, int32(w.fuel))
+	return append(dst, 0x0b)
+}
+
+// checkCode is the check inserted at each function entry and loop head:
+//
+//	global.get $fuel  i32.const 1  i32.sub  global.set $fuel
+//	global.get $fuel  i32.eqz
+//	if  call $refill  global.set $fuel  end
+func (w *rewriter) checkCode() []byte {
+	g := appendU32(nil, w.globals)
+	var c []byte
+	c = append(append(append(c, 0x23), g...), 0x41, 0x01, 0x6b, 0x24)
+	c = append(append(c, g...), 0x23)
+	c = append(append(c, g...), 0x45, 0x04, 0x40, 0x10)
+	c = appendU32(c, w.funcImports)
+	c = append(append(append(c, 0x24), g...), 0x0b)
+	return c
+}
+
+func (w *rewriter) typeSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	entries := r.i
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if form := r.byte(); form != 0x60 && r.err == nil {
+			return fmt.Errorf("%w: type entry form 0x%02x at offset %d", ErrUnsupported, form, base+r.i-1)
+		}
+		for k := 0; k < 2; k++ {
+			m := r.u32()
+			for j := uint32(0); j < m && r.err == nil; j++ {
+				r.valtype()
+			}
+		}
+	}
+	if err := r.done("type section"); err != nil {
+		return err
+	}
+	w.haveType = true
+	w.types = n
+	w.out = appendSection(w.out, secType, appendType(append(appendU32(nil, n+1), body[entries:]...)))
+	return nil
+}
+
+func (w *rewriter) importSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	entries := r.i
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		mod, name := r.name(), r.name()
+		if mod == w.mod && name == w.name {
+			return fmt.Errorf("module already imports %s.%s, the name the fuel instrumentation uses", mod, name)
+		}
+		switch kind := r.byte(); kind {
+		case 0x00:
+			r.u32()
+			w.funcImports++
+		case 0x01:
+			r.valtype()
+			r.limits()
+		case 0x02:
+			r.limits()
+		case 0x03:
+			r.valtype()
+			r.byte()
+			w.globals++
+		case 0x04:
+			r.byte()
+			r.u32()
+		default:
+			if r.err == nil {
+				return fmt.Errorf("%w: import kind 0x%02x at offset %d", ErrUnsupported, kind, base+r.i-1)
+			}
+		}
+	}
+	if err := r.done("import section"); err != nil {
+		return err
+	}
+	w.haveImport = true
+	w.out = appendSection(w.out, secImport, w.appendImport(append(appendU32(nil, n+1), body[entries:]...)))
+	return nil
+}
+
+func (w *rewriter) globalSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	dst := appendU32(nil, n+1)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		s := r.i
+		r.valtype()
+		r.byte()
+		dst = append(dst, body[s:r.i]...)
+		var err error
+		if dst, err = w.expr(&r, dst, false); err != nil {
+			return err
+		}
+	}
+	if err := r.done("global section"); err != nil {
+		return err
+	}
+	w.globals += n
+	w.haveGlobal = true
+	w.out = appendSection(w.out, secGlobal, w.appendGlobal(dst))
+	w.check = w.checkCode()
+	return nil
+}
+
+func (w *rewriter) exportSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	dst := appendU32(nil, n)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		s := r.i
+		r.name()
+		kind := r.byte()
+		dst = append(dst, body[s:r.i]...)
+		idx := r.u32()
+		if kind == 0x00 {
+			idx = w.fn(idx)
+		}
+		dst = appendU32(dst, idx)
+	}
+	if err := r.done("export section"); err != nil {
+		return err
+	}
+	w.out = appendSection(w.out, secExport, dst)
+	return nil
+}
+
+func (w *rewriter) startSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	idx := r.u32()
+	if err := r.done("start section"); err != nil {
+		return err
+	}
+	w.out = appendSection(w.out, secStart, appendU32(nil, w.fn(idx)))
+	return nil
+}
+
+func (w *rewriter) elementSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	dst := appendU32(nil, n)
+	var err error
+	for i := uint32(0); i < n && r.err == nil && err == nil; i++ {
+		flags := r.u32()
+		dst = appendU32(dst, flags)
+		if flags > 7 {
+			if r.err == nil {
+				return fmt.Errorf("%w: element segment flags %d at offset %d", ErrUnsupported, flags, base+r.i)
+			}
+			break
+		}
+		if flags&3 == 2 { // explicit table index
+			dst = appendU32(dst, r.u32())
+		}
+		if flags&1 == 0 { // active: offset expression
+			if dst, err = w.expr(&r, dst, false); err != nil {
+				return err
+			}
+		}
+		if flags&3 != 0 { // element kind or reference type
+			s := r.i
+			if flags&4 == 0 {
+				r.byte()
+			} else {
+				r.valtype()
+			}
+			dst = append(dst, body[s:r.i]...)
+		}
+		m := r.u32()
+		dst = appendU32(dst, m)
+		for j := uint32(0); j < m && r.err == nil; j++ {
+			if flags&4 == 0 {
+				dst = appendU32(dst, w.fn(r.u32()))
+			} else if dst, err = w.expr(&r, dst, false); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.done("element section"); err != nil {
+		return err
+	}
+	w.out = appendSection(w.out, secElement, dst)
+	return nil
+}
+
+func (w *rewriter) codeSection(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	n := r.u32()
+	dst := make([]byte, 0, len(body)+len(body)/4)
+	dst = appendU32(dst, n)
+	var fb []byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		size := r.u32()
+		if r.err != nil {
+			break
+		}
+		if uint64(size) > uint64(len(body)-r.i) {
+			return fmt.Errorf("function body %d at offset %d: size %d past the end", i, base+r.i, size)
+		}
+		bodyStart := r.i
+		fr := reader{b: body[:r.i+int(size)], i: r.i, base: base}
+		r.i += int(size)
+		groups := fr.u32()
+		for j := uint32(0); j < groups && fr.err == nil; j++ {
+			fr.u32()
+			fr.valtype()
+		}
+		if fr.err != nil {
+			return fr.errorf("locals of function body %d", i)
+		}
+		fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
+		fb = append(fb, w.check...)
+		var err error
+		if fb, err = w.expr(&fr, fb, true); err != nil {
+			return fmt.Errorf("function body %d: %w", i, err)
+		}
+		if fr.i != len(fr.b) {
+			return fmt.Errorf("function body %d: code after its end at offset %d", i, base+fr.i)
+		}
+		dst = appendU32(dst, uint32(len(fb)))
+		dst = append(dst, fb...)
+	}
+	if err := r.done("code section"); err != nil {
+		return err
+	}
+	w.out = appendSection(w.out, secCode, dst)
+	return nil
+}
+
+// custom copies a custom section, renumbering the name section's function
+// indices and dropping DWARF sections.
+func (w *rewriter) custom(body []byte, base int) error {
+	r := reader{b: body, base: base}
+	name := r.name()
+	if r.err != nil {
+		return r.errorf("custom section name")
+	}
+	switch {
+	case strings.HasPrefix(name, ".debug_"), name == "external_debug_info", name == "sourceMappingURL":
+		return nil
+	case name == "name":
+		if nb, ok := w.names(body[r.i:]); ok {
+			w.out = appendSection(w.out, secCustom, append(appendName(nil, name), nb...))
+		}
+		// A name section that does not parse is dropped: it is only names.
+		return nil
+	}
+	w.out = appendSection(w.out, secCustom, body)
+	return nil
+}
+
+// names renumbers the function indices of the name section's function,
+// local and label subsections.
+func (w *rewriter) names(body []byte) ([]byte, bool) {
+	r := reader{b: body}
+	var dst []byte
+	for r.i < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := r.u32()
+		if r.err != nil || uint64(size) > uint64(len(r.b)-r.i) {
+			return nil, false
+		}
+		sub := r.b[r.i : r.i+int(size)]
+		r.i += int(size)
+		if id < 1 || id > 3 {
+			dst = appendSection(dst, id, sub)
+			continue
+		}
+		sr := reader{b: sub}
+		n := sr.u32()
+		out := appendU32(nil, n)
+		for i := uint32(0); i < n && sr.err == nil; i++ {
+			out = appendU32(out, w.fn(sr.u32()))
+			s := sr.i
+			if id == 1 {
+				sr.name()
+			} else {
+				m := sr.u32()
+				for j := uint32(0); j < m && sr.err == nil; j++ {
+					sr.u32()
+					sr.name()
+				}
+			}
+			out = append(out, sub[s:sr.i]...)
+		}
+		if sr.err != nil || sr.i != len(sub) {
+			return nil, false
+		}
+		dst = appendSection(dst, id, out)
+	}
+	return dst, r.err == nil
+}
+
+// fn renumbers a function index: defined functions move up by one.
+func (w *rewriter) fn(idx uint32) uint32 {
+	if idx >= w.funcImports {
+		return idx + 1
+	}
+	return idx
+}
+
+// expr copies instructions from r to dst up to and including the end that
+// closes the expression, renumbering function indices and, in code
+// (inCode), inserting the check after every loop's block type.
+func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
+	depth := 0
+	run := r.i // start of the bytes not yet copied
+	flush := func(upTo int) { dst = append(dst, r.b[run:upTo]...) }
+	for {
+		if r.err != nil {
+			return nil, r.errorf("instruction")
+		}
+		if r.i >= len(r.b) {
+			return nil, fmt.Errorf("expression runs past the end at offset %d", r.base+r.i)
+		}
+		at := r.i
+		op := r.byte()
+		switch {
+		case op == 0x0b || op == 0x18: // end, delegate (which ends a try)
+			if op == 0x18 {
+				r.u32()
+			}
+			if depth == 0 {
+				flush(r.i)
+				return dst, nil
+			}
+			depth--
+		case op == 0x02 || op == 0x04 || op == 0x06: // block, if, try
+			r.blocktype()
+			depth++
+		case op == 0x03: // loop
+			r.blocktype()
+			depth++
+			if inCode {
+				flush(r.i)
+				dst = append(dst, w.check...)
+				run = r.i
+			}
+		case op == 0x1f: // try_table
+			r.blocktype()
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				if k := r.byte(); k <= 1 {
+					r.u32()
+				}
+				r.u32()
+			}
+			depth++
+		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
+			idx := r.u32()
+			if r.err != nil {
+				continue
+			}
+			flush(at)
+			dst = appendU32(append(dst, op), w.fn(idx))
+			run = r.i
+		case op <= 0x01, op == 0x05, op == 0x0a, op == 0x0f, op == 0x19, op == 0x1a, op == 0x1b,
+			op >= 0x45 && op <= 0xc4, op == 0xd1, op == 0xd3, op == 0xd5:
+			// no immediates
+		case op == 0x07, op == 0x08, op == 0x09, op == 0x0c, op == 0x0d, op == 0x14, op == 0x15,
+			op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40, op == 0xd4, op == 0xd6:
+			r.u32()
+		case op == 0x0e: // br_table
+			n := r.u32()
+			for i := uint32(0); i <= n && r.err == nil; i++ {
+				r.u32()
+			}
+		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			r.u32()
+			r.u32()
+		case op == 0x1c: // select t*
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				r.valtype()
+			}
+		case op >= 0x28 && op <= 0x3e:
+			r.memarg()
+		case op == 0x41:
+			r.leb(5)
+		case op == 0x42:
+			r.leb(10)
+		case op == 0x43:
+			r.skip(4)
+		case op == 0x44:
+			r.skip(8)
+		case op == 0xd0:
+			r.blocktype() // a heap type is an s33 like a block type
+		case op == 0xfc:
+			if err := r.prefixFC(); err != nil {
+				return nil, err
+			}
+		case op == 0xfd:
+			if err := r.prefixFD(); err != nil {
+				return nil, err
+			}
+		case op == 0xfe:
+			if sub := r.u32(); sub == 0x03 {
+				r.byte()
+			} else {
+				r.memarg()
+			}
+		default:
+			return nil, fmt.Errorf("%w: opcode 0x%02x at offset %d", ErrUnsupported, op, r.base+at)
+		}
+	}
+}
+
+func (r *reader) prefixFC() error {
+	at := r.i
+	switch sub := r.u32(); {
+	case sub <= 7:
+	case sub == 8, sub == 10, sub == 12, sub == 14:
+		r.u32()
+		r.u32()
+	case sub == 9, sub == 11, sub == 13, sub == 15, sub == 16, sub == 17:
+		r.u32()
+	default:
+		if r.err == nil {
+			return fmt.Errorf("%w: opcode 0xfc %d at offset %d", ErrUnsupported, sub, r.base+at)
+		}
+	}
+	return nil
+}
+
+func (r *reader) prefixFD() error {
+	at := r.i
+	switch sub := r.u32(); {
+	case sub <= 11, sub == 92, sub == 93:
+		r.memarg()
+	case sub == 12, sub == 13:
+		r.skip(16)
+	case sub >= 21 && sub <= 34:
+		r.byte()
+	case sub >= 84 && sub <= 91:
+		r.memarg()
+		r.byte()
+	case sub <= 0x113:
+	default:
+		if r.err == nil {
+			return fmt.Errorf("%w: opcode 0xfd %d at offset %d", ErrUnsupported, sub, r.base+at)
+		}
+	}
+	return nil
+}

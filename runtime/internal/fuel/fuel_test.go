@@ -1,0 +1,201 @@
+package fuel_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/runtime/internal/fuel"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+var errStop = errors.New("stop")
+
+// env instantiates the host functions the test module and the
+// instrumentation need; refills counts the fuel refills and stop, once
+// refills reaches it, makes the refill stop the guest.
+type env struct {
+	refills, stop int
+}
+
+func (e *env) runtime(tb testing.TB) wazero.Runtime {
+	tb.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler())
+	tb.Cleanup(func() { rt.Close(ctx) })
+	_, err := rt.NewHostModuleBuilder("env").
+		NewFunctionBuilder().WithFunc(func(a, b uint32) uint32 { return a + b }).Export("add").
+		Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder("streamd").
+		NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+		e.refills++
+		if e.stop > 0 && e.refills >= e.stop {
+			panic(errStop)
+		}
+		stack[0] = 100
+	}), nil, []api.ValueType{api.ValueTypeI32}).Export("$fuel").
+		Instantiate(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rt
+}
+
+func watModule(tb testing.TB, name string) []byte {
+	tb.Helper()
+	tool := testenv.Tool(tb, "wat2wasm")
+	out := filepath.Join(tb.TempDir(), name+".wasm")
+	if b, err := exec.Command(tool, "--debug-names", filepath.Join("testdata", name+".wat"), "-o", out).CombinedOutput(); err != nil {
+		tb.Fatalf("wat2wasm: %v\n%s", err, b)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
+func instantiate(tb testing.TB, e *env, bin []byte) api.Module {
+	tb.Helper()
+	ctx := context.Background()
+	out, err := fuel.Instrument(bin, "streamd", "$fuel", 100)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := e.runtime(tb)
+	mod, err := rt.InstantiateWithConfig(ctx, out, wazero.NewModuleConfig().WithName("guest"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return mod
+}
+
+// TestSemanticsKept runs the instrumented module's functions and checks
+// results and how often the fuel ran out: every 100 function entries or
+// loop iterations.
+func TestSemanticsKept(t *testing.T) {
+	bin := watModule(t, "loops")
+	for _, tc := range []struct {
+		fn      string
+		args    []uint64
+		want    uint64
+		refills int
+	}{
+		// count(n): 1 entry + n+1 loop heads.
+		{"count", []uint64{0}, 0, 0},
+		{"count", []uint64{98}, 98, 1}, // 100 checks: the 100th refills
+		{"count", []uint64{1000}, 1000, 10},
+		// fib(n) makes fib(n+1)*2-1 calls: fib(15)=610 -> 1973 entries.
+		{"fib", []uint64{15}, 610, 19},
+		{"indirect", []uint64{0, 250}, 250, 2}, // 1 + 1 + 251 checks
+		{"indirect", []uint64{1, 10}, 55, 1},   // 1 + 177 entries
+		{"bump", nil, 1, 0},
+	} {
+		e := &env{}
+		mod := instantiate(t, e, bin)
+		res, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+		if err != nil {
+			t.Fatalf("%s%v: %v", tc.fn, tc.args, err)
+		}
+		if res[0] != tc.want || e.refills != tc.refills {
+			t.Errorf("%s%v = %d with %d refills, want %d with %d", tc.fn, tc.args, res[0], e.refills, tc.want, tc.refills)
+		}
+	}
+}
+
+// TestStops shows that a refill that panics stops code that never returns,
+// with and without loops.
+func TestStops(t *testing.T) {
+	bin := watModule(t, "loops")
+	for _, tc := range []struct {
+		fn   string
+		args []uint64
+	}{
+		{"spin", nil},
+		{"fib", []uint64{60}}, // would take centuries
+	} {
+		e := &env{stop: 3}
+		mod := instantiate(t, e, bin)
+		_, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+		if !errors.Is(err, errStop) || e.refills != 3 {
+			t.Errorf("%s: err %v after %d refills, want errStop after 3", tc.fn, err, e.refills)
+		}
+	}
+}
+
+// TestNamesKept checks that a trap's stack trace still names the guest's
+// functions after renumbering.
+func TestNamesKept(t *testing.T) {
+	e := &env{stop: 1}
+	mod := instantiate(t, e, watModule(t, "loops"))
+	_, err := mod.ExportedFunction("fib").Call(context.Background(), 60)
+	if err == nil || !contains(err.Error(), ".fib(i32) i32") {
+		t.Fatalf("err %v, want a stack trace naming fib", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestRefused(t *testing.T) {
+	bin := watModule(t, "loops")
+	for _, tc := range []struct {
+		name string
+		bin  []byte
+		fuel uint32
+		want string
+	}{
+		{"not wasm", []byte("hello world"), 100, "not a WebAssembly module"},
+		{"version 2", append([]byte("\x00asm\x02\x00\x00\x00"), bin[8:]...), 100, "binary format version"},
+		{"zero fuel", bin, 0, "fuel 0"},
+		{"truncated", bin[:len(bin)-3], 100, "past the end"},
+		{"unknown section", append(append([]byte{}, bin...), 0x42, 0x00), 100, "section id 66"},
+	} {
+		_, err := fuel.Instrument(tc.bin, "streamd", "$fuel", tc.fuel)
+		if err == nil || !contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	// The module must not already import the refill function.
+	out, err := fuel.Instrument(bin, "streamd", "$fuel", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fuel.Instrument(out, "streamd", "$fuel", 100); err == nil || !contains(err.Error(), "already imports streamd.$fuel") {
+		t.Errorf("instrumenting twice: %v", err)
+	}
+}
+
+// TestPlugins instruments every example plugin that `make examples` built
+// (Go, C, Rust, AssemblyScript) and checks wazero accepts the result.
+func TestPlugins(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "..", "examples", "wasm", "*", "*", "plugin.wasm"))
+	if len(paths) == 0 {
+		testenv.Missing(t, "examples/wasm/*/*/plugin.wasm (run make examples)")
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	for _, p := range paths {
+		bin, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := fuel.Instrument(bin, "streamd", "$fuel", 10000)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if _, err := rt.CompileModule(ctx, out); err != nil {
+			t.Errorf("%s: instrumented module does not compile: %v", p, err)
+		}
+	}
+}
