@@ -1,0 +1,209 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins/load"
+)
+
+// BenchmarkKafkaWasmKafka is issue 3's target (c): records/s of a
+// kafka -> transform -> kafka pipeline, built from TOML exactly as `streamd
+// run` builds it, with no transform and with the orders-downgrade Wasm
+// plugin in Go (and C, for comparison), on one in-process kfake broker
+// (or the brokers in STREAMD_BENCH_BROKERS). Each op is one ~200-byte
+// v2 order moved from a 4-partition topic, filled before the timer starts,
+// to an output topic; the op ends when the output topic holds them all.
+//
+//	go test ./internal/app -run '^$' -bench KafkaWasmKafka -benchtime 200000x -count 6
+//
+// Compare the transform rows with transform=none (benchstat -col
+// /transform); cpu-ns/record is the process's CPU per record, broker
+// included when it is kfake.
+func BenchmarkKafkaWasmKafka(b *testing.B) {
+	plugins := map[string]string{}
+	for _, tc := range []struct{ name, transform string }{
+		{"none", ""},
+		{"wasm-go", "go"},
+		{"wasm-c", "c"},
+	} {
+		var path string
+		if tc.transform != "" {
+			if plugins[tc.transform] == "" {
+				plugins[tc.transform] = downgradePlugin(b, tc.transform)
+			}
+			if path = plugins[tc.transform]; path == "-" {
+				continue
+			}
+		}
+		b.Run("transform="+tc.name, func(b *testing.B) {
+			seeds, topic := benchBrokers(b)
+			in, out := topic+"-in", topic+"-out"
+			adm := kadm.NewClient(newClient(b, seeds))
+			if _, err := adm.CreateTopics(context.Background(), 4, 1, nil, in, out); err != nil {
+				b.Fatal(err)
+			}
+			fillOrders(b, seeds, in, b.N)
+			cfg := benchConfig(b, seeds, in, out, path)
+			a, err := app.Build(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), load.Open, io.Discard)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			start := time.Now()
+			var written atomic.Int64
+			go func() { // the op ends when the output topic holds every record
+				defer cancel()
+				for ctx.Err() == nil {
+					ends, err := adm.ListEndOffsets(ctx, out)
+					if err == nil {
+						var n int64
+						ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+						written.Store(n)
+						if n >= int64(b.N) {
+							return
+						}
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+			if err := a.Run(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if n := written.Load(); n < int64(b.N) {
+				b.Fatalf("output holds %d of %d records", n, b.N)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
+		})
+	}
+}
+
+// benchBrokers returns STREAMD_BENCH_BROKERS, or a fresh in-process kfake
+// broker's address, and a topic prefix unique to the run.
+func benchBrokers(b *testing.B) ([]string, string) {
+	topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	if s := os.Getenv("STREAMD_BENCH_BROKERS"); s != "" {
+		return strings.Split(s, ","), topic
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c.ListenAddrs(), topic
+}
+
+func newClient(b *testing.B, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+// fillOrders writes n valid v2 orders of ~200 bytes (a note field pads
+// them) to topic.
+func fillOrders(b *testing.B, seeds []string, topic string, n int) {
+	cl := newClient(b, seeds, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	var failed atomic.Value
+	for i := 0; i < n; i++ {
+		k, v := pipeline.Order(int64(i), 1000)
+		v = v[:len(v)-1]
+		v = append(v, fmt.Sprintf(`,"note":"%0*d"}`, max(1, 200-len(v)-12), 0)...)
+		cl.Produce(context.Background(), &kgo.Record{Key: k, Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchConfig(b *testing.B, seeds []string, in, out, plugin string) *config.Config {
+	src := fmt.Sprintf(`
+[kafka]
+brokers = [%q]
+[[pipeline]]
+name = "bench"
+[pipeline.source]
+type = "kafka"
+topics = [%q]
+group = %q
+start = "earliest"
+`, strings.Join(seeds, `","`), in, in+"-group")
+	if plugin != "" {
+		src += fmt.Sprintf(`[[pipeline.transform]]
+type = "wasm"
+path = %q
+`, plugin)
+	}
+	src += fmt.Sprintf(`[pipeline.sink]
+type = "kafka"
+topic = %q
+[pipeline.errors]
+policy = "stop"
+`, out)
+	cfg, err := config.Parse("bench.toml", []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// downgradePlugin returns the orders-downgrade plugin in lang: Go is built
+// here (GOOS=wasip1); C must have been built by `make examples`.
+func downgradePlugin(b *testing.B, lang string) string {
+	src := filepath.Join("..", "..", "examples", "wasm", lang, "orders-downgrade")
+	if lang != "go" {
+		p, _ := filepath.Abs(filepath.Join(src, "plugin.wasm"))
+		if _, err := os.Stat(p); err != nil {
+			b.Logf("no %s (run make examples)", p)
+			return "-"
+		}
+		return p
+	}
+	out := filepath.Join(b.TempDir(), "plugin.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, msg)
+	}
+	return out
+}
+
+// cpuTime is the process's user+system CPU time in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
