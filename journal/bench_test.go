@@ -37,8 +37,9 @@ func appendRecords(topic string, keys, n, eventsPer int) []record.Record {
 }
 
 // BenchmarkReplicate measures the Replicator sink alone: Write batches of
-// 256 records (the pipeline's default batch), 1 event per Append, 1,000
-// journals; events/s is the figure docs/benchmarks.md reports.
+// 256 or 1,024 records (the pipeline's batch.max_records default) of one
+// partition, 1 or 10 events per Append, 1,000 journals; events/s is the
+// figure docs/benchmarks.md reports.
 func BenchmarkReplicate(b *testing.B) {
 	stores := map[string]func(b *testing.B) *Store{
 		"sqlite": func(b *testing.B) *Store {
@@ -61,31 +62,36 @@ func BenchmarkReplicate(b *testing.B) {
 		},
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
-		for _, per := range []int{1, 10} {
-			b.Run(fmt.Sprintf("%s/events-per-append=%d", name, per), func(b *testing.B) {
-				st := stores[name](b)
-				defer st.Close()
-				rep, _ := NewReplicator(st)
-				const batch = 256
-				topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-				recs := appendRecords(topic, 1000, b.N*batch, per)
-				ctx := context.Background()
-				cpu0 := cpuTime()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if _, err := rep.Write(ctx, recs[i*batch:(i+1)*batch]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				events := float64(b.N * batch * per)
-				b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
-				// CPU time of this process per event: on a shared machine the
-				// wall-clock rate understates what a dedicated core does.
-				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/events, "cpu-us/event")
-			})
+		for _, batch := range []int{256, 1024} {
+			for _, per := range []int{1, 10} {
+				benchReplicate(b, name, stores[name], batch, per)
+			}
 		}
 	}
+}
+
+func benchReplicate(b *testing.B, name string, open func(b *testing.B) *Store, batch, per int) {
+	b.Run(fmt.Sprintf("%s/batch=%d/events-per-append=%d", name, batch, per), func(b *testing.B) {
+		st := open(b)
+		defer st.Close()
+		rep, _ := NewReplicator(st)
+		topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+		recs := appendRecords(topic, 1000, b.N*batch, per)
+		ctx := context.Background()
+		cpu0 := cpuTime()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := rep.Write(ctx, recs[i*batch:(i+1)*batch]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		events := float64(b.N * batch * per)
+		b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
+		// CPU time of this process per event: on a shared machine the
+		// wall-clock rate understates what a dedicated core does.
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/events, "cpu-us/event")
+	})
 }
 
 // BenchmarkRead measures Journal.Read of a 1,000-event journal (10
