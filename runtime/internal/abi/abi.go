@@ -84,8 +84,15 @@ func RequestSize(recs []record.Record) (int, error) {
 //
 // Each record costs one bounds check of its whole encoding against dst and
 // one copy per byte field; there is no intermediate buffer and no per-field
-// call.
+// call. On amd64 and arm64 it stores through unsafe pointers
+// (encode_unaligned.go); elsewhere it is encodePortable.
 func EncodeRequest(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
+	return encode(dst, op, recs)
+}
+
+// encodePortable is EncodeRequest in safe Go, for any byte order and
+// alignment rule.
+func encodePortable(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
 	if len(dst) < 8 || uint64(len(recs)) > math.MaxUint32 {
 		return 0, false
 	}
