@@ -1,11 +1,10 @@
 package streamd
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
+	"strconv"
+	"unicode/utf8"
 )
 
 // ABIVersion is the host ABI version this SDK speaks.
@@ -152,15 +151,11 @@ func register(m Manifest, kind string) {
 	if registered.manifest != nil {
 		panic("streamd: a plugin is already registered")
 	}
-	b, err := json.Marshal(struct {
-		Name    string `json:"name"`
-		Kind    string `json:"kind"`
-		Version string `json:"version"`
-		ABI     int    `json:"abi"`
-	}{m.Name, kind, m.Version, ABIVersion})
-	if err != nil {
-		panic(err)
-	}
+	b := append([]byte(`{"name":`), quote(m.Name)...)
+	b = append(append(b, `,"kind":`...), quote(kind)...)
+	b = append(append(b, `,"version":`...), quote(m.Version)...)
+	b = append(append(b, `,"abi":`...), strconv.Itoa(ABIVersion)...)
+	b = append(b, '}')
 	registered.manifest = b
 }
 
@@ -194,7 +189,29 @@ const (
 	LevelError = 3
 )
 
-var le = binary.LittleEndian
+// le reads and appends little-endian integers (encoding/binary would pull
+// reflect into every plugin).
+var le littleEndian
+
+type littleEndian struct{}
+
+func (littleEndian) Uint32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func (littleEndian) Uint64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(le.Uint32(b)) | uint64(le.Uint32(b[4:]))<<32
+}
+
+func (littleEndian) AppendUint32(b []byte, v uint32) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
+
+func (littleEndian) AppendUint64(b []byte, v uint64) []byte {
+	return le.AppendUint32(le.AppendUint32(b, uint32(v)), uint32(v>>32))
+}
 
 // doManifest returns the manifest reply.
 func (p *plugin) doManifest() (uint32, []byte) {
@@ -224,7 +241,7 @@ func Process(req []byte) (status uint32, reply []byte) {
 func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 	defer func() {
 		if v := recover(); v != nil {
-			status, reply = StatusInternal, fmt.Appendf(nil, "panic: %v", v)
+			status, reply = StatusInternal, []byte("panic: "+panicString(v))
 		}
 	}()
 	if len(req) < 8 {
@@ -295,7 +312,7 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 // headers live in slabs reused from call to call.
 func (p *plugin) decodeRequest(b []byte, count uint32) ([]Record, error) {
 	if uint64(count) > uint64(len(b)/4) {
-		return nil, fmt.Errorf("request count %d too large for %d bytes", count, len(b))
+		return nil, errors.New("request count " + itoa(int(count)) + " too large for " + itoa(len(b)) + " bytes")
 	}
 	if uint32(cap(p.recs)) < count {
 		p.recs = make([]Record, count)
@@ -305,21 +322,21 @@ func (p *plugin) decodeRequest(b []byte, count uint32) ([]Record, error) {
 	pos := 8
 	for i := range recs {
 		if len(b) < 4 {
-			return nil, fmt.Errorf("record %d: short size at byte %d", i, pos)
+			return nil, errors.New("record " + itoa(i) + ": short size at byte " + itoa(pos))
 		}
 		size := le.Uint32(b)
 		if uint64(size) > uint64(len(b)-4) {
-			return nil, fmt.Errorf("record %d: size %d past the end at byte %d", i, size, pos)
+			return nil, errors.New("record " + itoa(i) + ": size " + itoa(int(size)) + " past the end at byte " + itoa(pos))
 		}
 		var err error
 		if hdrs, err = p.decodeBody(&recs[i], b[4:4+size], hdrs); err != nil {
-			return nil, fmt.Errorf("record %d at byte %d: %w", i, pos, err)
+			return nil, errors.New("record " + itoa(i) + " at byte " + itoa(pos) + ": " + err.Error())
 		}
 		b = b[4+size:]
 		pos += 4 + int(size)
 	}
 	if len(b) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last record", len(b))
+		return nil, errors.New(itoa(len(b)) + " bytes after the last record")
 	}
 	// Headers were appended to one slab that may have moved while growing:
 	// point each record at its part by count.
@@ -358,7 +375,7 @@ func (p *plugin) decodeBody(r *Record, b []byte, hdrs []Header) ([]Header, error
 	hc := le.Uint32(b)
 	b = b[4:]
 	if uint64(hc) > uint64(len(b)/8) {
-		return hdrs, fmt.Errorf("header count %d too large", hc)
+		return hdrs, errors.New("header count " + itoa(int(hc)) + " too large")
 	}
 	start := len(hdrs)
 	for j := 0; j < int(hc); j++ {
@@ -377,7 +394,7 @@ func (p *plugin) decodeBody(r *Record, b []byte, hdrs []Header) ([]Header, error
 		hdrs = append(hdrs, h)
 	}
 	if len(b) != 0 {
-		return hdrs, fmt.Errorf("%d bytes after the last header", len(b))
+		return hdrs, errors.New(itoa(len(b)) + " bytes after the last header")
 	}
 	// decodeRequest points Headers into the final slab by their count.
 	r.Headers = nil
@@ -429,4 +446,51 @@ func appendNullable(out, b []byte) []byte {
 	}
 	out = le.AppendUint32(out, uint32(len(b)))
 	return append(out, b...)
+}
+
+// The SDK uses neither fmt nor encoding/json: together they add ~30% to a
+// Go Wasm plugin, and every byte of code costs load time (the host
+// validates the whole module at each start).
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// quote returns s as a JSON string (for the manifest).
+func quote(s string) []byte {
+	const hex = "0123456789abcdef"
+	b := []byte{'"'}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+// panicString describes a recovered panic value.
+func panicString(v any) string {
+	switch v := v.(type) {
+	case error:
+		return v.Error()
+	case string:
+		return v
+	case interface{ String() string }:
+		return v.String()
+	}
+	return "a value that is neither an error nor a string"
 }

@@ -21,7 +21,6 @@ package downgrade
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -156,8 +155,10 @@ type parser struct {
 	key []byte // the last key read, decoded; reused
 }
 
-func (p *parser) errf(format string, args ...any) error {
-	return fmt.Errorf("at byte %d: %s", p.i, fmt.Sprintf(format, args...))
+// errf returns "at byte N: msg". (No fmt: it would add ~30% to a Go Wasm
+// plugin's size, and so to its load time.)
+func (p *parser) errf(msg string) error {
+	return errors.New("at byte " + strconv.Itoa(p.i) + ": " + msg)
 }
 
 func (p *parser) ws() {
@@ -178,7 +179,7 @@ func (p *parser) ws() {
 // is empty (and already closed).
 func (p *parser) objOpen(depth int) (empty bool, err error) {
 	if depth > MaxDepth {
-		return false, p.errf("nesting deeper than %d", MaxDepth)
+		return false, p.errf("nesting deeper than " + strconv.Itoa(MaxDepth))
 	}
 	p.i++
 	p.ws()
@@ -239,7 +240,7 @@ func (p *parser) top(o *order) error {
 			break
 		}
 		if !keys.add(p.key) {
-			return fmt.Errorf("duplicate key %q", p.key)
+			return errors.New("duplicate key " + strconv.Quote(string(p.key)))
 		}
 		switch string(p.key) {
 		case "order_id":
@@ -294,7 +295,7 @@ func (p *parser) customer(o *order) error {
 			break
 		}
 		if !keys.add(p.key) {
-			return fmt.Errorf("duplicate key %q in customer", p.key)
+			return errors.New("duplicate key " + strconv.Quote(string(p.key)) + " in customer")
 		}
 		if string(p.key) == "id" {
 			o.customerID, err = p.keptString("customer.id")
@@ -322,7 +323,7 @@ func (p *parser) keptString(field string) ([2]int, error) {
 		if err := p.value(2); err != nil {
 			return [2]int{}, err
 		}
-		return [2]int{}, fmt.Errorf("%s is not a string", field)
+		return [2]int{}, errors.New(field + " is not a string")
 	}
 	start := p.i + 1
 	if _, err := p.str(nil, false); err != nil {
@@ -391,7 +392,7 @@ func (p *parser) value(depth int) error {
 		return err
 	case c == '[':
 		if depth > MaxDepth {
-			return p.errf("nesting deeper than %d", MaxDepth)
+			return p.errf("nesting deeper than " + strconv.Itoa(MaxDepth))
 		}
 		p.i++
 		p.ws()
@@ -430,7 +431,7 @@ func (p *parser) value(depth int) error {
 		_, err := p.number()
 		return err
 	default:
-		return p.errf("unexpected character %q", c)
+		return p.errf("unexpected character " + strconv.QuoteRune(rune(c)))
 	}
 }
 
@@ -547,7 +548,7 @@ func (p *parser) str(dst []byte, keep bool) ([]byte, error) {
 				}
 				continue
 			default:
-				return dst, p.errf("invalid escape \\%c", e)
+				return dst, p.errf("invalid escape \\" + string(rune(e)))
 			}
 			if keep {
 				dst = append(dst, out)
