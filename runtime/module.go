@@ -88,9 +88,12 @@ type instance struct {
 	replyErr        error
 
 	// ctx is the context of every call: it carries the instance to the host
-	// functions and is never done, so wazero starts no watcher goroutine
-	// per call. The call timeout and the caller's cancellation close the
-	// module instead (WithCloseOnContextDone makes guest code notice).
+	// functions and is never done. The call timeout (timer) and the
+	// caller's cancellation (cancelFn) set timedOut or canceled, which the
+	// fuel refill (hostFuel) turns into a trap. A module the fuel rewriter
+	// could not read is closed instead, which its code notices through
+	// WithCloseOnContextDone; wazero v1.12 then also starts a watcher
+	// goroutine per call (~2 µs), whatever the context.
 	ctx      context.Context
 	timer    *time.Timer
 	cancelFn func()

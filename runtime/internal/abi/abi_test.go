@@ -107,7 +107,7 @@ func TestEncodeRequest(t *testing.T) {
 		{"empty", abi.OpWrite, nil, u32(u32(nil, 4), 0)},
 		{"nulls", abi.OpTransform, []record.Record{{Partition: -1, Offset: -1}},
 			rec(u32(u32(nil, 1), 1), func(b []byte) []byte {
-				b = u64(u64(b, 0xFFFFFFFFFFFFFFFF), 0xFFFFFFFFFFFFFFFF) // offset -1, no timestamp
+				b = u64(u64(b, 0xFFFFFFFFFFFFFFFF), 0xFFFFFFFFFFFFFFFF)  // offset -1, no timestamp
 				b = u32(u32(u32(b, 0xFFFFFFFF), 0xFFFFFFFF), 0xFFFFFFFF) // partition -1, null key, null value
 				return u32(b, 0)                                         // no headers
 			})},
