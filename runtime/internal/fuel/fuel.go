@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// Version numbers the rewrite: it changes whenever Instrument's output for
+// the same input does, so that caches of instrumented modules can key on it.
+const Version = 1
+
 // ErrUnsupported is wrapped by Instrument's errors for modules that use an
 // encoding it does not know (an opcode or section entry of a proposal it
 // does not handle). The caller can fall back to another way of stopping
