@@ -365,3 +365,62 @@ func waitFor2(b *testing.B, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// benchBatch is 256 orders-v2 records as BenchmarkRepublish writes them.
+func benchBatch(n int) []record.Record {
+	out := make([]record.Record, n)
+	for i := range out {
+		v := fmt.Sprintf(`{"order_id":"o-%d","customer":{"id":"c-%d","name":"Ada Lovelace"},"amount_cents":%d,"currency":"EUR"}`, i, i%1000, 1000+i)
+		out[i] = record.Record{Topic: "orders", Partition: 1, Offset: int64(i), Key: []byte("c-" + strconv.Itoa(i%1000)), Value: []byte(v),
+			Headers: []record.Header{{Key: HeaderSchemaVersion, Value: []byte("2")}}}
+	}
+	return out
+}
+
+// BenchmarkValidate is the validation of one downgraded (v1) orders record
+// against the v1 schema of examples/fluid/.fluid.
+func BenchmarkValidate(b *testing.B) {
+	m, _ := benchMetadata(b)
+	tv, err := m.Topic("orders", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := []byte(`{"order_id":"o-12345","customer_id":"c-345","amount_cents":13345,"currency":"EUR"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := tv.Validate(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkToVersion is the bridge's per-batch work on 256 records (v2 ->
+// v1 through the Wasm downgrade, validation, headers), per record.
+func BenchmarkToVersion(b *testing.B) {
+	m, _ := benchMetadata(b)
+	d := newDowngrader(m, wasmLoader, plugins.Options{}, 1)
+	defer d.close(context.Background())
+	in := benchBatch(256)
+	if _, err := d.toVersion(context.Background(), "orders", 1, in); err != nil {
+		b.Fatal(err)
+	}
+	tr, _ := d.step(context.Background(), Step{Topic: "orders", From: 2})
+	b.Run("transform-only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := tr.Transform(context.Background(), in); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(in)), "ns/record")
+	})
+	b.Run("toVersion", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := d.toVersion(context.Background(), "orders", 1, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(in)), "ns/record")
+	})
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/streamd/streamd/fluid/internal/fastschema"
 	"github.com/streamd/streamd/fluid/internal/schemanorm"
 	"github.com/streamd/streamd/plugins"
 )
@@ -74,11 +75,26 @@ type TopicVersion struct {
 	DowngradeConfig map[string]any
 
 	schema *jsonschema.Schema
-	epoch  int // bumps at each version where the schema changed
+	fast   *fastschema.Validator // nil when the schema is outside its subset
+	epoch  int                   // bumps at each version where the schema changed
 }
 
 // Validate checks the JSON payload against this version's schema.
+//
+// Every payload is validated: a one-pass check over the bytes
+// (fluid/internal/fastschema) accepts the payloads it can prove valid
+// without decoding them; any other payload (invalid, or one the fast path
+// cannot decide) is decoded and validated by the jsonschema library, whose
+// answer and error are final.
 func (tv *TopicVersion) Validate(payload []byte) error {
+	if tv.fast != nil && tv.fast.Valid(payload) {
+		return nil
+	}
+	return tv.validateSlow(payload)
+}
+
+// validateSlow validates with the jsonschema library only.
+func (tv *TopicVersion) validateSlow(payload []byte) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("payload is not JSON: %w", err)
@@ -308,6 +324,7 @@ func loadVersion(dir string, n int) (map[string]*TopicVersion, error) {
 			Downgrade:       resolveRef(dir, mt.Downgrade),
 			DowngradeConfig: mt.DowngradeConfig,
 			schema:          sch,
+			fast:            fastschema.Compile(sch),
 		}
 	}
 	return out, nil

@@ -161,3 +161,48 @@ func TestResolveRef(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFastPath: the schemas of the test and demo metadata get the
+// one-pass fast path, and Validate answers exactly as the library alone:
+// valid payloads pass, invalid ones get the library's error (also those
+// the fast path cannot decide).
+func TestValidateFastPath(t *testing.T) {
+	m, err := LoadMetadata(writeMetadata(t, 4))
+	must(t, err)
+	demo, err := LoadMetadata("../examples/fluid/.fluid")
+	must(t, err)
+	for _, c := range []struct {
+		m       *Metadata
+		v       int
+		payload string
+		valid   bool
+	}{
+		{m, 1, `{"id":1,"amount":2.5}`, true},
+		{m, 1, `{"id":1.0,"amount":2.5}`, true}, // undecided by the fast path, valid for the library
+		{m, 1, `{"id":"1","amount":2.5}`, false},
+		{m, 1, `{"id":1}`, false},
+		{m, 1, `{"id":1,"amount":2.5} {}`, false},
+		{m, 3, `{"id":1,"total":{"amount":1,"currency":"EUR"}}`, true},
+		{m, 3, `{"id":1,"total":{"amount":1}}`, false},
+		{m, 4, `{"id":1,"total":{"amount":1,"currency":"EUR"},"status":"paid"}`, true},
+		{m, 4, `{"id":1,"total":{"amount":1,"currency":"EUR"},"status":"pai\u0064"}`, true}, // escaped: library decides
+		{m, 4, `{"id":1,"total":{"amount":1,"currency":"EUR"},"status":"lost"}`, false},
+		{demo, 1, `{"order_id":"o-1","customer_id":"c-1","amount_cents":1250,"currency":"EUR"}`, true},
+		{demo, 1, `{"order_id":"o-1","customer_id":"c-1","amount_cents":12.5,"currency":"EUR"}`, false},
+		{demo, 2, `{"order_id":"o-1","customer":{"id":"c-1","name":"Ada"},"amount_cents":1250,"currency":"EUR"}`, true},
+		{demo, 3, `{"order_id":"o-1","customer":{"id":"c-1"},"total":{"amount_cents":1250,"currency":"EUR"},"status":"paid"}`, true},
+	} {
+		tv, err := c.m.Topic("orders", c.v)
+		must(t, err)
+		if tv.fast == nil {
+			t.Fatalf("%s v%d: no fast path", tv.SchemaFile, c.v)
+		}
+		err = tv.Validate([]byte(c.payload))
+		slow := tv.validateSlow([]byte(c.payload))
+		if (err == nil) != c.valid || (slow == nil) != c.valid {
+			t.Errorf("v%d %s: Validate %v, library %v, want valid=%v", c.v, c.payload, err, slow, c.valid)
+		} else if err != nil && err.Error() != slow.Error() {
+			t.Errorf("v%d %s: error %q, library %q", c.v, c.payload, err, slow)
+		}
+	}
+}
