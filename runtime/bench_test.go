@@ -72,6 +72,16 @@ func moduleFunc(m *runtime.Module) transformFunc {
 	}
 }
 
+// cancelable calls f with a context that can be cancelled, as a pipeline
+// does, instead of the benchmark's context.Background().
+func cancelable(f transformFunc) transformFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	_ = cancel // never cancelled; the context lives as long as the benchmark
+	return func(_ context.Context, recs []record.Record) ([]plugins.Result, error) {
+		return f(ctx, recs)
+	}
+}
+
 // BenchmarkIdentity compares the cost of an identity transform per record:
 // WAT guests answering KEEP (the toy of docs/abi.md, one loop iteration per
 // record, and testdata/identity_unrolled.wat, which checks the request and
@@ -90,6 +100,7 @@ func BenchmarkIdentity(b *testing.B) {
 			{"native-go", nativeIdentity},
 			{"wasm-wat-keep", moduleFunc(watKeep)},
 			{"wasm-wat-keep-unrolled", moduleFunc(watUnrolled)},
+			{"wasm-wat-keep-unrolled-cancelable", cancelable(moduleFunc(watUnrolled))},
 			{"wasm-go-sdk-copy", moduleFunc(goCopy)},
 		} {
 			b.Run(fmt.Sprintf("batch=%d/%s", batch, impl.name), func(b *testing.B) {

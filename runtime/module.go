@@ -88,15 +88,16 @@ type instance struct {
 	replyErr        error
 
 	// ctx is the context of every call: it carries the instance to the host
-	// functions and is never done. The call timeout (timer) and the
-	// caller's cancellation (cancelFn) set timedOut or canceled, which the
-	// fuel refill (hostFuel) turns into a trap. A module the fuel rewriter
-	// could not read is closed instead, which its code notices through
-	// WithCloseOnContextDone; wazero v1.12 then also starts a watcher
-	// goroutine per call (~2 µs), whatever the context.
+	// functions and is never done. The call timeout (timer) sets timedOut,
+	// the caller's cancellation canceled (seen through done), and the fuel
+	// refill (hostFuel) turns either into a trap. A module the fuel rewriter
+	// could not read is closed instead (timer, cancelFn), which its code
+	// notices through WithCloseOnContextDone; wazero v1.12 then also starts
+	// a watcher goroutine per call (~2 µs), whatever the context.
 	ctx      context.Context
 	timer    *time.Timer
 	cancelFn func()
+	done     <-chan struct{} // the caller's ctx.Done() during a call of a fueled guest
 	timedOut atomic.Bool
 	canceled atomic.Bool
 }
@@ -352,12 +353,17 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 		return fn.CallWithStack(inst.ctx, inst.stack[:])
 	}
 	var stop func() bool
-	if ctx.Done() != nil {
+	if inst.m.fueled {
+		// hostFuel looks at ctx at every refill: no context.AfterFunc
+		// (~0.7 µs) per call.
+		inst.done = ctx.Done()
+	} else if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, inst.cancelFn)
 	}
 	inst.timer.Reset(inst.m.timeout)
 	err := fn.CallWithStack(inst.ctx, inst.stack[:])
 	inst.timer.Stop()
+	inst.done = nil
 	if stop != nil {
 		stop()
 	}
@@ -516,6 +522,11 @@ const (
 // preempt the goroutine that runs the guest.
 func hostFuel(ctx context.Context, _ api.Module, stack []uint64) {
 	if inst := instFrom(ctx); inst != nil {
+		select {
+		case <-inst.done: // nil, so never ready, outside calls and for a context that is never done
+			inst.canceled.Store(true)
+		default:
+		}
 		if inst.timedOut.Load() {
 			panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
 		}
