@@ -152,7 +152,8 @@ const (
 type parser struct {
 	b   []byte
 	i   int
-	key []byte // the last key read, decoded; reused
+	key []byte // the last key read, decoded
+	dec []byte // storage for keys with escapes, reused
 }
 
 // errf returns "at byte N: msg". (No fmt: it would add ~30% to a Go Wasm
@@ -196,9 +197,20 @@ func (p *parser) objKey() error {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return p.errf("expected a string key")
 	}
-	var err error
-	if p.key, err = p.str(p.key[:0], true); err != nil {
+	// A key without escapes is its own decoded form: use it in place, with
+	// no copy (an allocation per key costs ~1 µs in a Go Wasm guest).
+	start := p.i + 1
+	if _, err := p.str(nil, false); err != nil {
 		return err
+	}
+	p.key = p.b[start : p.i-1]
+	for _, c := range p.key {
+		if c == '\\' {
+			k := parser{b: p.b, i: start - 1}
+			p.key, _ = k.str(p.dec[:0], true) // validated above
+			p.dec = p.key
+			break
+		}
 	}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != ':' {
