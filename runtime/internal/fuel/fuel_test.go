@@ -182,7 +182,9 @@ func TestPlugins(t *testing.T) {
 		testenv.Missing(t, "examples/wasm/*/*/plugin.wasm (run make examples)")
 	}
 	ctx := context.Background()
-	rt := wazero.NewRuntime(ctx)
+	// The interpreter validates exactly as the compiler does, in a fraction
+	// of the time (runtime's own tests run the instrumented plugins).
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
 	for _, p := range paths {
 		bin, err := os.ReadFile(p)
