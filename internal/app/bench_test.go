@@ -150,6 +150,7 @@ func fillOrders(b *testing.B, seeds []string, topic string, n int) {
 
 func benchConfig(b *testing.B, seeds []string, in, out, plugin string) *config.Config {
 	src := fmt.Sprintf(`
+data_dir = %q
 [kafka]
 brokers = [%q]
 [[pipeline]]
@@ -159,7 +160,7 @@ type = "kafka"
 topics = [%q]
 group = %q
 start = "earliest"
-`, strings.Join(seeds, `","`), in, in+"-group")
+`, b.TempDir(), strings.Join(seeds, `","`), in, in+"-group")
 	if plugin != "" {
 		src += fmt.Sprintf(`[[pipeline.transform]]
 type = "wasm"
