@@ -58,7 +58,7 @@ func TestFuelCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, damaged := range [][]byte{good[:len(good)/2], append([]byte("\x00asm\x01\x00\x00\x00garbage"), good[len(good)-32:]...), nil} {
+	for _, damaged := range [][]byte{good[:len(good)/2], append([]byte("\x00asm\x01\x00\x00\x00garbage"), good[len(good)-4:]...), nil} {
 		if err := os.WriteFile(files[0], damaged, 0o644); err != nil {
 			t.Fatal(err)
 		}

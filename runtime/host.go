@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -184,11 +186,13 @@ func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string) ([]byte, bo
 	var cached string
 	if cacheDir != "" {
 		cached = filepath.Join(cacheDir, "fuel", fmt.Sprintf("v%d-%d-%x.wasm", fuel.Version, fuelRefill, sum))
-		// The file ends with the SHA-256 of what precedes it: a torn or
-		// damaged copy is rewritten, never compiled.
-		if b, err := os.ReadFile(cached); err == nil && len(b) > sha256.Size {
-			code, tail := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-			if s := sha256.Sum256(code); bytes.Equal(s[:], tail) {
+		// The file ends with the CRC-32C of what precedes it: a torn or
+		// damaged copy is rewritten, never compiled. (Its name already
+		// carries a cryptographic hash of the input; this only checks
+		// the write, at ~10 GB/s instead of SHA-256's ~1.5.)
+		if b, err := os.ReadFile(cached); err == nil && len(b) > 4 {
+			code, tail := b[:len(b)-4], b[len(b)-4:]
+			if crc32.Checksum(code, castagnoli) == binary.LittleEndian.Uint32(tail) {
 				return code, true
 			}
 		}
@@ -200,14 +204,16 @@ func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string) ([]byte, bo
 	if cached != "" { // best effort: a failure only costs the next start time
 		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
 			tmp := cached + ".tmp" + strconv.Itoa(os.Getpid())
-			s := sha256.Sum256(out)
-			if os.WriteFile(tmp, append(out[:len(out):len(out)], s[:]...), 0o644) != nil || os.Rename(tmp, cached) != nil {
+			file := binary.LittleEndian.AppendUint32(out[:len(out):len(out)], crc32.Checksum(out, castagnoli))
+			if os.WriteFile(tmp, file, 0o644) != nil || os.Rename(tmp, cached) != nil {
 				os.Remove(tmp)
 			}
 		}
 	}
 	return out, true
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // exports checks a compiled module's exports and imports against ABI v1.
 func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, error) {
