@@ -108,13 +108,19 @@ func parseVersion(s string) (int, error) {
 // Every output carries the HeaderSource* headers naming its input. Any
 // failure (unknown version, missing step, plugin error, invalid result)
 // fails the whole batch: nothing wrong is ever written.
+//
+// batch is not modified, and outputs share no header slice with it; they
+// share key and value bytes with it (and with the plugins' results), which
+// nobody modifies. Per batch, not per record: one slab of headers for the
+// plugins' inputs, one for the outputs, one buffer for the offset headers.
 func (d *downgrader) toVersion(ctx context.Context, topic string, target int, batch []record.Record) ([]record.Record, error) {
 	out := make([]record.Record, len(batch))
+	versions := make([]int, len(batch))
 	type group struct {
 		idx  []int
 		recs []record.Record
 	}
-	byVersion := map[int]*group{}
+	var groups map[int]*group
 	var order []int
 	for i := range batch {
 		r := &batch[i]
@@ -122,30 +128,55 @@ func (d *downgrader) toVersion(ctx context.Context, topic string, target int, ba
 		if err != nil {
 			return nil, err
 		}
+		versions[i] = v
 		compatible, err := d.meta.Compatible(topic, v, target)
 		if err != nil {
 			return nil, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 		if compatible || v < target {
-			out[i] = *r
-			out[i].Headers = append([]record.Header(nil), r.Headers...)
+			out[i] = *r // headers rebuilt below
 			continue
 		}
-		g := byVersion[v]
+		if groups == nil {
+			groups = map[int]*group{}
+		}
+		g := groups[v]
 		if g == nil {
 			g = &group{}
-			byVersion[v] = g
+			groups[v] = g
 			order = append(order, v)
 		}
 		g.idx = append(g.idx, i)
-		g.recs = append(g.recs, r.Clone())
+	}
+	if len(order) > 0 {
+		// The plugins get copies whose header slices are their own (a
+		// plugin may set headers in place), carved from one slab.
+		nh := 0
+		for _, v := range order {
+			for _, i := range groups[v].idx {
+				nh += len(batch[i].Headers)
+			}
+		}
+		slab := make([]record.Header, 0, nh)
+		for _, v := range order {
+			g := groups[v]
+			g.recs = make([]record.Record, len(g.idx))
+			for j, i := range g.idx {
+				g.recs[j] = batch[i]
+				if hs := batch[i].Headers; hs != nil {
+					k := len(slab)
+					slab = append(slab, hs...)
+					g.recs[j].Headers = slab[k:len(slab):len(slab)]
+				}
+			}
+		}
 	}
 	tv, err := d.meta.Topic(topic, target)
 	if err != nil {
 		return nil, err
 	}
 	for _, v := range order {
-		g := byVersion[v]
+		g := groups[v]
 		steps, err := d.meta.Chain(topic, v, target)
 		if err != nil {
 			return nil, err
@@ -181,22 +212,74 @@ func (d *downgrader) toVersion(ctx context.Context, topic string, target int, ba
 			if err := tv.Validate(r.Value); err != nil {
 				return nil, fmt.Errorf("fluid: %s/%d@%d downgraded from v%d is not valid v%d: %w", src.Topic, src.Partition, src.Offset, v, target, err)
 			}
-			o := record.Record{Key: src.Key, Value: r.Value, Headers: r.Headers, Timestamp: src.Timestamp, Partition: src.Partition}
-			o.SetHeader(HeaderSchemaVersion, []byte(strconv.Itoa(target)))
-			out[g.idx[i]] = o
+			// Key, timestamp and partition are the source's; headers are
+			// the plugin's (rebuilt below).
+			out[g.idx[i]] = record.Record{Key: src.Key, Value: r.Value, Headers: r.Headers, Timestamp: src.Timestamp}
 		}
 	}
+
+	// Headers: each output's own, minus the ones the bridge sets, then
+	// HeaderSchemaVersion (downgraded records) and the source headers, in
+	// that order. Values are shared between records where they are equal.
+	nh := 0
+	for i := range out {
+		nh += len(out[i].Headers) + 4
+	}
+	slab := make([]record.Header, 0, nh)
+	offsets := make([]byte, 0, 20*len(out))
+	targetValue := []byte(strconv.Itoa(target))
+	var vcache headerValues
+	var pcache headerValues
 	for i := range out {
 		src := &batch[i]
+		downgraded := groups != nil && groups[versions[i]] != nil
+		k := len(slab)
+		for _, h := range out[i].Headers {
+			switch h.Key {
+			case HeaderSourcePartition, HeaderSourceOffset, HeaderSourceVersion:
+				continue
+			case HeaderSchemaVersion:
+				if downgraded {
+					continue
+				}
+			}
+			slab = append(slab, h)
+		}
+		if downgraded {
+			slab = append(slab, record.Header{Key: HeaderSchemaVersion, Value: targetValue})
+		}
+		o := len(offsets)
+		offsets = strconv.AppendInt(offsets, src.Offset, 10)
+		slab = append(slab,
+			record.Header{Key: HeaderSourcePartition, Value: pcache.get(int64(src.Partition))},
+			record.Header{Key: HeaderSourceOffset, Value: offsets[o:len(offsets):len(offsets)]},
+			record.Header{Key: HeaderSourceVersion, Value: vcache.get(int64(versions[i]))},
+		)
+		out[i].Headers = slab[k:len(slab):len(slab)]
 		out[i].Topic, out[i].Partition, out[i].Offset = "", src.Partition, 0
 		out[i].Key = src.Key
-		out[i].SetHeader(HeaderSourcePartition, []byte(strconv.Itoa(int(src.Partition))))
-		out[i].SetHeader(HeaderSourceOffset, []byte(strconv.FormatInt(src.Offset, 10)))
-		if v, err := recordVersion(src, d.baseline); err == nil {
-			out[i].SetHeader(HeaderSourceVersion, []byte(strconv.Itoa(v)))
-		}
 	}
 	return out, nil
+}
+
+// headerValues caches the decimal forms of the last few numbers (versions
+// and partitions repeat within a batch).
+type headerValues struct {
+	n [4]int64
+	v [4][]byte
+	i int
+}
+
+func (c *headerValues) get(n int64) []byte {
+	for j := range c.v {
+		if c.v[j] != nil && c.n[j] == n {
+			return c.v[j]
+		}
+	}
+	j := c.i % len(c.v)
+	c.i++
+	c.n[j], c.v[j] = n, []byte(strconv.FormatInt(n, 10))
+	return c.v[j]
 }
 
 // sourcePosition reads the HeaderSource* headers of a downgrade-topic record.

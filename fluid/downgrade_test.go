@@ -3,6 +3,7 @@ package fluid
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -154,4 +155,80 @@ func FuzzHeaders(f *testing.F) {
 			t.Fatalf("position %d/%d accepted", p, o)
 		}
 	})
+}
+
+// inPlaceTransform sets a header on its input records in place (as a
+// plugin may) before downgrading them.
+type inPlaceTransform struct{ goTransform }
+
+func (p *inPlaceTransform) Transform(ctx context.Context, batch []record.Record) ([]plugins.Result, error) {
+	for i := range batch {
+		batch[i].SetHeader(HeaderSchemaVersion, []byte("3"))
+		batch[i].SetHeader("touched", []byte("yes"))
+	}
+	return p.goTransform.Transform(ctx, batch)
+}
+
+// TestToVersionHeaders: the bridge's headers replace any the input or the
+// plugin carried, in a fixed order, every output has its own header slice,
+// and a plugin that sets headers on its input does not modify the batch.
+func TestToVersionHeaders(t *testing.T) {
+	m, err := LoadMetadata(writeMetadata(t, 4))
+	must(t, err)
+	load := func(_ context.Context, ref string, _ plugins.Options) (plugins.Plugin, error) {
+		return &inPlaceTransform{goTransform{name: ref, fn: orderDowngrades[4]}}, nil
+	}
+	d := newDowngrader(m, load, plugins.Options{}, 1)
+	defer d.close(context.Background())
+	stale := []record.Header{{Key: HeaderSourceOffset, Value: []byte("999")}, {Key: HeaderSourcePartition, Value: []byte("7")}}
+	in := []record.Record{
+		rec("4", order(4, 1), 10),
+		rec("3", order(3, 2), 11),
+		rec("4", order(4, 3), 12345678901),
+	}
+	in[0].Headers = append(in[0].Headers, stale...)
+	in[1].Headers = append(in[1].Headers, stale...)
+	before := make([][]record.Header, len(in))
+	for i := range in {
+		before[i] = append([]record.Header(nil), in[i].Headers...)
+	}
+	out, err := d.toVersion(context.Background(), "orders", 3, in)
+	must(t, err)
+	for i := range in {
+		if fmt.Sprint(in[i].Headers) != fmt.Sprint(before[i]) {
+			t.Errorf("in[%d] headers modified: %v", i, in[i].Headers)
+		}
+	}
+	want := []string{
+		`[{trace [116 49]} {touched [121 101 115]} {fluid-schema-version [51]} {fluid-source-partition [49]} {fluid-source-offset [49 48]} {fluid-source-schema-version [52]}]`,
+		`[{fluid-schema-version [51]} {trace [116 49]} {fluid-source-partition [49]} {fluid-source-offset [49 49]} {fluid-source-schema-version [51]}]`,
+		"",
+	}
+	for i, o := range out {
+		for _, k := range []string{HeaderSchemaVersion, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceVersion} {
+			n := 0
+			for _, h := range o.Headers {
+				if h.Key == k {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("out[%d]: %d %s headers", i, n, k)
+			}
+		}
+		if want[i] != "" && fmt.Sprint(o.Headers) != want[i] {
+			t.Errorf("out[%d] headers\n got %v\nwant %s", i, o.Headers, want[i])
+		}
+		if cap(o.Headers) != len(o.Headers) {
+			t.Errorf("out[%d]: headers share spare capacity", i)
+		}
+	}
+	if p, off, err := sourcePosition(&out[2]); err != nil || p != 1 || off != 12345678901 {
+		t.Errorf("out[2] source %d/%d %v", p, off, err)
+	}
+	// Setting a header on one output leaves the others alone.
+	out[0].SetHeader(HeaderSourceOffset, []byte("x"))
+	if _, off, _ := sourcePosition(&out[1]); off != 11 {
+		t.Errorf("out[1] offset changed to %d", off)
+	}
 }

@@ -146,10 +146,7 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 		// step downgrades one chunk and writes it once the previous chunk is
 		// acknowledged; last says nothing else is queued (wait now).
 		step := func(recs []*kgo.Record, last bool) bool {
-			batch = batch[:0]
-			for _, r := range recs {
-				batch = append(batch, fromKgo(r))
-			}
+			batch = fromKgoBatch(batch[:0], recs)
 			out, err := b.dg.toVersion(wctx, tv.topic, tv.version, batch)
 			if err != nil {
 				settle()
@@ -216,20 +213,39 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 
 // produceAsync writes recs to topic (each to its Partition); the returned
 // function waits until every one is acknowledged and returns the first
-// error.
+// error. The Kafka records and their headers are carved from one slab per
+// call, and one promise serves them all.
 func (b *Bridge) produceAsync(ctx context.Context, topic string, recs []record.Record) func() error {
 	var wg sync.WaitGroup
 	var first atomic.Pointer[error]
 	wg.Add(len(recs))
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			first.CompareAndSwap(nil, &err)
+		}
+		wg.Done()
+	}
+	// Not cancelled with ctx: a record already handed to the client is
+	// waited for, so nothing is left in flight when the republisher stops.
+	pctx := context.WithoutCancel(ctx)
+	nh := 0
 	for i := range recs {
-		// Not cancelled with ctx: a record already handed to the client is
-		// waited for, so nothing is left in flight when the republisher stops.
-		b.cl.Produce(context.WithoutCancel(ctx), toKgo(topic, &recs[i]), func(_ *kgo.Record, err error) {
-			if err != nil {
-				first.CompareAndSwap(nil, &err)
+		nh += len(recs[i].Headers)
+	}
+	krs := make([]kgo.Record, len(recs))
+	khs := make([]kgo.RecordHeader, 0, nh)
+	for i := range recs {
+		r := &recs[i]
+		kr := &krs[i]
+		kr.Topic, kr.Key, kr.Value, kr.Timestamp, kr.Partition = topic, r.Key, r.Value, r.Timestamp, r.Partition
+		if len(r.Headers) > 0 {
+			k := len(khs)
+			for _, h := range r.Headers {
+				khs = append(khs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
-			wg.Done()
-		})
+			kr.Headers = khs[k:len(khs):len(khs)]
+		}
+		b.cl.Produce(pctx, kr, promise)
 	}
 	return func() error {
 		wg.Wait()
@@ -259,13 +275,24 @@ func fromKgo(r *kgo.Record) record.Record {
 	return out
 }
 
-func toKgo(topic string, r *record.Record) *kgo.Record {
-	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Partition: r.Partition}
-	if len(r.Headers) > 0 {
-		out.Headers = make([]kgo.RecordHeader, len(r.Headers))
-		for i, h := range r.Headers {
-			out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
+// fromKgoBatch appends the records of rs to dst, their headers carved
+// from one slab.
+func fromKgoBatch(dst []record.Record, rs []*kgo.Record) []record.Record {
+	nh := 0
+	for _, r := range rs {
+		nh += len(r.Headers)
 	}
-	return out
+	slab := make([]record.Header, 0, nh)
+	for _, r := range rs {
+		out := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		if len(r.Headers) > 0 {
+			k := len(slab)
+			for _, h := range r.Headers {
+				slab = append(slab, record.Header{Key: h.Key, Value: h.Value})
+			}
+			out.Headers = slab[k:len(slab):len(slab)]
+		}
+		dst = append(dst, out)
+	}
+	return dst
 }
