@@ -153,10 +153,12 @@ func (a *App) load(ctx context.Context, ref string, o plugins.Options) (plugins.
 	if a.open == nil {
 		return nil, errors.New("plugins are not available in this build")
 	}
+	start := time.Now()
 	p, err := a.open(ctx, ref, o)
 	if err != nil {
 		return nil, err
 	}
+	a.log.Info("plugin loaded", "plugin", ref, "took", time.Since(start).Round(10*time.Microsecond))
 	a.loaded = append(a.loaded, p)
 	return p, nil
 }
