@@ -11,6 +11,10 @@ import (
 
 func main() {}
 
+// v1 is the header value; a []byte("1") in the function would allocate
+// for every record, and allocation is slow in a Go Wasm guest.
+var v1 = []byte("1")
+
 func init() {
 	var buf []byte
 	streamd.Transform(streamd.Manifest{Name: "orders-downgrade", Version: "1.0.0"},
@@ -22,7 +26,7 @@ func init() {
 			buf = v
 			out := *r
 			out.Value = v
-			out.SetHeader(downgrade.SchemaHeader, []byte("1"))
+			out.SetHeader(downgrade.SchemaHeader, v1)
 			return streamd.One(out), nil
 		})
 }
