@@ -424,9 +424,10 @@ func (w *walker) object(n *node, depth int) bool {
 		if w.i >= len(w.b) || w.b[w.i] != '"' {
 			return false
 		}
+		checkKeys := n.checkObj && !n.refOnly
 		key, plain, ok := w.scanString()
-		if !ok || !plain || !utf8.Valid(key) {
-			return false // escaped or invalid key: undecided
+		if !ok || checkKeys && !plain {
+			return false // malformed; or escaped or invalid UTF-8 key that matters: undecided
 		}
 		w.ws()
 		if w.i >= len(w.b) || w.b[w.i] != ':' {
@@ -435,7 +436,7 @@ func (w *walker) object(n *node, depth int) bool {
 		w.i++
 		w.ws()
 		var sub *node
-		if !n.refOnly && n.checkObj {
+		if checkKeys {
 			p, ok := n.props[string(key)]
 			if ok && p.req >= 0 {
 				seen |= 1 << uint(p.req)
@@ -523,7 +524,7 @@ func (w *walker) str(n *node) bool {
 	if !n.hasEnum && !needLen {
 		return true
 	}
-	if !plain || !utf8.Valid(s) {
+	if !plain {
 		return false // the decoded content differs from the bytes: undecided
 	}
 	if needLen {
@@ -544,19 +545,27 @@ func (w *walker) str(n *node) bool {
 }
 
 // scanString moves past the string at w.i (which is '"'), returning its raw
-// content, whether it has no escapes, and whether it is well formed as
-// encoding/json requires (no control characters, valid escapes).
+// content, whether that is its decoded content too (no escapes, valid
+// UTF-8), and whether it is well formed as encoding/json requires (no
+// control characters, valid escapes).
 func (w *walker) scanString() (raw []byte, plain, ok bool) {
 	w.i++
 	start := w.i
 	plain = true
+	ascii := true
 	for w.i < len(w.b) {
 		c := w.b[w.i]
 		switch {
 		case c == '"':
 			raw = w.b[start:w.i]
 			w.i++
+			if plain && !ascii {
+				plain = utf8.Valid(raw)
+			}
 			return raw, plain, true
+		case c >= 0x80:
+			ascii = false
+			w.i++
 		case c < 0x20:
 			return nil, false, false
 		case c == '\\':

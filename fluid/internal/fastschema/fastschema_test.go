@@ -52,7 +52,7 @@ var cases = []tc{
 	{0, `{"order_id":"o-\u00e9","customer_id":"c-1","amount_cents":0,"currency":"EUR"}`, true}, // escapes in an unchecked string
 	{0, `{"order_id":"ö","customer_id":"c","amount_cents":1,"currency":"€"}`, true},
 	{0, `{"order_id":"o","customer_id":"c","amount_cents":1,"currency":"EUR","order_id":"p"}`, true}, // duplicate key
-	{0, `{"order_id":"o","customer_id":"c","amount_cents":1.0,"currency":"EUR"}`, false},            // integer as 1.0: library decides
+	{0, `{"order_id":"o","customer_id":"c","amount_cents":1.0,"currency":"EUR"}`, false},             // integer as 1.0: library decides
 	{0, `{"order_id":"o","customer_id":"c","amount_cents":1e2,"currency":"EUR"}`, false},
 	{0, `{"order_id":"o","customer_id":"c","amount_cents":1.5,"currency":"EUR"}`, false},
 	{0, `{"order_id":"o","customer_id":"c","amount_cents":1}`, false},
@@ -109,6 +109,12 @@ var cases = []tc{
 	{5, `"\uZZZZ"`, false},
 	{5, `[1 2]`, false},
 	{5, strings.Repeat("[", 600) + strings.Repeat("]", 600), false}, // deeper than maxDepth: undecided
+	{5, "{\"ключ\":\"значение\",\"k\":\"\xfe\"}", true}, // invalid UTF-8 nobody looks at
+	{5, "{\"\xff\":1}", true},
+	{1, "{\"id\":1,\"total\":{\"amount\":1,\"currency\":\"EUR\xff\"}}", false},
+	{0, "{\"order_id\":\"o\",\"customer_id\":\"c\",\"amount_cents\":1,\"currency\":\"EUR\",\"\xff\":1}", false},
+	{1, "{\"id\":1,\"total\":{\"amount\":1,\"currency\":\"EUR\"},\"\xffstatus\":\"x\"}", false}, // invalid key: undecided
+	{2, "[\"\xff\xfe\"]", false},
 	{6, `{}`, false},
 	{7, `{"n":null,"b":false,"c":{"a":1}}`, false}, // const object: undecided
 	{7, `{"n":null,"b":false,"x":1}`, true},
