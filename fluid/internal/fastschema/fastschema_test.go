@@ -109,7 +109,7 @@ var cases = []tc{
 	{5, `"\uZZZZ"`, false},
 	{5, `[1 2]`, false},
 	{5, strings.Repeat("[", 600) + strings.Repeat("]", 600), false}, // deeper than maxDepth: undecided
-	{5, "{\"ключ\":\"значение\",\"k\":\"\xfe\"}", true}, // invalid UTF-8 nobody looks at
+	{5, "{\"ключ\":\"значение\",\"k\":\"\xfe\"}", true},             // invalid UTF-8 nobody looks at
 	{5, "{\"\xff\":1}", true},
 	{1, "{\"id\":1,\"total\":{\"amount\":1,\"currency\":\"EUR\xff\"}}", false},
 	{0, "{\"order_id\":\"o\",\"customer_id\":\"c\",\"amount_cents\":1,\"currency\":\"EUR\",\"\xff\":1}", false},
