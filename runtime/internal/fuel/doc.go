@@ -20,4 +20,9 @@
 // exports, the start function, element segments, the name section) is
 // renumbered. DWARF custom sections, whose code offsets would be stale, are
 // dropped.
+//
+// While it rewrites the module anyway, Instrument also merges active data
+// segments separated by short runs of zeros (when that provably leaves the
+// initial memory the same): Go's linker emits ~23,000 segments for a small
+// plugin, and decoding and copying them one by one cost ~20 ms per load.
 package fuel

@@ -1,14 +1,16 @@
 package fuel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
 // Version numbers the rewrite: it changes whenever Instrument's output for
 // the same input does, so that caches of instrumented modules can key on it.
-const Version = 1
+const Version = 2
 
 // ErrUnsupported is wrapped by Instrument's errors for modules that use an
 // encoding it does not know (an opcode or section entry of a proposal it
@@ -83,6 +85,8 @@ type rewriter struct {
 	lastRank    int
 	check       []byte // the instructions inserted at each check point
 	out         []byte
+	dataCount   bool // a data count section: segments are named by index
+	memImported bool // memory is imported: its initial bytes are unknown
 }
 
 func (w *rewriter) run(bin []byte) ([]byte, error) {
@@ -133,6 +137,11 @@ func (w *rewriter) run(bin []byte) ([]byte, error) {
 			err = w.elementSection(body, base)
 		case secCode:
 			err = w.codeSection(body, base)
+		case secDataCount:
+			w.dataCount = true
+			w.out = appendSection(w.out, id, body)
+		case secData:
+			w.out = appendSection(w.out, secData, w.dataSection(body))
 		default:
 			w.out = appendSection(w.out, id, body)
 		}
@@ -239,6 +248,7 @@ func (w *rewriter) importSection(body []byte, base int) error {
 			r.limits()
 		case 0x02:
 			r.limits()
+			w.memImported = true
 		case 0x03:
 			r.valtype()
 			r.byte()
@@ -622,4 +632,84 @@ func (r *reader) prefixFD() error {
 		}
 	}
 	return nil
+}
+
+// mergeGap is the largest run of zero bytes between two active data
+// segments that dataSection fills to merge them.
+const mergeGap = 64
+
+// dataSection returns the data section body with adjacent active segments
+// merged: the Go linker splits its data at every run of zeros, which makes
+// tens of thousands of segments that wazero decodes and copies one by one at
+// every start. Merging is done only when it cannot change the memory's
+// initial contents or any instruction's meaning: every segment is active,
+// in memory 0, at an i32.const offset, none overlap, no data count section
+// (so no memory.init or data.drop names a segment) and the memory is the
+// module's own (fresh, so zero, where no segment writes). Otherwise body is
+// returned as it is.
+func (w *rewriter) dataSection(body []byte) []byte {
+	if w.dataCount || w.memImported {
+		return body
+	}
+	type seg struct {
+		off  uint32
+		data []byte
+	}
+	r := reader{b: body}
+	n := r.u32()
+	if n < 2 || uint64(n) > uint64(len(body)) {
+		return body
+	}
+	segs := make([]seg, 0, n)
+	for i := uint32(0); i < n; i++ {
+		if r.u32() != 0 || r.byte() != 0x41 {
+			return body
+		}
+		off := r.s32()
+		if r.byte() != 0x0b || r.err != nil {
+			return body
+		}
+		size := r.u32()
+		s := r.i
+		r.skip(int(size))
+		if r.err != nil {
+			return body
+		}
+		// The offset is an s32; as a memory address it is unsigned.
+		segs = append(segs, seg{uint32(off), body[s:r.i]})
+	}
+	if r.i != len(body) {
+		return body
+	}
+	slices.SortStableFunc(segs, func(a, b seg) int { return cmp.Compare(a.off, b.off) })
+	for i := 1; i < len(segs); i++ {
+		if uint64(segs[i-1].off)+uint64(len(segs[i-1].data)) > uint64(segs[i].off) {
+			return body // overlap: order would matter
+		}
+	}
+	var merged []seg
+	var cur []byte
+	var start uint32
+	for i, sg := range segs {
+		end := uint64(start) + uint64(len(cur))
+		if i > 0 && uint64(sg.off)-end <= mergeGap {
+			cur = append(cur, make([]byte, uint64(sg.off)-end)...)
+			cur = append(cur, sg.data...)
+			continue
+		}
+		if i > 0 {
+			merged = append(merged, seg{start, cur})
+		}
+		start, cur = sg.off, append([]byte(nil), sg.data...)
+	}
+	merged = append(merged, seg{start, cur})
+	out := appendU32(nil, uint32(len(merged)))
+	for _, sg := range merged {
+		out = append(out, 0x00, 0x41)
+		out = appendS32(out, int32(sg.off))
+		out = append(out, 0x0b)
+		out = appendU32(out, uint32(len(sg.data)))
+		out = append(out, sg.data...)
+	}
+	return out
 }

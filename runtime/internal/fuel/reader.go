@@ -66,6 +66,32 @@ func (r *reader) u32() uint32 {
 	return uint32(v)
 }
 
+// s32 reads a signed LEB128 number of at most 5 bytes.
+func (r *reader) s32() int32 {
+	var v int64
+	shift := uint(0)
+	for n := 0; n < 5; n++ {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if c&0x40 != 0 && shift < 64 {
+				v |= -1 << shift
+			}
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				r.fail(errLEB)
+				return 0
+			}
+			return int32(v)
+		}
+	}
+	r.fail(errLEB)
+	return 0
+}
+
 func (r *reader) skip(n int) {
 	if r.err == nil && n > len(r.b)-r.i {
 		r.fail(io.ErrUnexpectedEOF)
