@@ -11,7 +11,9 @@ import (
 // overwrites it: of the events an Append writes, the last one of each
 // seqNr is kept, in seqNr order, as applying each action alone would.
 func TestApplyKeyRewrittenSeqNr(t *testing.T) {
-	ev := func(s int64, p string, off int64) Event { return Event{SeqNr: s, Kind: action.PayloadText, Payload: []byte(p), Offset: off} }
+	ev := func(s int64, p string, off int64) Event {
+		return Event{SeqNr: s, Kind: action.PayloadText, Payload: []byte(p), Offset: off}
+	}
 	ops := []Op{
 		{Kind: action.KindAppend, Offset: 2, From: 1, To: 3, Events: []Event{ev(1, "a", 1), ev(2, "a", 1), ev(3, "a", 1), ev(2, "bb", 2), ev(3, "bb", 2)}},
 		{Kind: action.KindDelete, Offset: 3, DeleteTo: 1},
