@@ -18,16 +18,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
+	"github.com/streamd/streamd/record"
 )
 
 // BenchmarkKafkaWasmKafka is issue 3's target (c): records/s of a
 // kafka -> transform -> kafka pipeline, built from TOML exactly as `streamd
 // run` builds it, with no transform and with the orders-downgrade Wasm
-// plugin in Go (and C, for comparison), on one in-process kfake broker
+// plugin in Go (and C, for comparison; and, as a reference no plugin can
+// beat, the same Go code called in process), on one in-process kfake broker
 // (or the brokers in STREAMD_BENCH_BROKERS). Each op is one ~200-byte
 // v2 order moved from a 4-partition topic, filled before the timer starts,
 // to an output topic; the op ends when the output topic holds them all.
@@ -43,11 +47,17 @@ func BenchmarkKafkaWasmKafka(b *testing.B) {
 	plugins := map[string]string{}
 	for _, tc := range []struct{ name, transform string }{
 		{"none", ""},
+		{"inprocess-go", "inprocess"},
 		{"wasm-go", "go"},
 		{"wasm-c", "c"},
 	} {
 		var path string
-		if tc.transform != "" {
+		if tc.transform == "inprocess" {
+			path = filepath.Join(b.TempDir(), inProcess)
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		} else if tc.transform != "" {
 			if plugins[tc.transform] == "" {
 				plugins[tc.transform] = downgradePlugin(b, tc.transform)
 			}
@@ -64,7 +74,7 @@ func BenchmarkKafkaWasmKafka(b *testing.B) {
 			}
 			fillOrders(b, seeds, in, b.N)
 			cfg := benchConfig(b, seeds, in, out, path)
-			a, err := app.Build(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), load.Open, io.Discard)
+			a, err := app.Build(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), benchOpen, io.Discard)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -243,4 +253,46 @@ func batches(b *testing.B, a *app.App) uint64 {
 		}
 	}
 	return n
+}
+
+// inProcess is the plugin file name benchOpen answers with the orders
+// downgrade as an in-process Go function.
+const inProcess = "inprocess-go-downgrade.wasm"
+
+func benchOpen(ctx context.Context, ref string, o plugins.Options) (plugins.Plugin, error) {
+	if strings.HasSuffix(ref, "/"+inProcess) {
+		return inprocDowngrade{}, nil
+	}
+	return load.Open(ctx, ref, o)
+}
+
+// inprocDowngrade is the orders downgrade as a Go function in process.
+type inprocDowngrade struct{}
+
+func (inprocDowngrade) Manifest() plugins.Manifest {
+	return plugins.Manifest{Name: "inprocess-downgrade", Kind: plugins.KindTransform, Version: "1", ABI: 1}
+}
+
+func (inprocDowngrade) Close(context.Context) error { return nil }
+
+var v1 = []byte("1")
+
+func (inprocDowngrade) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	res := make([]plugins.Result, len(batch))
+	outs := make([]record.Record, len(batch))
+	var buf []byte
+	for i := range batch {
+		v, err := downgrade.Value(buf, batch[i].Value)
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		buf = v[len(v):]
+		out := batch[i]
+		out.Value = v
+		out.Headers = append(out.Headers[:len(out.Headers):len(out.Headers)], record.Header{Key: downgrade.SchemaHeader, Value: v1})
+		outs[i] = out
+		res[i].Records = outs[i : i+1 : i+1]
+	}
+	return res, nil
 }
