@@ -5,10 +5,12 @@
 // It is a fast path in front of santhosh-tekuri/jsonschema/v6, never a
 // replacement: Valid returning true means the library would accept the
 // document (it is JSON encoding/json decodes, and the library's validator
-// finds no error); false means invalid OR undecided (an escaped object
-// key, a string with escapes or invalid UTF-8 whose content a keyword
-// needs, a number in exponent form where the kind of number matters, an
-// enum of numbers, nesting deeper than 512), and the caller must ask the
+// finds no error); false means invalid OR undecided (an object key with
+// escapes or invalid UTF-8 where properties/required/additionalProperties
+// look at keys, a string with escapes or invalid UTF-8 whose content a
+// keyword needs, an integer written with a fraction or exponent, a number
+// in exponent form under numeric bounds, an enum or const value that is a
+// number, object or array, nesting deeper than 512), and the caller must ask the
 // library, which then gives the answer and the error. The fast path is
 // therefore only ever trusted when it says "valid", and every keyword it
 // supports is checked monotonically (a keyword it cannot decide makes the
