@@ -60,11 +60,12 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store: empty path")
 	}
-	// synchronous=NORMAL in WAL mode: a commit is not fsynced, the WAL is
-	// fsynced at checkpoints. A committed batch survives a process crash
-	// (SIGKILL); an OS crash or power loss can lose the batches committed
-	// since the last checkpoint (see docs/journal.md, "Stores").
-	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(30000)&_pragma=foreign_keys(OFF)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)"
+	// synchronous=FULL in WAL mode: each commit fsyncs the WAL, so a batch
+	// the replicator reports durable (and whose Kafka offsets are then
+	// committed) survives an OS crash or power loss, not only a process
+	// crash as with NORMAL; one fsync per batch cost nothing measurable in
+	// BenchmarkReplicate (docs/benchmarks.md, "Journal").
+	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(30000)&_pragma=foreign_keys(OFF)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)"
 	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=wal_autocheckpoint("+strconv.Itoa(autockpt)+")")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
@@ -90,7 +91,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 
 // autockpt is the writer's wal_autocheckpoint, in pages (4 KiB): the
 // WAL is copied into the database once it holds this many. SQLite's
-// default, 1000, checkpoints every few batches: each checkpoint costs two
+// default, 1000, checkpoints every few batches: each checkpoint costs
 // fsyncs and copies pages that the next batches rewrite anyway (journal
 // rows, the last page of each journal). The WAL file stays at up to
 // ~40 MiB.
