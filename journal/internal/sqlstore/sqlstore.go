@@ -78,7 +78,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	s := newStore(sqlite, w, r)
-	err = s.migrate(ctx)
+	err = s.migrateSQLite(ctx)
 	if err == nil {
 		err = s.prepare(ctx)
 	}
@@ -87,6 +87,26 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// migrateSQLite is migrate, retried while the database is locked: when
+// several processes open a new database at once, SQLite can answer
+// SQLITE_BUSY at once (without the busy timeout) to the ones that find
+// another turning it into WAL mode.
+func (s *Store) migrateSQLite(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.migrate(ctx)
+		var se interface{ Code() int }
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != 5 /* SQLITE_BUSY */ || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // autockpt is the writer's wal_autocheckpoint, in pages (4 KiB): the
