@@ -127,19 +127,24 @@ type = "journal"
 	// something, again and again, while the actions are written.
 	kills := 0
 	produced := false
+	pollProduced := func() { // notes when the writers are done
+		if produced {
+			return
+		}
+		select {
+		case err := <-prodErr:
+			if err != nil {
+				t.Fatal(err)
+			}
+			produced = true
+		default:
+		}
+	}
 	for !produced {
 		before := applied()
 		d := start(t, cfg)
 		for deadline := time.Now().Add(60 * time.Second); applied() <= before && time.Now().Before(deadline); {
-			select {
-			case err := <-prodErr:
-				if err != nil {
-					t.Fatal(err)
-				}
-				produced = true
-			default:
-			}
-			if produced {
+			if pollProduced(); produced {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -148,16 +153,7 @@ type = "journal"
 		d.cmd.Process.Signal(syscall.SIGKILL)
 		<-d.done
 		kills++
-		if !produced {
-			select {
-			case err := <-prodErr:
-				if err != nil {
-					t.Fatal(err)
-				}
-				produced = true
-			default:
-			}
-		}
+		pollProduced()
 	}
 	t.Logf("actions written after %v", time.Since(begin).Round(time.Second))
 	if kills < 3 {
