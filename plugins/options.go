@@ -24,7 +24,7 @@ type Options struct {
 	MaxMemoryPages uint32
 	// Timeout bounds one call into the plugin (0: the loader's default).
 	// Negative: no timeout; a Wasm plugin is then trusted and compiled
-	// without termination checks (faster, but it cannot be stopped).
+	// without fuel checks (a little faster, but it cannot be stopped).
 	Timeout time.Duration
 	// Pool is how many instances (Wasm) may run calls in parallel
 	// (0: the loader's default).

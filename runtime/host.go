@@ -34,7 +34,7 @@ const (
 	DefaultMaxMemoryPages = 4096
 	// DefaultTimeout bounds one call into a guest when
 	// plugins.Options.Timeout is 0. A negative Timeout means no timeout:
-	// the guest is compiled without termination checks (faster, see
+	// the guest is compiled without fuel checks (0-25% faster, see
 	// docs/benchmarks.md) and neither a timeout nor a cancelled context can
 	// stop a call in progress. Use it only for trusted plugins.
 	DefaultTimeout = 10 * time.Second
