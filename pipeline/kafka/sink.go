@@ -145,6 +145,13 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 		finish()
 		return
 	}
+	// One slab for every record's headers: an allocation per batch, not
+	// per record.
+	nh := 0
+	for i := range batch {
+		nh += len(batch[i].Headers)
+	}
+	hdrs := make([]kgo.RecordHeader, 0, nh)
 	for i := range batch {
 		in := &batch[i]
 		r := &recs[i]
@@ -153,10 +160,11 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 			r.Partition = in.Partition
 		}
 		if len(in.Headers) > 0 {
-			r.Headers = make([]kgo.RecordHeader, len(in.Headers))
-			for j, h := range in.Headers {
-				r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			start := len(hdrs)
+			for _, h := range in.Headers {
+				hdrs = append(hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
+			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
 		}
 		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {
