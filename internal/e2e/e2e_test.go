@@ -582,7 +582,7 @@ func replicated(t *testing.T, dir string) bool {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM journal_event WHERE id = 'acc-1'`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM journal WHERE id = 'acc-1'`).Scan(&n); err != nil {
 		return false
 	}
 	return n == 3

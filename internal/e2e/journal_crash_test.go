@@ -206,7 +206,7 @@ type = "journal"
 	}
 	defer model.Close()
 	for _, q := range []string{
-		`SELECT id, seq_nr, kafka_partition, kafka_offset, payload_type, payload, tags FROM journal_event WHERE topic = '%s' ORDER BY id, seq_nr`,
+		`SELECT id, seq_nr, kafka_partition, kafka_offset, payload_type, payload, tags FROM journal WHERE topic = '%s' ORDER BY id, seq_nr`,
 		`SELECT id, seq_nr, delete_to, kafka_partition, kafka_offset FROM journal_meta WHERE topic = '%s' ORDER BY id`,
 	} {
 		got, want := dumpRows(t, store, fmt.Sprintf(q, topic)), dumpRows(t, model, fmt.Sprintf(q, topic))

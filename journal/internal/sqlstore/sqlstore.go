@@ -1,9 +1,19 @@
 // Package sqlstore is the journal's relational replication store, on
 // SQLite (modernc.org/sqlite, pure Go, WAL) or PostgreSQL (pgx), with the
-// same tables: journal_meta (metajournal), journal_event (journal),
-// journal_pointer (pointer2) and journal_setting (schema version). Schema
-// creation and migration run at Open, one process at a time (SQLite: an
-// IMMEDIATE transaction; PostgreSQL: an advisory transaction lock).
+// same tables: journal_meta (metajournal, one row per journal, numbered by
+// jid), journal_event (one row per event, keyed by jid and seq_nr; the view
+// journal shows it with each journal's topic and id, as the original's
+// journal table), journal_pointer (pointer2) and journal_setting (schema
+// version). Schema creation and migration run at Open, one process at a
+// time (SQLite: an IMMEDIATE transaction; PostgreSQL: an advisory
+// transaction lock).
+//
+// Events are keyed by the journal's integer jid, not its (topic, id), and
+// kept in insertion order (SQLite: a rowid table; PostgreSQL: a heap) with
+// a unique index on (jid, seq_nr): a batch then appends its events at the
+// end of the table and adds small entries to the index, instead of
+// splitting pages all over a B-tree ordered by (topic, id, seq_nr), which
+// schema version 1 did (docs/benchmarks.md, "Journal").
 //
 // A Batch is applied in one transaction, pointer included, so a crash never
 // leaves a half-applied batch and redelivered records are skipped by the
@@ -29,8 +39,10 @@ import (
 	"github.com/streamd/streamd/journal/internal/store"
 )
 
-// SchemaVersion is the schema this code writes.
-const SchemaVersion = 1
+// SchemaVersion is the schema this code writes. Version 1 (before
+// streamd 0.3) keyed journal_event by (topic, id, seq_nr) and had no jid;
+// Open migrates it.
+const SchemaVersion = 2
 
 type dialect int
 
@@ -51,8 +63,8 @@ type Store struct {
 }
 
 type queries struct {
-	meta, putMeta, delMeta, delEvents, setPointer, pointer, events, expired string
-	insertEventsHead, insertEventsRow, insertEventsTail                     string
+	meta, delEvents, setPointer, pointer, events, expired string
+	insertEventsHead, insertEventsTail                    string
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path.
@@ -141,20 +153,17 @@ func newStore(d dialect, w, r *sql.DB) *Store {
 	s := &Store{d: d, write: w, read: r, now: time.Now}
 	s.q = queries{
 		meta:       `SELECT kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id = ?`,
-		putMeta:    `INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`,
-		delMeta:    `DELETE FROM journal_meta WHERE topic = ? AND id = ?`,
-		delEvents:  `DELETE FROM journal_event WHERE topic = ? AND id = ? AND seq_nr <= ?`,
+		delEvents:  `DELETE FROM journal_event WHERE jid = ? AND seq_nr <= ?`,
 		setPointer: `INSERT INTO journal_pointer (topic, kafka_partition, kafka_offset, created, updated) VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic, kafka_partition) DO UPDATE SET kafka_offset = CASE WHEN excluded.kafka_offset > journal_pointer.kafka_offset THEN excluded.kafka_offset ELSE journal_pointer.kafka_offset END, updated = excluded.updated`,
 		pointer:    `SELECT kafka_offset FROM journal_pointer WHERE topic = ? AND kafka_partition = ?`,
-		events:     `SELECT seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload FROM journal_event WHERE topic = ? AND id = ? AND seq_nr >= ? ORDER BY seq_nr`,
+		events:     `SELECT seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload FROM journal_event WHERE jid = (SELECT jid FROM journal_meta WHERE topic = ? AND id = ?) AND seq_nr >= ? ORDER BY seq_nr`,
 		expired:    `SELECT topic, id FROM journal_meta WHERE expire_on IS NOT NULL AND expire_on <= ? ORDER BY expire_on LIMIT ?`,
 
-		insertEventsHead: `INSERT INTO journal_event (topic, id, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) VALUES `,
-		insertEventsRow:  `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		insertEventsTail: ` ON CONFLICT (topic, id, seq_nr) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, ts = excluded.ts, origin = excluded.origin, version = excluded.version, tags = excluded.tags, metadata = excluded.metadata, headers = excluded.headers, payload_type = excluded.payload_type, payload = excluded.payload`,
+		insertEventsHead: `INSERT INTO journal_event (jid, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) VALUES `,
+		insertEventsTail: ` ON CONFLICT (jid, seq_nr) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, ts = excluded.ts, origin = excluded.origin, version = excluded.version, tags = excluded.tags, metadata = excluded.metadata, headers = excluded.headers, payload_type = excluded.payload_type, payload = excluded.payload`,
 	}
 	if d == postgres {
-		for _, p := range []*string{&s.q.meta, &s.q.putMeta, &s.q.delMeta, &s.q.delEvents, &s.q.setPointer, &s.q.pointer, &s.q.events, &s.q.expired} {
+		for _, p := range []*string{&s.q.meta, &s.q.delEvents, &s.q.setPointer, &s.q.pointer, &s.q.events, &s.q.expired} {
 			*p = rebind(*p, 1)
 		}
 	}
@@ -175,15 +184,6 @@ func rebind(q string, n int) string {
 	return b.String()
 }
 
-// withoutRowid makes SQLite keep a table in its primary key's B-tree (one
-// tree per insert instead of two).
-func (s *Store) withoutRowid() string {
-	if s.d == sqlite {
-		return " WITHOUT ROWID"
-	}
-	return ""
-}
-
 func (s *Store) blob() string {
 	if s.d == postgres {
 		return "BYTEA"
@@ -191,6 +191,34 @@ func (s *Store) blob() string {
 	return "BLOB"
 }
 
+// jidColumn is journal_meta's integer key: SQLite's rowid (a new row gets
+// the highest + 1), PostgreSQL's identity column.
+func (s *Store) jidColumn() string {
+	if s.d == postgres {
+		return "jid BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"
+	}
+	return "jid INTEGER PRIMARY KEY"
+}
+
+// tablesV2 is the DDL of schema version 2 with the journal tables named
+// meta and event (migrate creates them under temporary names first).
+func (s *Store) tablesV2(meta, event string) []string {
+	return []string{
+		`CREATE TABLE ` + meta + ` (` + s.jidColumn() + `, topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, UNIQUE (topic, id))`,
+		`CREATE TABLE ` + event + ` (jid BIGINT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (jid, seq_nr))`,
+	}
+}
+
+// indexesV2 are created once the version 2 tables have their final names.
+var indexesV2 = []string{
+	`CREATE INDEX journal_meta_expire_on ON journal_meta (expire_on)`,
+	// The original's journal table: one row per event with its journal's
+	// topic and id, for people and tools reading the store with SQL.
+	`CREATE VIEW journal AS SELECT m.topic, m.id, e.seq_nr, e.kafka_partition, e.kafka_offset, e.ts, e.origin, e.version, e.tags, e.metadata, e.headers, e.payload_type, e.payload FROM journal_event e JOIN journal_meta m ON m.jid = e.jid`,
+}
+
+// migrate creates the schema or brings it to SchemaVersion, in one
+// transaction.
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -203,17 +231,19 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("schema lock: %w", err)
 		}
 	}
-	ddl := []string{
-		`CREATE TABLE IF NOT EXISTS journal_setting (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS journal_pointer (topic TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, kafka_partition))`,
-		`CREATE TABLE IF NOT EXISTS journal_meta (topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, id))` + s.withoutRowid(),
-		`CREATE INDEX IF NOT EXISTS journal_meta_expire_on ON journal_meta (expire_on)`,
-		`CREATE TABLE IF NOT EXISTS journal_event (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload ` + s.blob() + `, PRIMARY KEY (topic, id, seq_nr))` + s.withoutRowid(),
+	exec := func(qs ...string) error {
+		for _, q := range qs {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("schema: %s: %w", q, err)
+			}
+		}
+		return nil
 	}
-	if _, err := tx.ExecContext(ctx, ddl[0]); err != nil {
-		return fmt.Errorf("schema: %s: %w", ddl[0], err)
+	if err := exec(`CREATE TABLE IF NOT EXISTS journal_setting (name TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
+		return err
 	}
 	var version string
+	from := 0
 	err = tx.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&version)
 	switch {
 	case err == nil:
@@ -227,13 +257,37 @@ func (s *Store) migrate(ctx context.Context) error {
 		if v == SchemaVersion {
 			return tx.Commit()
 		}
+		from = v
 	case errors.Is(err, sql.ErrNoRows):
 	default:
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	for _, q := range ddl {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("schema: %s: %w", q, err)
+	if err := exec(`CREATE TABLE IF NOT EXISTS journal_pointer (topic TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, kafka_partition))`); err != nil {
+		return err
+	}
+	switch from {
+	case 0:
+		if err := exec(append(s.tablesV2("journal_meta", "journal_event"), indexesV2...)...); err != nil {
+			return err
+		}
+	case 1:
+		// Copy into new tables, numbering the journals, then swap them in.
+		if err := exec(s.tablesV2("journal_meta_v2", "journal_event_v2")...); err != nil {
+			return err
+		}
+		if err := exec(
+			`INSERT INTO journal_meta_v2 (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) SELECT topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta ORDER BY topic, id`,
+			// Events of no journal row cannot be read; version 1 never kept any.
+			`INSERT INTO journal_event_v2 (jid, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) SELECT m.jid, e.seq_nr, e.kafka_partition, e.kafka_offset, e.ts, e.origin, e.version, e.tags, e.metadata, e.headers, e.payload_type, e.payload FROM journal_event e JOIN journal_meta_v2 m ON m.topic = e.topic AND m.id = e.id ORDER BY m.jid, e.seq_nr`,
+			`DROP TABLE journal_event`,
+			`DROP TABLE journal_meta`,
+			`ALTER TABLE journal_meta_v2 RENAME TO journal_meta`,
+			`ALTER TABLE journal_event_v2 RENAME TO journal_event`,
+		); err != nil {
+			return fmt.Errorf("migrate schema 1 to 2: %w", err)
+		}
+		if err := exec(indexesV2...); err != nil {
+			return err
 		}
 	}
 	up := `INSERT INTO journal_setting (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`
@@ -269,7 +323,7 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 		return fmt.Errorf("journal store: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := store.ApplyTx(ctx, &sqlTx{s: s, tx: tx}, b, s.now()); err != nil {
+	if err := store.ApplyTx(ctx, &sqlTx{s: s, tx: tx, jids: make(map[string]int64, len(b.Keys))}, b, s.now()); err != nil {
 		return fmt.Errorf("journal store: apply %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -372,7 +426,7 @@ func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn fun
 			}
 		}
 		if tags.Valid && tags.String != "" {
-			if err := json.Unmarshal([]byte(tags.String), &e.Tags); err != nil {
+			if e.Tags, err = decodeTags(tags.String); err != nil {
 				return fmt.Errorf("journal store: event %s/%s/%d: tags: %w", key.Topic, key.ID, e.SeqNr, err)
 			}
 		}
@@ -392,6 +446,54 @@ func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn fun
 }
 
 func (r *snapshot) Close() error { return r.tx.Rollback() }
+
+// decodeTags decodes the tags column, a JSON array of strings as
+// insertEvents writes it. Arrays of plain ASCII strings without escapes,
+// which is what tags nearly always are, are split here; anything else
+// goes to encoding/json (a fifth of a 1,000-event read went to it).
+func decodeTags(s string) ([]string, error) {
+	if len(s) >= 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		body := s[1 : len(s)-1]
+		if body == "" {
+			return []string{}, nil
+		}
+		n := strings.Count(body, ",") + 1
+		out := make([]string, 0, n)
+		for i := 0; i < len(body); {
+			if body[i] != '"' {
+				return decodeTagsJSON(s)
+			}
+			j := i + 1
+			for j < len(body) && body[j] != '"' {
+				if c := body[j]; c < 0x20 || c >= 0x7f || c == '\\' {
+					return decodeTagsJSON(s)
+				}
+				j++
+			}
+			if j == len(body) {
+				return decodeTagsJSON(s)
+			}
+			out = append(out, body[i+1:j])
+			i = j + 1
+			if i < len(body) {
+				if body[i] != ',' || i+1 == len(body) {
+					return decodeTagsJSON(s)
+				}
+				i++
+			}
+		}
+		return out, nil
+	}
+	return decodeTagsJSON(s)
+}
+
+func decodeTagsJSON(s string) ([]string, error) {
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func meta(ctx context.Context, db queryer, q string, key store.Key) (store.Meta, bool, error) {
 	m, err := scanMeta(db.QueryRowContext(ctx, q, key.Topic, key.ID).Scan)
@@ -431,6 +533,9 @@ type sqlTx struct {
 	s    *Store
 	tx   *sql.Tx
 	args []any // reused between statements
+	// jids are the journal rows' numbers, by id: from Metas, then from
+	// PutMetas (a new row's is known once it is written).
+	jids map[string]int64
 }
 
 // stmtKey names a batch statement: which one, for how many rows.
@@ -514,17 +619,17 @@ func (s *Store) rows(head string, n, cols int, tail string) string {
 }
 
 func (s *Store) metasQuery(n int) string {
-	return s.bind(`SELECT id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id IN (` +
+	return s.bind(`SELECT jid, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id IN (` +
 		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`)
 }
 
 func (s *Store) putMetasQuery(n int) string {
 	return s.rows(`INSERT INTO journal_meta (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) VALUES `, n, 11,
-		` ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated`)
+		` ON CONFLICT (topic, id) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, seq_nr = excluded.seq_nr, delete_to = excluded.delete_to, expire_after_ms = excluded.expire_after_ms, expire_on = excluded.expire_on, origin = excluded.origin, updated = excluded.updated RETURNING id, jid`)
 }
 
 func (s *Store) insertEventsQuery(n int) string {
-	return s.rows(s.q.insertEventsHead, n, 13, s.q.insertEventsTail)
+	return s.rows(s.q.insertEventsHead, n, 12, s.q.insertEventsTail)
 }
 
 func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[string]store.Meta, error) {
@@ -541,13 +646,17 @@ func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[stri
 			return nil, fmt.Errorf("read metas: %w", err)
 		}
 		for rows.Next() {
-			var id string
-			m, err := scanMeta(rows.Scan, &id)
+			var (
+				id  string
+				jid int64
+			)
+			m, err := scanMeta(rows.Scan, &jid, &id)
 			if err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read metas: %w", err)
 			}
 			out[id] = m
+			t.jids[id] = jid
 		}
 		if err := rows.Close(); err != nil {
 			return nil, err
@@ -572,7 +681,22 @@ func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]sto
 				nullStr(m.Origin), m.Created.UnixMilli(), m.Updated.UnixMilli())
 		}
 		t.args = args
-		if err := t.exec(ctx, stmtKey{stmtPutMetas, n}, args); err != nil {
+		rows, err := t.query(ctx, stmtKey{stmtPutMetas, n}, args)
+		if err != nil {
+			return fmt.Errorf("put metas: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id  string
+				jid int64
+			)
+			if err := rows.Scan(&id, &jid); err != nil {
+				rows.Close()
+				return fmt.Errorf("put metas: %w", err)
+			}
+			t.jids[id] = jid
+		}
+		if err := rows.Close(); err != nil {
 			return fmt.Errorf("put metas: %w", err)
 		}
 		ids = ids[n:]
@@ -591,6 +715,9 @@ func (t *sqlTx) DeleteMetas(ctx context.Context, topic string, ids []string) err
 		if _, err := t.tx.ExecContext(ctx, t.s.bind(q), args...); err != nil {
 			return fmt.Errorf("delete metas: %w", err)
 		}
+		for _, id := range ids[:n] {
+			delete(t.jids, id)
+		}
 		ids = ids[n:]
 	}
 	return nil
@@ -607,8 +734,12 @@ func (t *sqlTx) PutEvents(ctx context.Context, topic string, events []store.KeyE
 }
 
 func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.KeyEvent) error {
-	args := t.argBuf(13 * len(events))
+	args := t.argBuf(12 * len(events))
 	for _, e := range events {
+		jid, ok := t.jids[e.ID]
+		if !ok {
+			return fmt.Errorf("put events: journal %s/%s has no row", topic, e.ID)
+		}
 		var tags, headers sql.NullString
 		if len(e.Tags) > 0 {
 			j := []byte{'['}
@@ -635,7 +766,7 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 				payload = []byte{}
 			}
 		}
-		args = append(args, topic, e.ID, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
+		args = append(args, jid, e.SeqNr, e.Partition, e.Offset, e.Timestamp.UnixMilli(),
 			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
 	}
 	t.args = args
@@ -646,7 +777,11 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 }
 
 func (t *sqlTx) DeleteEvents(ctx context.Context, key store.Key, to int64) error {
-	if _, err := t.tx.ExecContext(ctx, t.s.q.delEvents, key.Topic, key.ID, to); err != nil {
+	jid, ok := t.jids[key.ID]
+	if !ok { // no row, so no events
+		return nil
+	}
+	if _, err := t.tx.ExecContext(ctx, t.s.q.delEvents, jid, to); err != nil {
 		return fmt.Errorf("delete events %s: %w", key.ID, err)
 	}
 	return nil
@@ -678,7 +813,7 @@ func (s *Store) Dump(ctx context.Context, topic string) (map[store.Key]store.Dum
 		out[k] = d
 	}
 	rows.Close()
-	rows, err = s.read.QueryContext(ctx, s.bind(`SELECT topic, id, seq_nr FROM journal_event WHERE topic = ? ORDER BY topic, id, seq_nr`), topic)
+	rows, err = s.read.QueryContext(ctx, s.bind(`SELECT topic, id, seq_nr FROM journal WHERE topic = ? ORDER BY topic, id, seq_nr`), topic)
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,14 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,4 +204,186 @@ func TestConcurrentOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// v1DDL is schema version 1 as streamd 0.2 created it (SQLite spelling;
+// toV1 adapts it for PostgreSQL).
+var v1DDL = []string{
+	`CREATE TABLE journal_meta_v1 (topic TEXT NOT NULL, id TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, seq_nr BIGINT NOT NULL, delete_to BIGINT NOT NULL, expire_after_ms BIGINT, expire_on BIGINT, origin TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, id)) WITHOUT ROWID`,
+	`CREATE TABLE journal_event_v1 (topic TEXT NOT NULL, id TEXT NOT NULL, seq_nr BIGINT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, ts BIGINT NOT NULL, origin TEXT, version TEXT, tags TEXT, metadata TEXT, headers TEXT, payload_type SMALLINT NOT NULL, payload BLOB, PRIMARY KEY (topic, id, seq_nr)) WITHOUT ROWID`,
+	`INSERT INTO journal_meta_v1 SELECT topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta`,
+	`INSERT INTO journal_event_v1 SELECT * FROM journal`,
+	`DROP VIEW journal`,
+	`DROP TABLE journal_event`,
+	`DROP TABLE journal_meta`,
+	`ALTER TABLE journal_meta_v1 RENAME TO journal_meta`,
+	`ALTER TABLE journal_event_v1 RENAME TO journal_event`,
+	`CREATE INDEX journal_meta_expire_on ON journal_meta (expire_on)`,
+	`UPDATE journal_setting SET value = '1' WHERE name = 'schema_version'`,
+}
+
+// toV1 turns a version 2 database into what version 1 kept, in its
+// layout.
+func toV1(ctx context.Context, s *Store) error {
+	for _, q := range v1DDL {
+		if s.d == postgres {
+			q = strings.ReplaceAll(strings.ReplaceAll(q, " WITHOUT ROWID", ""), "BLOB", "BYTEA")
+		}
+		if _, err := s.write.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// readAll is every journal of topic as a reader sees it: row and events.
+func readAll(t *testing.T, s *Store, topic string) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	dump, err := s.Dump(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	out := map[string]any{}
+	for k := range dump {
+		m, ok, err := snap.Meta(ctx, k)
+		if err != nil || !ok {
+			t.Fatalf("meta %v: %v %v", k, ok, err)
+		}
+		var evs []store.Event
+		if err := snap.Events(ctx, k, 1, func(e store.Event) error { evs = append(evs, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		out[k.ID] = []any{m, evs}
+	}
+	return out
+}
+
+// TestMigrateFromV1 fills a store, turns it into a version 1 database,
+// opens it again (which migrates it) and reads back the same journals;
+// replication then goes on.
+func TestMigrateFromV1(t *testing.T) {
+	ctx := context.Background()
+	opens := map[string]func(t *testing.T) func() (*Store, error){
+		"sqlite": func(t *testing.T) func() (*Store, error) {
+			path := filepath.Join(t.TempDir(), "v1.db")
+			return func() (*Store, error) { return OpenSQLite(ctx, path) }
+		},
+	}
+	if dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN"); dsn != "" {
+		opens["postgres"] = func(t *testing.T) func() (*Store, error) {
+			// A schema of its own: the test drops the shared tables.
+			schema := fmt.Sprintf("migrate_%d", time.Now().UnixNano())
+			admin, err := OpenPostgres(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := admin.write.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				admin.write.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE")
+				admin.Close()
+			})
+			sep := "?"
+			if strings.Contains(dsn, "?") {
+				sep = "&"
+			}
+			return func() (*Store, error) { return OpenPostgres(ctx, dsn+sep+"search_path="+schema) }
+		}
+	}
+	for name, mk := range opens {
+		t.Run(name, func(t *testing.T) {
+			open := mk(t)
+			s, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			topic := testenv.Topic(t, "m")
+			r := rand.New(rand.NewPCG(3, 9))
+			ids, acts := randomActions(r, 6, 400)
+			// Events with every column set.
+			for i := range acts {
+				if acts[i].Events != nil && i%3 == 0 {
+					acts[i].Header.Origin, acts[i].Header.Version = "host-1", "1.2"
+					acts[i].Header.Metadata = []byte(`{"m":1}`)
+					acts[i].Headers = map[string]string{"h": "v"}
+					for j := range acts[i].Events.Events {
+						acts[i].Events.Events[j].Tags = []string{"a", "b"}
+					}
+				}
+			}
+			bs := batches(topic, ids, acts, func() int { return 1 + r.IntN(40) })
+			for _, b := range bs[:len(bs)-3] {
+				if err := s.Apply(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := readAll(t, s, topic)
+			if len(before) == 0 {
+				t.Fatal("no journals to migrate")
+			}
+			if err := toV1(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+
+			s, err = open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var v string
+			if err := s.read.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
+				t.Fatalf("schema_version %q, %v", v, err)
+			}
+			if got := readAll(t, s, topic); !reflect.DeepEqual(got, before) {
+				t.Fatalf("after migration\n%v\nwant\n%v", got, before)
+			}
+			// Replication goes on: the rest of the stream gives what applying
+			// all of it to the model gives.
+			for _, b := range bs[len(bs)-3:] {
+				if err := s.Apply(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model := store.NewMemory()
+			for _, b := range bs {
+				if err := model.Apply(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Dump(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := model.Dump(topic); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after migration and more batches\n%v\nwant\n%v", got, want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeTags checks decodeTags against encoding/json: the same
+// strings, and an error exactly when encoding/json has one.
+func FuzzDecodeTags(f *testing.F) {
+	for _, s := range []string{`["order"]`, `["a","b"]`, `[]`, `null`, `["a\"b"]`, `["é"]`, `[ "a" ]`, `["a",]`, `["a""b"]`, `[1]`, `["a"`, `"a"]`, `[",",","]`, `["\u0041"]`, "[\"\x01\"]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := decodeTags(s)
+		var want []string
+		werr := json.Unmarshal([]byte(s), &want)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%q: error %v, encoding/json %v", s, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %#v, encoding/json %#v", s, got, want)
+		}
+	})
 }

@@ -117,8 +117,12 @@ type KeyEvent struct {
 }
 
 // Tx is what Apply needs from a store inside one write transaction. Apply
-// calls Metas first, then DeleteEvents and DeleteMetas, then PutEvents
-// and PutMetas with the final state of every key, then SetPointer.
+// calls Metas first, then DeleteEvents and DeleteMetas, then PutMetas with
+// the final state of every key and PutEvents (after PutMetas, so a store
+// that numbers journal rows knows every row's number), then SetPointer.
+// The whole batch is one transaction, so the order is not what makes it
+// crash-safe (the original writes events first because its store has no
+// transactions).
 type Tx interface {
 	// Metas returns the rows of the given journals that exist.
 	Metas(ctx context.Context, topic string, ids []string) (map[string]Meta, error)
@@ -182,13 +186,13 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 			return err
 		}
 	}
-	if len(puts) > 0 {
-		if err := tx.PutEvents(ctx, b.Topic, puts); err != nil {
+	if len(putMeta) > 0 {
+		if err := tx.PutMetas(ctx, b.Topic, putMeta); err != nil {
 			return err
 		}
 	}
-	if len(putMeta) > 0 {
-		if err := tx.PutMetas(ctx, b.Topic, putMeta); err != nil {
+	if len(puts) > 0 {
+		if err := tx.PutEvents(ctx, b.Topic, puts); err != nil {
 			return err
 		}
 	}
