@@ -71,7 +71,7 @@ func RequestSize(recs []record.Record) (int, error) {
 	for i := range recs {
 		n += 4 + RecordSize(&recs[i])
 	}
-	if n > math.MaxUint32 {
+	if uint64(n) > math.MaxUint32 { // uint64: on 32-bit platforms the constant overflows int
 		return 0, ErrTooLarge
 	}
 	return n, nil
