@@ -78,7 +78,7 @@ func malformed(format string, args ...any) error {
 // a JSON object, or a known action with bad fields, are an error wrapping
 // ErrMalformed.
 func DecodeHeader(b []byte) (Header, error) {
-	if !json.Valid(b) {
+	if !valid(b) {
 		var v any
 		return Header{}, malformed("header is not a JSON object: %v", json.Unmarshal(b, &v))
 	}

@@ -137,7 +137,7 @@ func encodeJSON(e *Events) ([]byte, error) {
 		switch ev.Kind {
 		case PayloadNone:
 		case PayloadJSON:
-			if !json.Valid(ev.Payload) {
+			if !valid(ev.Payload) {
 				return nil, fmt.Errorf("payload: event seqNr %d: json payload is not valid JSON", ev.SeqNr)
 			}
 			b = append(b, `,"payloadType":"json","payload":`...)
@@ -181,7 +181,7 @@ func appendMetadata(b []byte, m Metadata) []byte {
 }
 
 func decodeJSON(b []byte) (*Events, error) {
-	if !json.Valid(b) {
+	if !valid(b) {
 		var v any
 		return nil, malformed("json payload: %v", json.Unmarshal(b, &v))
 	}
@@ -265,7 +265,7 @@ func decodeJSON(b []byte) (*Events, error) {
 }
 
 func decodeMetadata(raw []byte) (Metadata, error) {
-	if !json.Valid(raw) || !isObject(raw) {
+	if !valid(raw) || !isObject(raw) {
 		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
 	}
 	f, err := fields(raw, "data", "expireAfter")
@@ -391,7 +391,7 @@ func encodeBinary(e *Events) ([]byte, error) {
 		case PayloadNone:
 			body = nil
 		case PayloadJSON:
-			if !json.Valid(body) {
+			if !valid(body) {
 				return nil, fmt.Errorf("payload: event seqNr %d: json payload is not valid JSON", ev.SeqNr)
 			}
 			body = compact(body)
@@ -535,7 +535,7 @@ func decodeBinaryEvent(p []byte) (Event, error) {
 	case PayloadBinary:
 		ev.Payload = append([]byte{}, body...)
 	case PayloadJSON:
-		if !json.Valid(body) {
+		if !valid(body) {
 			return ev, fmt.Errorf("json payload is not valid JSON")
 		}
 		ev.Payload = compact(body)
