@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -77,4 +78,22 @@ func ExampleNewReplicator() {
 	_ = rep // rep.Write(ctx, records) is a plugins.Sink
 	fmt.Println(store.Readable())
 	// Output: true
+}
+
+// ExampleOpenStore opens the built-in SQLite store, creating its schema
+// (or migrating an older one, which WithStoreLogger reports).
+func ExampleOpenStore() {
+	dir, err := os.MkdirTemp("", "journal")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	st, err := journal.OpenStore(context.Background(), "sqlite:"+filepath.Join(dir, "journal.db"), journal.WithStoreLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	fmt.Println("readable:", st.Readable())
+	// Output: readable: true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/streamd/streamd/journal/internal/sqlstore"
@@ -25,6 +26,14 @@ type StoreOption func(*storeConfig)
 
 type storeConfig struct {
 	loadSink func(ctx context.Context, ref string) (plugins.Sink, error)
+	sql      []sqlstore.Option
+}
+
+// WithStoreLogger sets where OpenStore reports schema migrations of the
+// SQL stores (default: nowhere). A migration can take a while on a large
+// store; the log says when it starts and how long it took.
+func WithStoreLogger(l *slog.Logger) StoreOption {
+	return func(c *storeConfig) { c.sql = append(c.sql, sqlstore.WithLogger(l)) }
 }
 
 // WithSinkLoader lets OpenStore open "wasm:PATH" and "native:PATH" stores:
@@ -45,13 +54,13 @@ func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, er
 	}
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		s, err := sqlstore.OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
+		s, err := sqlstore.OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), c.sql...)
 		if err != nil {
 			return nil, err
 		}
 		return &Store{s: s, readable: true, desc: dsn}, nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		s, err := sqlstore.OpenPostgres(ctx, dsn)
+		s, err := sqlstore.OpenPostgres(ctx, dsn, c.sql...)
 		if err != nil {
 			return nil, err
 		}

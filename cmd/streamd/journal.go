@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -179,7 +180,8 @@ func openJournalStore(ctx context.Context, cfg *config.Config) (*journal.Store, 
 	case strings.HasPrefix(dsn, "wasm:"), strings.HasPrefix(dsn, "native:"):
 		return journal.KafkaOnly(), nil
 	}
-	return journal.OpenStore(ctx, dsn)
+	// Logs (a schema migration) go to stderr; stdout is the command's output.
+	return journal.OpenStore(ctx, dsn, journal.WithStoreLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 }
 
 func readEvents(path string) ([]journal.Event, error) {

@@ -45,7 +45,7 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if len(dsn) > 7 && dsn[:7] == "sqlite:" {
 		dsn = "sqlite:" + a.cfg.Resolve(dsn[7:])
 	}
-	st, err := journal.OpenStore(ctx, dsn, journal.WithSinkLoader(loader))
+	st, err := journal.OpenStore(ctx, dsn, journal.WithSinkLoader(loader), journal.WithStoreLogger(a.log))
 	if err != nil {
 		return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 	}

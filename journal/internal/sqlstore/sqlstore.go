@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -60,7 +61,14 @@ type Store struct {
 	read  *sql.DB
 	now   func() time.Time
 	q     queries
+	log   *slog.Logger
 }
+
+// Option configures OpenSQLite and OpenPostgres.
+type Option func(*Store)
+
+// WithLogger sets where schema migrations are reported (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 type queries struct {
 	meta, delEvents, setPointer, pointer, events, expired string
@@ -68,7 +76,7 @@ type queries struct {
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path.
-func OpenSQLite(ctx context.Context, path string) (*Store, error) {
+func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store: empty path")
 	}
@@ -89,7 +97,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := newStore(sqlite, w, r)
+	s := newStore(sqlite, w, r, opts)
 	err = s.migrateSQLite(ctx)
 	if err == nil {
 		err = s.prepare(ctx)
@@ -131,13 +139,13 @@ const autockpt = 10000
 
 // OpenPostgres opens the PostgreSQL database named by dsn
 // ("postgres://user@host:port/db?...").
-func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	db.SetMaxOpenConns(8)
-	s := newStore(postgres, db, db)
+	s := newStore(postgres, db, db, opts)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -149,8 +157,11 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-func newStore(d dialect, w, r *sql.DB) *Store {
-	s := &Store{d: d, write: w, read: r, now: time.Now}
+func newStore(d dialect, w, r *sql.DB, opts []Option) *Store {
+	s := &Store{d: d, write: w, read: r, now: time.Now, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(s)
+	}
 	s.q = queries{
 		meta:       `SELECT kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta WHERE topic = ? AND id = ?`,
 		delEvents:  `DELETE FROM journal_event WHERE jid = ? AND seq_nr <= ?`,
@@ -265,6 +276,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := exec(`CREATE TABLE IF NOT EXISTS journal_pointer (topic TEXT NOT NULL, kafka_partition INTEGER NOT NULL, kafka_offset BIGINT NOT NULL, created BIGINT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (topic, kafka_partition))`); err != nil {
 		return err
 	}
+	done := func() {} // reports a migration once committed
 	switch from {
 	case 0:
 		if err := exec(append(s.tablesV2("journal_meta", "journal_event"), indexesV2...)...); err != nil {
@@ -272,13 +284,24 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	case 1:
 		// Copy into new tables, numbering the journals, then swap them in.
+		start := time.Now()
+		s.log.Info("journal store: migrating the schema from version 1 to 2; it copies every event in one transaction and the store is unavailable until it is done")
 		if err := exec(s.tablesV2("journal_meta_v2", "journal_event_v2")...); err != nil {
 			return err
 		}
-		if err := exec(
+		var copied [2]int64
+		for i, q := range []string{
 			`INSERT INTO journal_meta_v2 (topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated) SELECT topic, id, kafka_partition, kafka_offset, seq_nr, delete_to, expire_after_ms, expire_on, origin, created, updated FROM journal_meta ORDER BY topic, id`,
 			// Events of no journal row cannot be read; version 1 never kept any.
 			`INSERT INTO journal_event_v2 (jid, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) SELECT m.jid, e.seq_nr, e.kafka_partition, e.kafka_offset, e.ts, e.origin, e.version, e.tags, e.metadata, e.headers, e.payload_type, e.payload FROM journal_event e JOIN journal_meta_v2 m ON m.topic = e.topic AND m.id = e.id ORDER BY m.jid, e.seq_nr`,
+		} {
+			res, err := tx.ExecContext(ctx, q)
+			if err != nil {
+				return fmt.Errorf("migrate schema 1 to 2: %s: %w", q, err)
+			}
+			copied[i], _ = res.RowsAffected()
+		}
+		if err := exec(
 			`DROP TABLE journal_event`,
 			`DROP TABLE journal_meta`,
 			`ALTER TABLE journal_meta_v2 RENAME TO journal_meta`,
@@ -289,12 +312,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := exec(indexesV2...); err != nil {
 			return err
 		}
+		done = func() {
+			s.log.Info("journal store: schema migrated from version 1 to 2", "journals", copied[0], "events", copied[1], "took", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	up := `INSERT INTO journal_setting (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`
 	if _, err := tx.ExecContext(ctx, s.bind(up), "schema_version", strconv.Itoa(SchemaVersion)); err != nil {
 		return fmt.Errorf("write schema version: %w", err)
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	done()
+	return nil
 }
 
 func (s *Store) bind(q string) string {

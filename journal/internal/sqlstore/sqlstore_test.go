@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -269,10 +270,12 @@ func readAll(t *testing.T, s *Store, topic string) map[string]any {
 // replication then goes on.
 func TestMigrateFromV1(t *testing.T) {
 	ctx := context.Background()
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	opens := map[string]func(t *testing.T) func() (*Store, error){
 		"sqlite": func(t *testing.T) func() (*Store, error) {
 			path := filepath.Join(t.TempDir(), "v1.db")
-			return func() (*Store, error) { return OpenSQLite(ctx, path) }
+			return func() (*Store, error) { return OpenSQLite(ctx, path, WithLogger(logger)) }
 		},
 	}
 	if dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN"); dsn != "" {
@@ -294,7 +297,7 @@ func TestMigrateFromV1(t *testing.T) {
 			if strings.Contains(dsn, "?") {
 				sep = "&"
 			}
-			return func() (*Store, error) { return OpenPostgres(ctx, dsn+sep+"search_path="+schema) }
+			return func() (*Store, error) { return OpenPostgres(ctx, dsn+sep+"search_path="+schema, WithLogger(logger)) }
 		}
 	}
 	for name, mk := range opens {
@@ -332,6 +335,7 @@ func TestMigrateFromV1(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Close()
+			logs.Reset()
 
 			s, err = open()
 			if err != nil {
@@ -344,6 +348,16 @@ func TestMigrateFromV1(t *testing.T) {
 			}
 			if got := readAll(t, s, topic); !reflect.DeepEqual(got, before) {
 				t.Fatalf("after migration\n%v\nwant\n%v", got, before)
+			}
+			// The migration says so, with what it copied.
+			var events int
+			for _, j := range before {
+				events += len(j.([]any)[1].([]store.Event))
+			}
+			for _, want := range []string{"migrating the schema from version 1 to 2", "schema migrated from version 1 to 2", fmt.Sprintf("journals=%d events=%d", len(before), events)} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %q:\n%s", want, logs.String())
+				}
 			}
 			// Replication goes on: the rest of the stream gives what applying
 			// all of it to the model gives.
