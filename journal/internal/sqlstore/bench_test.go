@@ -63,3 +63,52 @@ func BenchmarkReadInterleaved(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkMigrateFromV1 times opening a schema version 1 SQLite database
+// of b.N events (1,000 journals, Appends of 10 events, ~100-byte payloads),
+// which migrates it to version 2; events/s is the migration's rate.
+//
+//	go test ./journal/internal/sqlstore -run '^$' -bench MigrateFromV1 -benchtime 1000000x
+func BenchmarkMigrateFromV1(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "v1.db")
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"order":"o-1","amount":12.5,"currency":"EUR","items":["sku-1","sku-2"],"pad":"0123456789"}`)
+	const journals, per = 1000, 10
+	next := make([]int64, journals)
+	off := int64(0)
+	for n := 0; n < b.N; {
+		bt := &store.Batch{Topic: "t", Partition: 0}
+		for j := 0; j < 256 && n < b.N; j++ {
+			k := int(off % journals)
+			off++
+			op := store.Op{Kind: action.KindAppend, Offset: off, Timestamp: time.UnixMilli(off), From: next[k] + 1}
+			for e := 0; e < per && n < b.N; e++ {
+				next[k]++
+				n++
+				op.Events = append(op.Events, store.Event{SeqNr: next[k], Kind: action.PayloadJSON, Payload: payload, Offset: off, Timestamp: op.Timestamp, Tags: []string{"order"}})
+			}
+			op.To = next[k]
+			bt.Keys = append(bt.Keys, store.KeyOps{ID: fmt.Sprintf("journal-%04d", k), Ops: []store.Op{op}})
+		}
+		bt.Pointer = off
+		if err := s.Apply(ctx, bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := toV1(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	b.ResetTimer()
+	s, err = OpenSQLite(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	defer s.Close()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
