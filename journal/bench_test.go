@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -96,17 +97,22 @@ func benchReplicate(b *testing.B, name string, open func(b *testing.B) *Store, b
 
 // BenchmarkRead measures Journal.Read of a 1,000-event journal (10
 // appends of 100) with a replicator that has everything, and with the last
-// 100 events only in Kafka; p50-ms and p99-ms are per read.
+// 100 events only in Kafka; p50-ms and p99-ms are per read. The
+// interleaved case writes the journal one event per Append while 99 other
+// journals are written at the same time, so that in the store its events
+// sit between theirs.
 func BenchmarkRead(b *testing.B) {
 	for _, tc := range []struct {
-		name   string
-		unrepl int // events left unreplicated
-		cache  bool
+		name        string
+		unrepl      int // events left unreplicated
+		cache       bool
+		interleaved bool
 	}{
-		{"store-complete/head-cache", 0, true},
-		{"store-complete/no-cache", 0, false},
-		{"100-in-kafka/head-cache", 100, true},
-		{"100-in-kafka/no-cache", 100, false},
+		{"store-complete/head-cache", 0, true, false},
+		{"store-complete/no-cache", 0, false, false},
+		{"100-in-kafka/head-cache", 100, true, false},
+		{"100-in-kafka/no-cache", 100, false, false},
+		{"store-complete/interleaved/head-cache", 0, true, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var opts []Option
@@ -115,7 +121,7 @@ func BenchmarkRead(b *testing.B) {
 			}
 			h := newHarness(b, 1, opts...)
 			key := Key{Topic: h.topic, ID: "bench"}
-			for i := 0; i < 10; i++ {
+			for i := 0; i < 10 && !tc.interleaved; i++ {
 				evs := make([]Event, 100)
 				for j := range evs {
 					s := int64(i*100 + j + 1)
@@ -127,6 +133,9 @@ func BenchmarkRead(b *testing.B) {
 				if _, err := h.j.Append(h.ctx, key, evs); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if tc.interleaved {
+				fillInterleaved(b, h, key)
 			}
 			if tc.unrepl == 0 {
 				h.sync(0)
@@ -156,6 +165,45 @@ func BenchmarkRead(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
+	}
+}
+
+// fillInterleaved appends 1,000 events to key one per Append, while 99
+// other journals of the topic get as many at the same time, and
+// replicates all of it.
+func fillInterleaved(b *testing.B, h *harness, key Key) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for j := 0; j < 100; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := key
+			if j > 0 {
+				k.ID = fmt.Sprintf("other-%02d", j)
+			}
+			for s := int64(1); s <= 1000; s++ {
+				ev := []Event{{SeqNr: s, PayloadType: PayloadJSON, Tags: []string{"order"}, Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"0123456789012345678901234567890123456789"}`, s))}}
+				if _, err := h.j.Append(h.ctx, k, ev); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	recs := h.records(0, h.applied[0])
+	for len(recs) > 0 { // in pipeline-sized batches
+		n := min(1024, len(recs))
+		if _, err := h.rep.Write(h.ctx, recs[:n]); err != nil {
+			b.Fatal(err)
+		}
+		h.applied[0] = recs[n-1].Offset + 1
+		recs = recs[n:]
 	}
 }
 
