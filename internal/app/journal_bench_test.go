@@ -48,44 +48,16 @@ func BenchmarkJournalReplicator(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer a.Close()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			b.ResetTimer()
-			var (
-				steady   = float64(total / 10)
-				t0, tEnd time.Time
-				c0, cEnd int64
-				n0, nEnd float64
-			)
-			done := make(chan struct{})
-			go func() { // the op ends when the replicator has written every event
-				defer close(done)
-				defer cancel()
-				for ctx.Err() == nil {
-					n := replicatedEvents(b, a)
-					if t0.IsZero() && n >= steady {
-						t0, c0, n0 = time.Now(), cpuTime(), n
-					}
-					if n >= float64(total) {
-						tEnd, cEnd, nEnd = time.Now(), cpuTime(), n
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}()
-			if err := a.Run(ctx); err != nil {
-				b.Fatal(err)
-			}
-			<-done
+			moved, took, cpu := runUntil(b, a, int64(total), 5*time.Millisecond, func(context.Context) (int64, error) {
+				n, err := gatherSum(a, "streamd_journal_replicator_events_total")
+				return int64(n), err
+			})
 			b.StopTimer()
-			if tEnd.IsZero() {
-				b.Fatalf("replicated %.0f of %d events", replicatedEvents(b, a), total)
-			}
-			moved := nEnd - n0
-			b.ReportMetric(moved/tEnd.Sub(t0).Seconds(), "events/s")
-			b.ReportMetric(float64(cEnd-c0)/1000/moved, "cpu-us/event")
-			if n := batches(b, a); n > 0 {
-				b.ReportMetric(float64(total/per)/float64(n), "records/batch")
+			b.ReportMetric(float64(moved)/took.Seconds(), "events/s")
+			b.ReportMetric(float64(cpu)/1000/float64(moved), "cpu-us/event")
+			if n := metricSum(b, a, "streamd_batch_duration_seconds"); n > 0 {
+				b.ReportMetric(float64(total/per)/n, "records/batch")
 			}
 		})
 	}
@@ -160,21 +132,4 @@ type = "journal"
 		b.Fatal(err)
 	}
 	return cfg
-}
-
-// replicatedEvents is streamd_journal_replicator_events_total.
-func replicatedEvents(b *testing.B, a *app.App) float64 {
-	mfs, err := a.Registry().Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == "streamd_journal_replicator_events_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
 }
