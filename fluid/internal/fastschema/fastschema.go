@@ -36,6 +36,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/streamd/streamd/internal/jsonscan"
 )
 
 // maxDepth bounds nesting; deeper documents are undecided.
@@ -315,16 +317,7 @@ type walker struct {
 	i int
 }
 
-func (w *walker) ws() {
-	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
+func (w *walker) ws() { w.i = jsonscan.SkipWS(w.b, w.i) }
 
 // value checks the value at w.i against n and moves past it; false means
 // invalid, malformed or undecided (w.i is then meaningless).
@@ -546,108 +539,42 @@ func (w *walker) str(n *node) bool {
 	return true
 }
 
-// scanString moves past the string at w.i (which is '"'), returning its raw
-// content, whether that is its decoded content too (no escapes, valid
-// UTF-8), and whether it is well formed as encoding/json requires (no
-// control characters, valid escapes).
+// scanString moves past the string at w.i and returns its contents;
+// plain means they need no decoding (no escapes, valid UTF-8).
 func (w *walker) scanString() (raw []byte, plain, ok bool) {
-	w.i++
-	start := w.i
-	plain = true
+	end := jsonscan.String(w.b, w.i)
+	if end < 0 {
+		return nil, false, false
+	}
+	raw = w.b[w.i+1 : end-1]
+	w.i = end
 	ascii := true
-	for w.i < len(w.b) {
-		c := w.b[w.i]
-		switch {
-		case c == '"':
-			raw = w.b[start:w.i]
-			w.i++
-			if plain && !ascii {
-				plain = utf8.Valid(raw)
-			}
-			return raw, plain, true
-		case c >= 0x80:
+	for _, c := range raw {
+		if c == '\\' {
+			return raw, false, true
+		}
+		if c >= 0x80 {
 			ascii = false
-			w.i++
-		case c < 0x20:
-			return nil, false, false
-		case c == '\\':
-			plain = false
-			w.i++
-			if w.i >= len(w.b) {
-				return nil, false, false
-			}
-			switch w.b[w.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				w.i++
-			case 'u':
-				if w.i+4 >= len(w.b) {
-					return nil, false, false
-				}
-				for _, h := range w.b[w.i+1 : w.i+5] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return nil, false, false
-					}
-				}
-				w.i += 5
-			default:
-				return nil, false, false
-			}
-		default:
-			w.i++
 		}
 	}
-	return nil, false, false
+	return raw, ascii || utf8.Valid(raw), true
 }
 
-// scanNumber moves past a JSON number (RFC 8259 grammar, as encoding/json
-// accepts it) and returns its text and whether it is written as an
-// integer (no fraction, no exponent).
+// scanNumber moves past the JSON number at w.i and returns its text and
+// whether it is written as an integer (no fraction, no exponent).
 func (w *walker) scanNumber() (lit []byte, integer, ok bool) {
-	start := w.i
-	b := w.b
-	if w.i < len(b) && b[w.i] == '-' {
-		w.i++
-	}
-	if w.i >= len(b) {
+	end := jsonscan.Number(w.b, w.i)
+	if end < 0 {
 		return nil, false, false
 	}
-	switch {
-	case b[w.i] == '0':
-		w.i++
-	case b[w.i] >= '1' && b[w.i] <= '9':
-		for w.i < len(b) && b[w.i] >= '0' && b[w.i] <= '9' {
-			w.i++
-		}
-	default:
-		return nil, false, false
-	}
-	integer = true
-	if w.i < len(b) && b[w.i] == '.' {
-		integer = false
-		w.i++
-		d := w.i
-		for w.i < len(b) && b[w.i] >= '0' && b[w.i] <= '9' {
-			w.i++
-		}
-		if w.i == d {
-			return nil, false, false
+	lit = w.b[w.i:end]
+	w.i = end
+	for _, c := range lit {
+		if c == '.' || c == 'e' || c == 'E' {
+			return lit, false, true
 		}
 	}
-	if w.i < len(b) && (b[w.i] == 'e' || b[w.i] == 'E') {
-		integer = false
-		w.i++
-		if w.i < len(b) && (b[w.i] == '+' || b[w.i] == '-') {
-			w.i++
-		}
-		d := w.i
-		for w.i < len(b) && b[w.i] >= '0' && b[w.i] <= '9' {
-			w.i++
-		}
-		if w.i == d {
-			return nil, false, false
-		}
-	}
-	return b[start:w.i], integer, true
+	return lit, true, true
 }
 
 func (w *walker) number(n *node) bool {
@@ -678,88 +605,15 @@ func (w *walker) number(n *node) bool {
 	return true
 }
 
-// skip moves past any well-formed value.
+// skip moves past any well-formed value nested at most maxDepth deep.
 func (w *walker) skip(depth int) bool {
-	if depth > maxDepth || w.i >= len(w.b) {
+	if depth > maxDepth {
 		return false
 	}
-	switch c := w.b[w.i]; {
-	case c == '{':
-		w.i++
-		w.ws()
-		if w.i < len(w.b) && w.b[w.i] == '}' {
-			w.i++
-			return true
-		}
-		for {
-			if w.i >= len(w.b) || w.b[w.i] != '"' {
-				return false
-			}
-			if _, _, ok := w.scanString(); !ok {
-				return false
-			}
-			w.ws()
-			if w.i >= len(w.b) || w.b[w.i] != ':' {
-				return false
-			}
-			w.i++
-			w.ws()
-			if !w.skip(depth + 1) {
-				return false
-			}
-			w.ws()
-			if w.i >= len(w.b) {
-				return false
-			}
-			switch w.b[w.i] {
-			case ',':
-				w.i++
-				w.ws()
-			case '}':
-				w.i++
-				return true
-			default:
-				return false
-			}
-		}
-	case c == '[':
-		w.i++
-		w.ws()
-		if w.i < len(w.b) && w.b[w.i] == ']' {
-			w.i++
-			return true
-		}
-		for {
-			if !w.skip(depth + 1) {
-				return false
-			}
-			w.ws()
-			if w.i >= len(w.b) {
-				return false
-			}
-			switch w.b[w.i] {
-			case ',':
-				w.i++
-				w.ws()
-			case ']':
-				w.i++
-				return true
-			default:
-				return false
-			}
-		}
-	case c == '"':
-		_, _, ok := w.scanString()
-		return ok
-	case c == 't':
-		return w.lit("true")
-	case c == 'f':
-		return w.lit("false")
-	case c == 'n':
-		return w.lit("null")
-	case c == '-' || c >= '0' && c <= '9':
-		_, _, ok := w.scanNumber()
-		return ok
+	end := jsonscan.Value(w.b, w.i, maxDepth-depth)
+	if end < 0 {
+		return false
 	}
-	return false
+	w.i = end
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/streamd/streamd/internal/jsonscan"
 )
 
 // fields returns the values of the members of the JSON object raw whose
@@ -13,11 +15,11 @@ import (
 // the whole document); a raw that is not an object is an error.
 func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(names))
-	i := skipWS(raw, 0)
+	i := jsonscan.SkipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, fmt.Errorf("not a JSON object")
 	}
-	i = skipWS(raw, i+1)
+	i = jsonscan.SkipWS(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
 		return out, nil
 	}
@@ -31,19 +33,19 @@ func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
 			}
 			key = []byte(s)
 		}
-		i = skipWS(raw, kEnd)
-		i = skipWS(raw, i+1) // ':'
+		i = jsonscan.SkipWS(raw, kEnd)
+		i = jsonscan.SkipWS(raw, i+1) // ':'
 		vEnd := skipValue(raw, i)
 		for n, name := range names {
 			if bytes.EqualFold(key, []byte(name)) {
 				out[n] = raw[i:vEnd:vEnd]
 			}
 		}
-		i = skipWS(raw, vEnd)
+		i = jsonscan.SkipWS(raw, vEnd)
 		if i >= len(raw) || raw[i] == '}' {
 			break
 		}
-		i = skipWS(raw, i+1) // ','
+		i = jsonscan.SkipWS(raw, i+1) // ','
 	}
 	return out, nil
 }
@@ -51,31 +53,24 @@ func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
 // elements returns the elements of the JSON array raw (valid JSON); ok is
 // false if raw is not an array.
 func elements(raw []byte) (els []json.RawMessage, ok bool) {
-	i := skipWS(raw, 0)
+	i := jsonscan.SkipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, false
 	}
-	i = skipWS(raw, i+1)
+	i = jsonscan.SkipWS(raw, i+1)
 	if i < len(raw) && raw[i] == ']' {
 		return nil, true
 	}
 	for i < len(raw) {
 		end := skipValue(raw, i)
 		els = append(els, raw[i:end:end])
-		i = skipWS(raw, end)
+		i = jsonscan.SkipWS(raw, end)
 		if i >= len(raw) || raw[i] == ']' {
 			break
 		}
-		i = skipWS(raw, i+1)
+		i = jsonscan.SkipWS(raw, i+1)
 	}
 	return els, true
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // skipString returns the index after the string starting at b[i] == '"'.

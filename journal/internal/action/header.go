@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/streamd/streamd/internal/jsonscan"
 )
 
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
@@ -78,7 +80,7 @@ func malformed(format string, args ...any) error {
 // a JSON object, or a known action with bad fields, are an error wrapping
 // ErrMalformed.
 func DecodeHeader(b []byte) (Header, error) {
-	if !valid(b) {
+	if !jsonscan.Valid(b) {
 		var v any
 		return Header{}, malformed("header is not a JSON object: %v", json.Unmarshal(b, &v))
 	}

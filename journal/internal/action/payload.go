@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/streamd/streamd/internal/jsonscan"
 )
 
 // PayloadKind is the kind of one event's payload; the values are the
@@ -137,7 +139,7 @@ func encodeJSON(e *Events) ([]byte, error) {
 		switch ev.Kind {
 		case PayloadNone:
 		case PayloadJSON:
-			if !valid(ev.Payload) {
+			if !jsonscan.Valid(ev.Payload) {
 				return nil, fmt.Errorf("payload: event seqNr %d: json payload is not valid JSON", ev.SeqNr)
 			}
 			b = append(b, `,"payloadType":"json","payload":`...)
@@ -181,7 +183,7 @@ func appendMetadata(b []byte, m Metadata) []byte {
 }
 
 func decodeJSON(b []byte) (*Events, error) {
-	if !valid(b) {
+	if !jsonscan.Valid(b) {
 		var v any
 		return nil, malformed("json payload: %v", json.Unmarshal(b, &v))
 	}
@@ -265,7 +267,7 @@ func decodeJSON(b []byte) (*Events, error) {
 }
 
 func decodeMetadata(raw []byte) (Metadata, error) {
-	if !valid(raw) || !isObject(raw) {
+	if !jsonscan.Valid(raw) || !isObject(raw) {
 		return Metadata{}, fmt.Errorf("metadata is not a JSON object")
 	}
 	f, err := fields(raw, "data", "expireAfter")
@@ -391,7 +393,7 @@ func encodeBinary(e *Events) ([]byte, error) {
 		case PayloadNone:
 			body = nil
 		case PayloadJSON:
-			if !valid(body) {
+			if !jsonscan.Valid(body) {
 				return nil, fmt.Errorf("payload: event seqNr %d: json payload is not valid JSON", ev.SeqNr)
 			}
 			body = compact(body)
@@ -535,7 +537,7 @@ func decodeBinaryEvent(p []byte) (Event, error) {
 	case PayloadBinary:
 		ev.Payload = append([]byte{}, body...)
 	case PayloadJSON:
-		if !valid(body) {
+		if !jsonscan.Valid(body) {
 			return ev, fmt.Errorf("json payload is not valid JSON")
 		}
 		ev.Payload = compact(body)

@@ -1,4 +1,4 @@
-package action
+package jsonscan
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 )
 
 // validCases are inputs with the answer encoding/json.Valid gives; want is
-// stated so that a case fails if valid and encoding/json agree on a wrong
+// stated so that a case fails if Valid and encoding/json agree on a wrong
 // answer.
 func validCases() []struct {
 	in   string
@@ -194,18 +194,18 @@ func validCases() []struct {
 		{strings.Repeat("[", 300) + strings.Repeat("]", 299) + "}", false},
 		{strings.Repeat("[", 256) + `{"a":1]` + strings.Repeat("]", 256), false},
 		{strings.Repeat("[", 300) + "x", false},
-		{deepArray(maxDepth), true},
-		{deepArray(maxDepth + 1), false},
-		{deepObject(maxDepth), true},
-		{deepObject(maxDepth + 1), false},
-		{deepMixed(maxDepth), true},
-		{deepMixed(maxDepth + 2), false},
-		{strings.Repeat("[", maxDepth), false},
-		{strings.Repeat("[", maxDepth+1), false},
+		{deepArray(MaxDepth), true},
+		{deepArray(MaxDepth + 1), false},
+		{deepObject(MaxDepth), true},
+		{deepObject(MaxDepth + 1), false},
+		{deepMixed(MaxDepth), true},
+		{deepMixed(MaxDepth + 2), false},
+		{strings.Repeat("[", MaxDepth), false},
+		{strings.Repeat("[", MaxDepth+1), false},
 		{strings.Repeat("[", 64) + strings.Repeat("]", 63) + "}", false},
 		{strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 63) + "]", false},
-		{deepArray(maxDepth) + " ", true},
-		{"[" + deepArray(maxDepth-1) + "," + deepObject(maxDepth-1) + "]", true},
+		{deepArray(MaxDepth) + " ", true},
+		{"[" + deepArray(MaxDepth-1) + "," + deepObject(MaxDepth-1) + "]", true},
 	}
 }
 
@@ -218,16 +218,16 @@ func TestValid(t *testing.T) {
 		if std := json.Valid([]byte(tt.in)); std != tt.want {
 			t.Errorf("encoding/json.Valid(%q) = %v, the table says %v", name, std, tt.want)
 		}
-		if got := valid([]byte(tt.in)); got != tt.want {
-			t.Errorf("valid(%q) = %v, want %v", name, got, tt.want)
+		if got := Valid([]byte(tt.in)); got != tt.want {
+			t.Errorf("Valid(%q) = %v, want %v", name, got, tt.want)
 		}
 	}
 }
 
 func TestValidAllocs(t *testing.T) {
 	in := []byte(`{"events":[{"seqNr":1,"tags":["a"],"payload":{"x":[1.5e3,true,null,"\u00e9"]}}]}`)
-	if n := testing.AllocsPerRun(100, func() { valid(in) }); n != 0 {
-		t.Errorf("valid allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { Valid(in) }); n != 0 {
+		t.Errorf("Valid allocates %v times per call", n)
 	}
 }
 
@@ -235,7 +235,8 @@ func FuzzValid(f *testing.F) {
 	for _, tt := range validCases() {
 		f.Add([]byte(tt.in))
 	}
-	files, _ := filepath.Glob("testdata/*")
+	// The journal's action headers and payloads, its main input.
+	files, _ := filepath.Glob("../../journal/internal/action/testdata/*")
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil && !strings.HasSuffix(p, ".py") {
 			f.Add(b)
@@ -243,25 +244,29 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Add(benchAppendPayload(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := valid(b), json.Valid(b); got != want {
-			t.Fatalf("valid(%q) = %v, encoding/json.Valid says %v", b, got, want)
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json.Valid says %v", b, got, want)
+		}
+		// Value stops right after the first value, which must then be
+		// valid on its own.
+		start := SkipWS(b, 0)
+		if end := Value(b, start, MaxDepth); end >= 0 && !json.Valid(b[start:end]) {
+			t.Fatalf("Value(%q) = %d, but %q is not valid JSON", b, end, b[start:end])
 		}
 	})
 }
 
-// benchAppendPayload is a json-format Append of 10 events, as
-// journal.Append writes them (see appendRecords in journal/bench_test.go).
-func benchAppendPayload(tb testing.TB) []byte {
-	e := &Events{}
-	for seq := int64(1); seq <= 10; seq++ {
-		e.Events = append(e.Events, Event{SeqNr: seq, Tags: []string{"order"}, Kind: PayloadJSON,
-			Payload: fmt.Appendf(nil, `{"order":"o-%d","seq":%d,"amount":12.5,"currency":"EUR","items":["sku-1","sku-2"]}`, 17, seq)})
+// benchAppendPayload is a json-format Append of 10 events as
+// journal.Append writes them (compare journal/internal/action/testdata).
+func benchAppendPayload(testing.TB) []byte {
+	b := []byte(`{"events":[`)
+	for seq := 1; seq <= 10; seq++ {
+		if seq > 1 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"seqNr":%d,"tags":["order"],"payloadType":"json","payload":{"order":"o-17","seq":%d,"amount":12.5,"currency":"EUR","items":["sku-1","sku-2"]}}`, seq, seq)
 	}
-	b, format, err := EncodePayload(e)
-	if err != nil || format != FormatJSON {
-		tb.Fatalf("EncodePayload: %q, %v", format, err)
-	}
-	return b
+	return append(b, `],"metadata":{}}`...)
 }
 
 // benchObject is a JSON object of about 4 KB of string and number members.
@@ -280,7 +285,7 @@ func benchObject() []byte {
 	return append(b, '}')
 }
 
-// BenchmarkValid compares valid with encoding/json.Valid on a json-format
+// BenchmarkValid compares Valid with encoding/json.Valid on a json-format
 // Append of 10 events, a 4 KB object of strings and numbers, and an Append
 // header.
 func BenchmarkValid(b *testing.B) {
@@ -293,13 +298,13 @@ func BenchmarkValid(b *testing.B) {
 		{"header", []byte(`{"append":{"range":{"from":41,"to":50},"origin":"bench","version":"4.1.0","payloadType":"json","metadata":{}}}`)},
 	}
 	for _, in := range inputs {
-		if !json.Valid(in.in) || !valid(in.in) {
+		if !json.Valid(in.in) || !Valid(in.in) {
 			b.Fatalf("%s: input is not valid JSON", in.name)
 		}
-		b.Run(in.name+"/valid", func(b *testing.B) {
+		b.Run(in.name+"/jsonscan", func(b *testing.B) {
 			b.SetBytes(int64(len(in.in)))
 			for b.Loop() {
-				valid(in.in)
+				Valid(in.in)
 			}
 		})
 		b.Run(in.name+"/encoding-json", func(b *testing.B) {
@@ -308,5 +313,53 @@ func BenchmarkValid(b *testing.B) {
 				json.Valid(in.in)
 			}
 		})
+	}
+}
+
+func TestValue(t *testing.T) {
+	for _, tt := range []struct {
+		in           string
+		at, maxDepth int
+		want         int
+	}{
+		{`{"a":1} tail`, 0, MaxDepth, 7},
+		{`x [1,[2]],`, 2, MaxDepth, 9},
+		{`[[[1]]]`, 0, 3, 7},
+		{`[[[1]]]`, 0, 2, -1},
+		{`"s"`, 0, 0, 3},
+		{`[]`, 0, 0, -1},
+		{`{"a":}`, 0, MaxDepth, -1},
+		{`12.5e3,`, 0, MaxDepth, 6},
+		{`tru`, 0, MaxDepth, -1},
+		{``, 0, MaxDepth, -1},
+	} {
+		if got := Value([]byte(tt.in), tt.at, tt.maxDepth); got != tt.want {
+			t.Errorf("Value(%q, %d, %d) = %d, want %d", tt.in, tt.at, tt.maxDepth, got, tt.want)
+		}
+	}
+}
+
+func TestStringNumber(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		at   int
+		f    func([]byte, int) int
+		want int
+	}{
+		{`"ab\"c" x`, 0, String, 7},
+		{`x"\u00e9"`, 1, String, 9},
+		{`"a`, 0, String, -1},
+		{`a"`, 0, String, -1},
+		{"\"\x01\"", 0, String, -1},
+		{`"\q"`, 0, String, -1},
+		{`-0.5e-3]`, 0, Number, 7},
+		{`01`, 0, Number, 1},
+		{`1.`, 0, Number, -1},
+		{`-`, 0, Number, -1},
+		{`.5`, 0, Number, -1},
+	} {
+		if got := tt.f([]byte(tt.in), tt.at); got != tt.want {
+			t.Errorf("%q at %d: %d, want %d", tt.in, tt.at, got, tt.want)
+		}
 	}
 }

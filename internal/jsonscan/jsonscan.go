@@ -1,67 +1,70 @@
-package action
+package jsonscan
 
 import (
 	"encoding/binary"
 	"math/bits"
 )
 
-// This file holds the package's JSON validator. Decoding validates every
-// header and payload before picking fields out of them, and profiles showed
-// encoding/json.Valid, which steps a scanner state machine through a
-// function call per byte, at about half of the decode CPU.
-
-// maxDepth is encoding/json's nesting limit: arrays and objects nested
+// MaxDepth is encoding/json's nesting limit: arrays and objects nested
 // deeper than this are invalid.
-const maxDepth = 10000
+const MaxDepth = 10000
 
-// valid reports whether b is one JSON value with optional surrounding
+// Valid reports whether b is one JSON value with optional surrounding
 // whitespace, accepting exactly what encoding/json.Valid accepts. Like it,
-// valid does not check that strings are UTF-8, nor that \u escapes pair
-// surrogates; and it rejects nesting deeper than encoding/json's limit.
+// Valid does not check that strings are UTF-8, nor that \u escapes pair
+// surrogates; and it rejects nesting deeper than MaxDepth.
 //
 // It loops over b rather than recursing, so that deep input costs a bit
 // per level instead of a stack frame, and it does not allocate.
-func valid(b []byte) bool {
+func Valid(b []byte) bool {
+	end := Value(b, SkipWS(b, 0), MaxDepth)
+	return end >= 0 && SkipWS(b, end) == len(b)
+}
+
+// Value returns the index just after the JSON value that starts at b[i],
+// or -1 if there is none there or it nests arrays and objects more than
+// maxDepth deep (at most MaxDepth). What follows the value is the
+// caller's to check.
+func Value(b []byte, i, maxDepth int) int {
+	maxDepth = min(maxDepth, MaxDepth)
 	// Documents nest a few levels: try with a stack of 256 first, so that
-	// the common case does not pay for clearing one of maxDepth (1.2 KB).
+	// the common case does not pay for clearing one of MaxDepth (1.2 KB).
 	var small [4]uint64
-	if ok, deep := scan(b, small[:]); !deep {
-		return ok
+	if end, deep := scan(b, i, maxDepth, small[:]); !deep {
+		return end
 	}
-	return validDeep(b)
+	return valueDeep(b, i, maxDepth)
 }
 
-// validDeep is valid for input that nests deeper than valid's first try
+// valueDeep is Value for input that nests deeper than its first try
 // holds.
-func validDeep(b []byte) bool {
-	var objects [(maxDepth + 63) / 64]uint64
-	ok, _ := scan(b, objects[:])
-	return ok
+func valueDeep(b []byte, i, maxDepth int) int {
+	var objects [(MaxDepth + 63) / 64]uint64
+	end, _ := scan(b, i, maxDepth, objects[:])
+	return end
 }
 
-// scan reports whether b is valid JSON, using objects as the stack of
-// open containers: bit d set means the container d levels deep is an
-// object. deep reports that b nests deeper than objects holds, and ok is
-// then meaningless.
-func scan(b []byte, objects []uint64) (ok, deep bool) {
+// scan is Value, using objects as the stack of open containers: bit d set
+// means the container d levels deep is an object. deep reports that the
+// value nests deeper than objects holds, and end is then meaningless.
+func scan(b []byte, i, maxDepth int, objects []uint64) (end int, deep bool) {
 	depth := 0
-	i := skipWS(b, 0)
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false, false
+			return -1, false
 		}
 		switch c := b[i]; c {
 		case '{', '[':
 			if depth == maxDepth {
-				return false, false
+				return -1, false
 			}
 			if depth>>6 == len(objects) {
-				return false, true
+				return -1, true
 			}
 			w, bit := depth>>6, uint64(1)<<(depth&63)
 			depth++
-			i = skipWS(b, i+1)
+			i = SkipWS(b, i+1)
 			if c == '[' {
 				objects[w] &^= bit
 				if i < len(b) && b[i] == ']' {
@@ -78,73 +81,82 @@ func scan(b []byte, objects []uint64) (ok, deep bool) {
 				break
 			}
 			if i = scanKey(b, i); i < 0 {
-				return false, false
+				return -1, false
 			}
 			continue
 		case '"':
-			if i = scanString(b, i+1); i < 0 {
-				return false, false
+			if i = String(b, i); i < 0 {
+				return -1, false
 			}
 		case 't':
 			if !hasPrefix(b[i:], "true") {
-				return false, false
+				return -1, false
 			}
 			i += 4
 		case 'f':
 			if !hasPrefix(b[i:], "false") {
-				return false, false
+				return -1, false
 			}
 			i += 5
 		case 'n':
 			if !hasPrefix(b[i:], "null") {
-				return false, false
+				return -1, false
 			}
 			i += 4
 		default:
-			if i = scanNumber(b, i); i < 0 {
-				return false, false
+			if i = Number(b, i); i < 0 {
+				return -1, false
 			}
 		}
 		// A value ends at i: close containers until a comma starts the
 		// next value.
 		for {
-			i = skipWS(b, i)
 			if depth == 0 {
-				return i == len(b), false
+				return i, false
 			}
+			i = SkipWS(b, i)
 			if i >= len(b) {
-				return false, false
+				return -1, false
 			}
 			d := depth - 1
 			inObject := objects[d>>6]&(1<<(d&63)) != 0
 			switch b[i] {
 			case ',':
-				i = skipWS(b, i+1)
+				i = SkipWS(b, i+1)
 				if inObject {
 					if i = scanKey(b, i); i < 0 {
-						return false, false
+						return -1, false
 					}
 				}
 			case '}':
 				if !inObject {
-					return false, false
+					return -1, false
 				}
 				depth--
 				i++
 				continue
 			case ']':
 				if inObject {
-					return false, false
+					return -1, false
 				}
 				depth--
 				i++
 				continue
 			default:
-				return false, false
+				return -1, false
 			}
 			break
 		}
 	}
+}
+
+// SkipWS returns the index of the first byte at or after b[i] that is not
+// JSON whitespace (space, tab, newline, carriage return).
+func SkipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // scanKey skips an object's member name and the colon after it, starting at
@@ -153,20 +165,24 @@ func scanKey(b []byte, i int) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
-	if i = scanString(b, i+1); i < 0 {
+	if i = String(b, i); i < 0 {
 		return -1
 	}
-	i = skipWS(b, i)
+	i = SkipWS(b, i)
 	if i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return skipWS(b, i+1)
+	return SkipWS(b, i+1)
 }
 
-// scanString returns the index after the closing quote of the string whose
-// contents start at i, or -1 if the string is unterminated or has a control
-// character or a bad escape.
-func scanString(b []byte, i int) int {
+// String returns the index just after the JSON string whose opening quote
+// is b[i], or -1 if there is none there, or it is unterminated, or it has a
+// control character or a bad escape.
+func String(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	i++
 	for {
 		// Most string bytes are plain: skip 8 at a time up to the first
 		// that may end the string or be invalid.
@@ -221,11 +237,11 @@ func special(x uint64) uint64 {
 	return ((x - ones*0x20) | (quote - ones) | (backslash - ones)) &^ x & highs
 }
 
-// scanNumber returns the index after the number starting at i, or -1 if
-// there is none: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. What
+// Number returns the index just after the number starting at b[i], or -1
+// if there is none: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. What
 // follows the number is the caller's to check, so "01" is 0 followed by
 // a stray 1.
-func scanNumber(b []byte, i int) int {
+func Number(b []byte, i int) int {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
