@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/jsonscan"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 	"github.com/streamd/streamd/record"
@@ -131,7 +132,7 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 	}
 	ev := &action.Events{Metadata: action.Metadata{ExpireAfter: c.expireAfter}}
 	if c.metadata != nil {
-		if !json.Valid(c.metadata) {
+		if !jsonscan.Valid(c.metadata) {
 			return Position{}, fmt.Errorf("journal %s: append: metadata is not valid JSON: %w", key, ErrInvalid)
 		}
 		ev.Metadata.Data = c.metadata
@@ -146,7 +147,7 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 		if err != nil {
 			return Position{}, fmt.Errorf("journal %s: append: event %d: %w: %w", key, e.SeqNr, err, ErrInvalid)
 		}
-		if k == action.PayloadJSON && !json.Valid(e.Payload) {
+		if k == action.PayloadJSON && !jsonscan.Valid(e.Payload) {
 			return Position{}, fmt.Errorf("journal %s: append: event %d: payload is not valid JSON: %w", key, e.SeqNr, ErrInvalid)
 		}
 		ev.Events = append(ev.Events, action.Event{SeqNr: e.SeqNr, Tags: e.Tags, Kind: k, Payload: e.Payload})
