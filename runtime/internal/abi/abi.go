@@ -102,10 +102,7 @@ func encodePortable(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
 	for i := range recs {
 		r := &recs[i]
 		key, val, hdrs := r.Key, r.Value, r.Headers
-		size := 32 + len(key) + len(val)
-		for j := range hdrs {
-			size += 8 + len(hdrs[j].Key) + len(hdrs[j].Value)
-		}
+		size := RecordSize(r)
 		if size > len(dst)-p-4 || uint64(p+4+size) > math.MaxUint32 {
 			return p, false
 		}
