@@ -159,11 +159,19 @@ func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []rec
 	per := map[string][]store.Action{}
 	var ids []string
 	newPtr, any := ptr, false
+	// Counted once per batch, not with an atomic add per record.
+	var seen, skipped, ignored, quarantined int64
+	defer func() {
+		r.stats.records.Add(seen)
+		r.stats.skipped.Add(skipped)
+		r.stats.ignored.Add(ignored)
+		r.stats.quarantined.Add(quarantined)
+	}()
 	for k, i := range idx {
 		rec := &batch[i]
-		r.stats.records.Add(1)
+		seen++
 		if hasPtr && rec.Offset <= ptr {
-			r.stats.skipped.Add(1)
+			skipped++
 			continue
 		}
 		if !any || rec.Offset > newPtr {
@@ -171,14 +179,14 @@ func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []rec
 		}
 		p := res[k]
 		if p.err != nil {
-			r.stats.quarantined.Add(1)
+			quarantined++
 			if qerr := r.quarantine(ctx, rec, p.err); qerr != nil {
 				return qerr
 			}
 			continue
 		}
 		if !p.ok {
-			r.stats.ignored.Add(1)
+			ignored++
 			continue
 		}
 		if _, seen := per[p.id]; !seen {
