@@ -110,3 +110,17 @@ func (b *Broker) Client(tb testing.TB, opts ...kgo.Opt) *kgo.Client {
 	tb.Cleanup(cl.Close)
 	return cl
 }
+
+// SchemaRegistry returns the base URL of the Confluent-compatible Schema
+// Registry named by STREAMD_TEST_SCHEMA_REGISTRY_URL (scripts/schema-registry
+// start prints it; for Apicurio it ends in /apis/ccompat/v7), or calls
+// Missing. The registry is shared by every test: use subjects unique to the
+// test (Topic gives such names).
+func SchemaRegistry(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("STREAMD_TEST_SCHEMA_REGISTRY_URL")
+	if u == "" {
+		Missing(tb, "a Schema Registry (scripts/schema-registry start; STREAMD_TEST_SCHEMA_REGISTRY_URL)")
+	}
+	return strings.TrimRight(u, "/")
+}
