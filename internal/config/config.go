@@ -17,6 +17,8 @@ type Config struct {
 	Pipelines []Pipeline `toml:"pipeline"`
 	Journal   *Journal   `toml:"journal"`
 	Fluid     *Fluid     `toml:"fluid"`
+	// SchemaRegistry is [schema_registry] and its [schema_registry.NAME]s.
+	SchemaRegistry *SchemaRegistries `toml:"schema_registry"`
 
 	// File is the path the config was loaded from.
 	File string `toml:"-"`
@@ -120,7 +122,7 @@ type SourceFluid struct {
 
 // Stage is one transform stage.
 type Stage struct {
-	Type string `toml:"type"` // wasm | native | codec
+	Type string `toml:"type"` // wasm | native | codec | schema
 	Name string `toml:"name"`
 	// Path or Plugin name the plugin: "x.wasm", "wasm:x.wasm", "native:./bin".
 	Path   string `toml:"path"`
@@ -129,6 +131,34 @@ type Stage struct {
 	Codec string `toml:"codec"` // zstd | gzip | snappy | lz4 (built in)
 	Mode  string `toml:"mode"`  // encode | decode
 	Level int    `toml:"level"`
+
+	// schema stages (type = "schema", mode = encode | decode); see
+	// docs/schema-registry.md.
+	// Registry names a [schema_registry.NAME] (default: [schema_registry]).
+	Registry string `toml:"registry"`
+	// Part is the part of the record the stage works on: value (default) or key.
+	Part string `toml:"part"`
+	// Format is the encoding: avro, protobuf or json (JSON Schema); on
+	// encode the default is the schema's own type.
+	Format string `toml:"format"`
+	// Subject is the subject to encode against; without it the subject
+	// comes from SubjectStrategy.
+	Subject string `toml:"subject"`
+	// SubjectStrategy: topic-name (default, TOPIC-value / TOPIC-key),
+	// record-name (the schema's full name) or topic-record-name.
+	SubjectStrategy string `toml:"subject_strategy"`
+	// Topic is the topic in subject names (default: the record's topic).
+	Topic string `toml:"topic"`
+	// SchemaFile is the writer schema to encode with (.avsc, .proto or
+	// .json); without it the subject's latest version (or Version) is used.
+	SchemaFile string `toml:"schema_file"`
+	// Message is the Protobuf message to encode (default: the file's first).
+	Message string `toml:"message"`
+	// Version pins the subject's version to encode with (no schema_file).
+	Version int `toml:"version"`
+	// AutoRegister registers SchemaFile under the subject (the registry
+	// checks compatibility); false only looks it up.
+	AutoRegister bool `toml:"auto_register"`
 
 	PluginSettings
 }

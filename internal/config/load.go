@@ -158,6 +158,11 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 		}
 	}
 	walk(reflect.ValueOf(c).Elem(), "")
+	if c.SchemaRegistry != nil {
+		for name, r := range c.SchemaRegistry.Named {
+			walk(reflect.ValueOf(r).Elem(), "schema_registry."+name)
+		}
+	}
 	return errors.Join(errs...)
 }
 

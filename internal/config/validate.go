@@ -102,6 +102,7 @@ func (c *Config) setDefaults() {
 			}
 		}
 	}
+	c.schemaRegistryDefaults()
 	if c.Journal != nil && c.Journal.ExpiryInterval.Duration == 0 {
 		c.Journal.ExpiryInterval.Duration = time.Minute
 	}
@@ -191,10 +192,12 @@ func (c *Config) validate() error {
 				if !oneOf(t.Mode, "encode", "decode") {
 					bad(tat+".mode", "must be encode or decode, not %q", t.Mode)
 				}
+			case "schema":
+				c.validateSchemaStage(t, tat, bad)
 			case "":
-				bad(tat+".type", "required key is missing (wasm, native or codec)")
+				bad(tat+".type", "required key is missing (wasm, native, codec or schema)")
 			default:
-				bad(tat+".type", "unknown stage type %q (want wasm, native or codec)", t.Type)
+				bad(tat+".type", "unknown stage type %q (want wasm, native, codec or schema)", t.Type)
 			}
 		}
 		k := &p.Sink
@@ -243,6 +246,7 @@ func (c *Config) validate() error {
 			bad(at, "workers must be >= 1 and max_in_flight >= batch.max_records")
 		}
 	}
+	c.validateSchemaRegistry(bad)
 	if j := c.Journal; j != nil && j.Store != "" {
 		if !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&
 			!strings.HasPrefix(j.Store, "postgresql://") && !strings.HasPrefix(j.Store, "wasm:") && !strings.HasPrefix(j.Store, "native:") {
