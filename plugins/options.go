@@ -30,7 +30,10 @@ type Options struct {
 	// (0: the loader's default).
 	Pool int
 	// Dirs grants a Wasm guest access to host directories: guest path ->
-	// host path. Nothing is granted by default.
+	// host path, read-write, or read-only when the host path ends in ":ro"
+	// (":rw" is also accepted). No path, link or rename leads the guest
+	// outside a granted directory (docs/abi.md section 11). Nothing is
+	// granted by default.
 	Dirs map[string]string
 	// Checksum is the SHA-256 (hex) a native plugin binary must have; empty
 	// skips the check.

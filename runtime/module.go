@@ -7,19 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime/internal/abi"
+	"github.com/streamd/streamd/runtime/internal/rootfs"
 )
 
 // ErrBatch is wrapped by every error that fails a whole batch: a trap, a
@@ -62,6 +65,7 @@ type Module struct {
 	config   []byte // init config JSON
 	timeout  time.Duration
 	fueled   bool         // instrumented by runtime/internal/fuel
+	dirs     []*rootfs.FS // granted directories, closed with the module
 	base     *slog.Logger // opts.Logger
 	logger   *slog.Logger // base with the plugin's name
 
@@ -104,7 +108,7 @@ type instance struct {
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, fueled bool, opts plugins.Options) (*Module, error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, fueled bool, opts plugins.Options) (_ *Module, err error) {
 	m := &Module{
 		name:    name,
 		fueled:  fueled,
@@ -120,7 +124,6 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
-	var err error
 	if m.config, err = json.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
@@ -149,16 +152,16 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 	}
 	m.modCfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	if len(opts.Dirs) > 0 {
-		fs := wazero.NewFSConfig()
-		guests := make([]string, 0, len(opts.Dirs))
-		for g := range opts.Dirs {
-			guests = append(guests, g)
+		var fsc wazero.FSConfig
+		if fsc, err = m.openDirs(opts.Dirs); err != nil {
+			return nil, err
 		}
-		sort.Strings(guests)
-		for _, g := range guests {
-			fs = fs.WithDirMount(opts.Dirs[g], g)
-		}
-		m.modCfg = m.modCfg.WithFSConfig(fs)
+		defer func() { // err is newModule's result
+			if err != nil {
+				m.closeDirs()
+			}
+		}()
+		m.modCfg = m.modCfg.WithFSConfig(fsc)
 	}
 
 	// The first instance answers the manifest and checks the config now,
@@ -250,7 +253,58 @@ func (m *Module) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		// Calls still running will fail when the runtime closes under them.
 	}
-	return m.rt.Close(context.WithoutCancel(ctx))
+	err := m.rt.Close(context.WithoutCancel(ctx))
+	return errors.Join(err, m.closeDirs())
+}
+
+// openDirs opens the directories dirs grants (guest path -> host path, the
+// host path ending in ":ro" for a read-only grant, ":rw" or nothing for a
+// read-write one) as os.Root-backed file systems, which no link, `..` or
+// rename takes the guest out of (runtime/internal/rootfs).
+func (m *Module) openDirs(dirs map[string]string) (wazero.FSConfig, error) {
+	guests := make([]string, 0, len(dirs))
+	for g := range dirs {
+		guests = append(guests, g)
+	}
+	slices.Sort(guests)
+	cfg := wazero.NewFSConfig()
+	for _, g := range guests {
+		host, readOnly := DirGrant(dirs[g])
+		if g == "" || host == "" {
+			m.closeDirs()
+			return nil, fmt.Errorf("%s: dirs: %q = %q: want a guest path and a host directory", m.name, g, dirs[g])
+		}
+		d, err := rootfs.Open(host, readOnly)
+		if err != nil {
+			m.closeDirs()
+			return nil, fmt.Errorf("%s: dirs: %s = %s: %w", m.name, g, dirs[g], err)
+		}
+		m.dirs = append(m.dirs, d)
+		cfg = cfg.(sysfs.FSConfig).WithSysFSMount(d, g)
+	}
+	return cfg, nil
+}
+
+func (m *Module) closeDirs() error {
+	var errs []error
+	for _, d := range m.dirs {
+		errs = append(errs, d.Close())
+	}
+	m.dirs = nil
+	return errors.Join(errs...)
+}
+
+// DirGrant splits the host side of a directory grant (plugins.Options.Dirs)
+// into the directory and whether the grant is read-only: "dir:ro" is
+// read-only, "dir:rw" and "dir" are read-write.
+func DirGrant(host string) (dir string, readOnly bool) {
+	if d, ok := strings.CutSuffix(host, ":ro"); ok {
+		return d, true
+	}
+	if d, ok := strings.CutSuffix(host, ":rw"); ok {
+		return d, false
+	}
+	return host, false
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {

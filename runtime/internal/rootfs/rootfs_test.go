@@ -1,0 +1,155 @@
+package rootfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+)
+
+// The guest-level tests are runtime/sandbox_test.go (a Wasm guest makes
+// the calls through WASI); these cover what wasi-libc does not reach.
+
+func grant(t *testing.T, readOnly bool) (*FS, string) {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "grant")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"grant/f": "inside", "outside": "OUTSIDE"} {
+		if err := os.WriteFile(filepath.Join(base, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../outside", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", filepath.Join(dir, "in")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(dir, readOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, base
+}
+
+func TestSymlinkTargets(t *testing.T) {
+	f, _ := grant(t, false)
+	for _, tt := range []struct {
+		target, link string
+		want         experimentalsys.Errno
+	}{
+		{"f", "l1", 0},
+		{"../f", "sub/l2", 0},
+		{"sub/../f", "l3", 0},
+		{"..", "l4", experimentalsys.EPERM},
+		{"../outside", "l5", experimentalsys.EPERM},
+		{"../../outside", "sub/l6", experimentalsys.EPERM},
+		{"sub/../../outside", "l7", experimentalsys.EPERM},
+		{"/etc", "l8", experimentalsys.EPERM},
+		{"", "l9", experimentalsys.EPERM},
+		{"f", "../l10", experimentalsys.EPERM}, // the link itself outside
+	} {
+		if got := f.Symlink(tt.target, tt.link); got != tt.want {
+			t.Errorf("Symlink(%q, %q) = %v, want %v", tt.target, tt.link, got, tt.want)
+		}
+	}
+}
+
+func TestNoFollow(t *testing.T) {
+	f, _ := grant(t, false)
+	if _, e := f.OpenFile("in", experimentalsys.O_RDONLY|experimentalsys.O_NOFOLLOW, 0); e != experimentalsys.ELOOP {
+		t.Errorf("O_NOFOLLOW on a link: %v, want ELOOP", e)
+	}
+	file, e := f.OpenFile("f", experimentalsys.O_RDONLY|experimentalsys.O_NOFOLLOW, 0)
+	if e != 0 {
+		t.Fatalf("O_NOFOLLOW on a file: %v", e)
+	}
+	file.Close()
+	file, e = f.OpenFile("new", experimentalsys.O_WRONLY|experimentalsys.O_CREAT|experimentalsys.O_NOFOLLOW, 0o644)
+	if e != 0 {
+		t.Fatalf("O_NOFOLLOW|O_CREAT of a new file: %v", e)
+	}
+	file.Close()
+}
+
+func TestUtimensThroughLinkOut(t *testing.T) {
+	f, base := grant(t, false)
+	outside := filepath.Join(base, "outside")
+	before, _ := os.Stat(outside)
+	if e := f.Utimens("out", 0, 0); e == 0 {
+		t.Error("Utimens through a link that points out succeeded")
+	}
+	after, _ := os.Stat(outside)
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the file outside changed: %v, then %v", before.ModTime(), after.ModTime())
+	}
+	// Inside, through a link, it works.
+	if e := f.Utimens("in", 0, 0); e != 0 {
+		t.Fatalf("Utimens(in): %v", e)
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "grant", "f")); !fi.ModTime().Equal(time.Unix(0, 0)) {
+		t.Errorf("mtime %v, want the epoch", fi.ModTime())
+	}
+}
+
+func TestSetAppend(t *testing.T) {
+	f, base := grant(t, false)
+	file, e := f.OpenFile("f", experimentalsys.O_WRONLY, 0)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	defer file.Close()
+	if e := file.SetAppend(true); e != 0 {
+		t.Fatalf("SetAppend: %v", e)
+	}
+	if _, e := file.Write([]byte("+")); e != 0 {
+		t.Fatal(e)
+	}
+	if b, _ := os.ReadFile(filepath.Join(base, "grant", "f")); string(b) != "inside+" {
+		t.Fatalf("file holds %q", b)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	f, base := grant(t, true)
+	for _, flag := range []experimentalsys.Oflag{
+		experimentalsys.O_WRONLY, experimentalsys.O_RDWR, experimentalsys.O_RDONLY | experimentalsys.O_APPEND,
+		experimentalsys.O_RDONLY | experimentalsys.O_CREAT, experimentalsys.O_RDONLY | experimentalsys.O_TRUNC,
+	} {
+		if _, e := f.OpenFile("f", flag, 0o644); e != experimentalsys.EROFS {
+			t.Errorf("OpenFile(f, %#x) = %v, want EROFS", flag, e)
+		}
+	}
+	file, e := f.OpenFile("f", experimentalsys.O_RDONLY, 0)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	defer file.Close()
+	if e := file.Utimens(0, 0); e != experimentalsys.EROFS {
+		t.Errorf("Utimens on a read-only file: %v", e)
+	}
+	if e := file.Truncate(0); e != experimentalsys.EROFS {
+		t.Errorf("Truncate on a read-only file: %v", e)
+	}
+	if e := file.SetAppend(true); e != experimentalsys.EROFS {
+		t.Errorf("SetAppend on a read-only file: %v", e)
+	}
+	for name, e := range map[string]experimentalsys.Errno{
+		"Mkdir": f.Mkdir("d", 0o755), "Rename": f.Rename("f", "g"), "Rmdir": f.Rmdir("sub"),
+		"Unlink": f.Unlink("f"), "Link": f.Link("f", "g"), "Symlink": f.Symlink("f", "g"),
+		"Utimens": f.Utimens("f", 0, 0),
+	} {
+		if e != experimentalsys.EROFS {
+			t.Errorf("%s on a read-only grant: %v", name, e)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(base, "grant", "f")); string(b) != "inside" {
+		t.Fatalf("file holds %q", b)
+	}
+}
