@@ -172,8 +172,16 @@ type PluginSettings struct {
 	// MaxMemoryPages and Timeout override [plugins] for this plugin.
 	MaxMemoryPages uint32   `toml:"max_memory_pages"`
 	Timeout        Duration `toml:"timeout"`
-	// Dirs grants a Wasm guest host directories: guest path -> host path.
+	// Dirs grants a Wasm guest host directories: guest path -> host path
+	// (read-write; "path:ro" read-only).
 	Dirs map[string]string `toml:"dirs"`
+	// Clock grants a Wasm guest the host's wall and monotonic clocks (and
+	// sleeps that sleep); without it the guest sees a fixed fake clock.
+	Clock bool `toml:"clock"`
+	// Random is whether a Wasm guest's random bytes come from crypto/rand
+	// (nil: yes); false gives it the same fixed sequence in every instance,
+	// for reproducible runs.
+	Random *bool `toml:"random"`
 	// Checksum is the SHA-256 (hex) a native plugin binary must have.
 	Checksum string `toml:"checksum"`
 }

@@ -111,3 +111,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPluginGrants: the Wasm grant keys of a plugin stage and sink parse,
+// and random is unset (crypto/rand) unless given.
+func TestPluginGrants(t *testing.T) {
+	src := strings.Replace(good, "path = \"x.wasm\"\n", "path = \"x.wasm\"\nclock = true\nrandom = false\ndirs = { \"/in\" = \"in:ro\" }\n", 1)
+	c, err := Parse("dir/c.toml", []byte(src), env(map[string]string{"BROKER": "h:1", "GREETING": "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := c.Pipelines[1].Transforms[0].PluginSettings
+	if !ps.Clock || ps.Random == nil || *ps.Random || ps.Dirs["/in"] != "in:ro" {
+		t.Fatalf("grants: clock %v, random %v, dirs %v", ps.Clock, ps.Random, ps.Dirs)
+	}
+	c, err = Parse("dir/c.toml", []byte(good), env(map[string]string{"BROKER": "h:1", "GREETING": "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := c.Pipelines[1].Transforms[0].PluginSettings; ps.Clock || ps.Random != nil {
+		t.Fatalf("defaults: clock %v, random %v", ps.Clock, ps.Random)
+	}
+}
