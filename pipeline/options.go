@@ -54,15 +54,15 @@ type options struct {
 
 func defaults() options {
 	return options{
-		maxRecords:      1024,
-		maxBytes:        1 << 20,
-		linger:          5 * time.Millisecond,
-		workers:         2,
-		maxInFlight:     50000,
-		retryInitial:    100 * time.Millisecond,
-		retryMax:        10 * time.Second,
-		shutdownTimeout: 30 * time.Second,
-		commitInterval:  time.Second,
+		maxRecords:      DefaultMaxRecords,
+		maxBytes:        DefaultMaxBytes,
+		linger:          DefaultLinger,
+		workers:         DefaultWorkers,
+		maxInFlight:     DefaultMaxInFlight,
+		retryInitial:    DefaultRetryInitial,
+		retryMax:        DefaultRetryMax,
+		shutdownTimeout: DefaultShutdownTimeout,
+		commitInterval:  DefaultCommitInterval,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }

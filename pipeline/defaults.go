@@ -1,0 +1,32 @@
+package pipeline
+
+import "time"
+
+// The defaults of a Pipeline's options: the values it uses when an option is
+// not given. streamd's config uses them for the keys a file leaves out, so
+// the library, the daemon and the README say the same.
+const (
+	// DefaultMaxRecords is the most records in one batch ([WithBatch]).
+	DefaultMaxRecords = 1024
+	// DefaultMaxBytes is the most key+value bytes in one batch ([WithBatch]).
+	DefaultMaxBytes = 1 << 20
+	// DefaultLinger is how long a batch waits for more records after its
+	// first one ([WithBatch]).
+	DefaultLinger = 5 * time.Millisecond
+	// DefaultWorkers is how many batches are processed at once ([WithWorkers]).
+	DefaultWorkers = 2
+	// DefaultMaxInFlight bounds records fetched but not yet acknowledged
+	// ([WithMaxInFlight]).
+	DefaultMaxInFlight = 50000
+	// DefaultRetryInitial is the first backoff of a transient sink error
+	// ([WithRetry]).
+	DefaultRetryInitial = 100 * time.Millisecond
+	// DefaultRetryMax caps the doubling backoff ([WithRetry]).
+	DefaultRetryMax = 10 * time.Second
+	// DefaultShutdownTimeout bounds draining after Run's context is done
+	// ([WithShutdownTimeout]).
+	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultCommitInterval is how often acknowledged positions are
+	// committed ([WithCommitInterval]).
+	DefaultCommitInterval = time.Second
+)
