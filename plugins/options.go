@@ -20,9 +20,9 @@ type Options struct {
 	// Empty disables the disk cache.
 	CacheDir string
 	// MaxMemoryPages caps a Wasm instance's memory in 64 KiB pages
-	// (0: the loader's default).
+	// (0: [DefaultMaxMemoryPages]).
 	MaxMemoryPages uint32
-	// Timeout bounds one call into the plugin (0: the loader's default).
+	// Timeout bounds one call into the plugin (0: [DefaultTimeout]).
 	// Negative: no timeout; a Wasm plugin is then trusted and compiled
 	// without fuel checks (a little faster, but it cannot be stopped).
 	Timeout time.Duration

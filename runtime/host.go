@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -30,14 +29,16 @@ import (
 
 // Defaults for the zero values of plugins.Options.
 const (
-	// DefaultMaxMemoryPages caps an instance at 256 MiB.
-	DefaultMaxMemoryPages = 4096
+	// DefaultMaxMemoryPages caps an instance at 16 MiB
+	// (plugins.DefaultMaxMemoryPages).
+	DefaultMaxMemoryPages = plugins.DefaultMaxMemoryPages
 	// DefaultTimeout bounds one call into a guest when
-	// plugins.Options.Timeout is 0. A negative Timeout means no timeout:
-	// the guest is compiled without fuel checks (0-25% faster, see
-	// docs/benchmarks.md) and neither a timeout nor a cancelled context can
-	// stop a call in progress. Use it only for trusted plugins.
-	DefaultTimeout = 10 * time.Second
+	// plugins.Options.Timeout is 0 (plugins.DefaultTimeout, 5s). A negative
+	// Timeout means no timeout: the guest is compiled without fuel checks
+	// (0-25% faster, see docs/benchmarks.md) and neither a timeout nor a
+	// cancelled context can stop a call in progress. Use it only for
+	// trusted plugins.
+	DefaultTimeout = plugins.DefaultTimeout
 )
 
 // NewestABI is the newest host ABI version this host speaks; it also speaks

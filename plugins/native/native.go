@@ -20,8 +20,9 @@ import (
 
 // Defaults for the loader's Options.
 const (
-	// DefaultTimeout bounds one call into a plugin process.
-	DefaultTimeout = 30 * time.Second
+	// DefaultTimeout bounds one call into a plugin process
+	// (plugins.DefaultTimeout, 5s).
+	DefaultTimeout = plugins.DefaultTimeout
 	// DefaultShutdownTimeout bounds how long a plugin may take to exit.
 	DefaultShutdownTimeout = 5 * time.Second
 )
