@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/streamd/streamd/plugins"
@@ -20,6 +21,19 @@ const (
 	// dead-letter sink, then acknowledges it.
 	DLQ
 )
+
+// String returns the policy's config name: stop, drop or dlq.
+func (p Policy) String() string {
+	switch p {
+	case Stop:
+		return "stop"
+	case Drop:
+		return "drop"
+	case DLQ:
+		return "dlq"
+	}
+	return "policy(" + strconv.Itoa(int(p)) + ")"
+}
 
 // Stage is one transform stage.
 type Stage struct {

@@ -443,8 +443,8 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 			defer close(completed)
 			for pd := range queue {
 				<-pd.done
-				if pd.err != nil { // retry in place, with backoff
-					pd.errs, pd.err = p.write(ctx, p.sink, pd.recs, "sink")
+				if len(pd.recs) > 0 { // retries what is not written yet, in place
+					pd.errs, pd.err = p.deliver(ctx, p.sink, pd.recs, "sink", &writeResult{pd.errs, pd.err})
 				}
 				if pd.err == nil {
 					pd.err = p.finish(ctx, pd)
@@ -604,7 +604,7 @@ func (p *Pipeline) process(ctx context.Context, batch []Msg) error {
 		return err
 	}
 	if len(pd.recs) > 0 {
-		pd.errs, pd.err = p.write(ctx, p.sink, pd.recs, "sink")
+		pd.errs, pd.err = p.deliver(ctx, p.sink, pd.recs, "sink", nil)
 		if pd.err != nil {
 			return pd.err
 		}
@@ -763,33 +763,82 @@ func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) 
 	return out, nil
 }
 
-// write writes recs with capped exponential backoff on whole-batch errors.
-func (p *Pipeline) write(ctx context.Context, sink plugins.Sink, recs []record.Record, what string) ([]error, error) {
+// writeResult is what a sink answered for a batch.
+type writeResult struct {
+	errs []error
+	err  error
+}
+
+// deliver writes recs to sink until every record is written or has the
+// sink's verdict (a per-record error that is not Transient), and returns
+// the verdicts (nil where written). A whole-batch error retries the
+// records not yet written; a Transient per-record error retries that
+// record only: records already written are never sent again. Retries back
+// off exponentially, capped at retry_max, until ctx is done or
+// retry_attempts (0: no limit) is used up, which is the only error
+// returned. first, if not nil, is the answer to a first attempt the caller
+// made itself (an AsyncSink write).
+func (p *Pipeline) deliver(ctx context.Context, sink plugins.Sink, recs []record.Record, what string, first *writeResult) ([]error, error) {
+	final := make([]error, len(recs))
+	todo := recs
+	var idx []int // todo[i] is recs[idx[i]]; nil: todo is recs
 	backoff := p.o.retryInitial
 	for attempt := 1; ; attempt++ {
-		errs, err := sink.Write(ctx, recs)
-		if err == nil {
-			if len(errs) != len(recs) {
-				return nil, fmt.Errorf("%s returned %d results for %d records", what, len(errs), len(recs))
+		var res writeResult
+		if attempt == 1 && first != nil {
+			res = *first
+		} else {
+			res.errs, res.err = sink.Write(ctx, todo)
+		}
+		if res.err == nil && len(res.errs) != len(todo) {
+			return nil, fmt.Errorf("%s returned %d results for %d records", what, len(res.errs), len(todo))
+		}
+		cause := res.err
+		if cause == nil {
+			var next []record.Record
+			var nextIdx []int
+			for i, e := range res.errs {
+				if e == nil {
+					continue
+				}
+				j := i
+				if idx != nil {
+					j = idx[i]
+				}
+				if !IsTransient(e) {
+					final[j] = e
+					continue
+				}
+				if cause == nil {
+					cause = e
+				}
+				next = append(next, todo[i])
+				nextIdx = append(nextIdx, j)
 			}
-			return errs, nil
+			if cause == nil {
+				return final, nil
+			}
+			todo, idx = next, nextIdx
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return nil, fmt.Errorf("%s: %w", what, cause)
 		}
 		if p.o.retryAttempts > 0 && attempt >= p.o.retryAttempts {
-			return nil, fmt.Errorf("%s failed after %d attempts: %w", what, attempt, err)
+			return nil, fmt.Errorf("%s failed after %d attempts: %w", what, attempt, cause)
 		}
-		p.o.logger.Warn("write failed; retrying", "pipeline", p.name, "to", what, "attempt", attempt, "backoff", backoff, "err", err)
-		if m := p.o.metrics; m != nil {
-			m.retries.WithLabelValues(p.name).Inc()
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: %w", what, err)
+		p.noteRetry(what, len(todo), attempt, backoff, cause)
+		if sleep(ctx, backoff) != nil {
+			return nil, fmt.Errorf("%s: %w", what, cause)
 		}
 		backoff = min(backoff*2, p.o.retryMax)
+	}
+}
+
+// noteRetry logs and counts a retried write.
+func (p *Pipeline) noteRetry(what string, n, attempt int, backoff time.Duration, err error) {
+	p.o.logger.Warn("write failed; retrying", "pipeline", p.name, "to", what, "records", n, "attempt", attempt, "backoff", backoff, "err", err)
+	if m := p.o.metrics; m != nil {
+		m.retries.WithLabelValues(p.name).Inc()
 	}
 }
 
@@ -829,7 +878,7 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 	for _, i := range idx {
 		dead = append(dead, DeadLetter(batch[i].Record, failed[i].stage, failed[i].plugin, failed[i].err))
 	}
-	errs, err := p.write(ctx, p.o.dlq, dead, "dlq")
+	errs, err := p.deliver(ctx, p.o.dlq, dead, "dlq", nil)
 	if err != nil {
 		return err
 	}

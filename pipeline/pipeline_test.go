@@ -480,3 +480,67 @@ func TestUnhealthyStageFailsPipelineNotRecords(t *testing.T) {
 		t.Fatalf("%d records dead-lettered and %d acked because the plugin broke", len(dlq.recs), src.ackedN.Load())
 	}
 }
+
+// flakySink fails the records of one partition transiently for the first
+// failFor calls, and counts how often each record (by value) was given to
+// it, written or not.
+type flakySink struct {
+	mu      sync.Mutex
+	calls   int
+	failFor int
+	part    int32
+	offered map[string]int
+	written map[string]int
+}
+
+func (f *flakySink) Write(_ context.Context, batch []record.Record) ([]error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.offered == nil {
+		f.offered, f.written = map[string]int{}, map[string]int{}
+	}
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		f.offered[string(r.Value)]++
+		if r.Partition == f.part && f.calls <= f.failFor {
+			errs[i] = Transient(errors.New("unable to dial: connection refused"))
+			continue
+		}
+		f.written[string(r.Value)]++
+	}
+	return errs, nil
+}
+
+// TestTransientRecordErrorsRetriedAlone: a per-record error marked
+// Transient (the broker of one partition is unreachable) is retried, for
+// that record only, until it is written; it never reaches the error
+// policy, and records already written are not sent again (issue 11
+// findings 1 and 2: a whole-batch retry wrote 49 records from 8, and
+// transient errors went to the policy).
+func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
+	for _, policy := range []Policy{Stop, Drop, DLQ} {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			src := newFakeSource(3, 40, 30)
+			sink := &flakySink{failFor: 5, part: 1}
+			dlq := &memSink{}
+			p := New("t", src, sink, append(fast(), WithWorkers(1), WithErrorPolicy(policy, dlq))...)
+			if err := p.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for v, n := range sink.written {
+				if n != 1 {
+					t.Errorf("record %s written %d times", v, n)
+				}
+			}
+			for v, n := range sink.offered {
+				if !strings.HasPrefix(v, "v1-") && n != 1 {
+					t.Errorf("record %s of a healthy partition offered %d times", v, n)
+				}
+			}
+			if s := p.Status(); len(sink.written) != 120 || s.Out != 120 || s.Errors != 0 || s.Dropped != 0 || len(dlq.recs) != 0 {
+				t.Fatalf("%d of 120 written; status %+v, %d dead-lettered", len(sink.written), s, len(dlq.recs))
+			}
+		})
+	}
+}

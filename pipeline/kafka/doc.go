@@ -9,4 +9,9 @@
 // The Sink is an idempotent producer (acks=all) that preserves keys,
 // headers and timestamps, compresses per sink, and picks partitions by
 // Java-compatible murmur2 key hashing, or keeps the source partition number.
+// Its writes never time out per record (franz-go would measure such a
+// timeout from the record's kept timestamp): a broker outage, a missing
+// topic or a moving leader are pipeline.Transient and retried by the
+// pipeline; only verdicts on the record itself (too large, invalid,
+// corrupt, bad timestamp) go to the error policy.
 package kafka

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
 
@@ -29,19 +31,45 @@ type SinkConfig struct {
 	SamePartition bool
 	// Partitions is the partition count if the topic is created on demand.
 	Partitions int32
-	// DeliveryTimeout bounds one record's delivery before Write reports a
-	// transient error (default 30s).
-	DeliveryTimeout time.Duration
+	// MaxRecordBytes is the largest record batch the producer sends, and
+	// so the largest record it accepts (key, value, headers and about 80
+	// bytes of framing); default 1048588, Kafka's default
+	// message.max.bytes. A larger record is rejected with an error
+	// wrapping pipeline.ErrRecordTooLarge that names this limit.
+	MaxRecordBytes int32
+	// Logger receives the sink's own warnings (topic re-created, ...).
+	Logger *slog.Logger
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
 
+// DefaultMaxRecordBytes is SinkConfig.MaxRecordBytes's default: Kafka's
+// default message.max.bytes.
+const DefaultMaxRecordBytes = 1048588
+
 // Sink produces records to one topic.
+//
+// Delivery never times out: a record is retried by the producer until it
+// is written, and a record whose write fails for a reason that is not the
+// record's own (the broker down, the topic missing, a leader moving, the
+// client closing) is reported as pipeline.Transient, so the pipeline
+// retries it rather than applying its error policy. Only the broker's or
+// producer's verdicts on the record itself are per-record errors: too
+// large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), INVALID_RECORD,
+// CORRUPT_MESSAGE and INVALID_TIMESTAMP; each is confirmed by writing the
+// record alone first, since the broker rejects a whole partition batch for
+// one bad record in it. A deleted sink topic is created again, and a
+// re-created one is picked up without a restart.
 type Sink struct {
 	cl         *kgo.Client
 	topic      string
 	same       bool
 	partitions int32
+	maxBytes   int32
+	log        *slog.Logger
+
+	repairMu   sync.Mutex
+	lastRepair time.Time
 }
 
 // Codec returns franz-go's batch compression for a codec name and level.
@@ -73,8 +101,14 @@ func NewSink(c SinkConfig) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.DeliveryTimeout == 0 {
-		c.DeliveryTimeout = 30 * time.Second
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.MaxRecordBytes < 512 || c.MaxRecordBytes > 1<<30 {
+		return nil, fmt.Errorf("max record bytes %d: want 512 to %d", c.MaxRecordBytes, 1<<30)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	part := kgo.StickyKeyPartitioner(nil) // nil hasher: Kafka's murmur2, as the Java client
 	if c.SamePartition {
@@ -86,7 +120,13 @@ func NewSink(c SinkConfig) (*Sink, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordPartitioner(part),
-		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
+		// No RecordDeliveryTimeout: franz-go measures it from the record's
+		// timestamp, which the sink keeps from the source, so any backlog
+		// older than the timeout would never be written; and an outage
+		// longer than it would fail good records. Retries are unlimited
+		// too (franz-go's default): a stuck write is bounded by the
+		// pipeline's context (shutdown_timeout), not per record.
+		kgo.ProducerBatchMaxBytes(c.MaxRecordBytes),
 		kgo.ProducerLinger(0), // the pipeline already batches; lingering here only adds a wait per batch
 		kgo.MaxBufferedRecords(100000),
 	}
@@ -94,7 +134,7 @@ func NewSink(c SinkConfig) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions}, nil
+	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger}, nil
 }
 
 // Ready implements pipeline.Readier: the brokers answer and the topic exists.
@@ -105,10 +145,8 @@ func (s *Sink) Ready(ctx context.Context) error {
 	return EnsureTopics(ctx, s.cl, s.partitions, s.topic)
 }
 
-// Write implements plugins.Sink. Records that fail with a retriable error
-// (broker unavailable, delivery timeout) fail the whole batch, so that the
-// pipeline retries it; other per-record errors (e.g. too large) are
-// returned per record.
+// Write implements plugins.Sink: per-record errors are verdicts on the
+// record, or pipeline.Transient; the batch error is always nil.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
 	type result struct {
 		errs []error
@@ -121,29 +159,27 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error
 }
 
 // WriteAsync implements pipeline.AsyncSink: it hands every record to the
-// producer, in order, and calls done when all are acknowledged.
+// producer, in order, and calls done when each is written or failed.
 func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
 	recs := make([]kgo.Record, len(batch))
 	errs := make([]error, len(batch))
 	var (
-		left      atomic.Int64
-		mu        sync.Mutex
-		transient error
+		left   atomic.Int64
+		failed atomic.Bool
 	)
 	left.Store(int64(len(batch)))
+	if len(batch) == 0 {
+		done(errs, nil)
+		return
+	}
 	finish := func() {
-		mu.Lock()
-		t := transient
-		mu.Unlock()
-		if t != nil {
-			done(nil, fmt.Errorf("produce to %s: %w", s.topic, t))
+		if !failed.Load() {
+			done(errs, nil)
 			return
 		}
-		done(errs, nil)
-	}
-	if len(batch) == 0 {
-		finish()
-		return
+		// Not on franz-go's callback goroutine: settling may produce
+		// again and repair the topic.
+		go func() { done(s.settle(ctx, batch, recs, errs), nil) }()
 	}
 	// One slab for every record's headers: an allocation per batch, not
 	// per record.
@@ -153,27 +189,11 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 	}
 	hdrs := make([]kgo.RecordHeader, 0, nh)
 	for i := range batch {
-		in := &batch[i]
-		r := &recs[i]
-		r.Topic, r.Key, r.Value, r.Timestamp = s.topic, in.Key, in.Value, in.Timestamp
-		if s.same {
-			r.Partition = in.Partition
-		}
-		if len(in.Headers) > 0 {
-			start := len(hdrs)
-			for _, h := range in.Headers {
-				hdrs = append(hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
-		}
-		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		s.convert(&recs[i], &batch[i], &hdrs)
+		s.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) {
 			if err != nil {
-				if retriable(err) {
-					mu.Lock()
-					transient = err
-					mu.Unlock()
-				}
-				errs[i] = fmt.Errorf("produce to %s: %w", s.topic, err)
+				errs[i] = err
+				failed.Store(true)
 			}
 			if left.Add(-1) == 0 {
 				finish()
@@ -182,15 +202,135 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 	}
 }
 
-func retriable(err error) bool {
-	return kerr.IsRetriable(err) || errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) ||
-		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.NotLeaderForPartition)
+func (s *Sink) convert(r *kgo.Record, in *record.Record, hdrs *[]kgo.RecordHeader) {
+	r.Topic, r.Key, r.Value, r.Timestamp = s.topic, in.Key, in.Value, in.Timestamp
+	if s.same {
+		r.Partition = in.Partition
+	}
+	if len(in.Headers) > 0 {
+		h := *hdrs
+		start := len(h)
+		for _, x := range in.Headers {
+			h = append(h, kgo.RecordHeader{Key: x.Key, Value: x.Value})
+		}
+		r.Headers = h[start:len(h):len(h)]
+		*hdrs = h
+	}
+}
+
+// settle turns the producer's raw errors into the sink's answer: nil,
+// a verdict on the record, or pipeline.Transient. A verdict the broker
+// gave a whole partition batch is confirmed by writing each record it
+// hit alone, so that only the records at fault get it. An unknown topic
+// is repaired before the records are reported transient.
+func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Record, raw []error) []error {
+	out := make([]error, len(raw))
+	unknown, unknownID := false, false
+	for i, err := range raw {
+		if err == nil {
+			continue
+		}
+		if isVerdict(err) && !s.overLimit(&recs[i]) {
+			// Confirm alone. A fresh record: franz-go owns the old one
+			// until its promise, which has run.
+			r := &recs[i]
+			one := kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+			if s.same {
+				one.Partition = batch[i].Partition
+			}
+			err = s.cl.ProduceSync(ctx, &one).FirstErr()
+			if err == nil {
+				continue
+			}
+		}
+		switch {
+		case isVerdict(err):
+			out[i] = s.verdict(&recs[i], err)
+		default:
+			unknown = unknown || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+			unknownID = unknownID || errors.Is(err, kerr.UnknownTopicID)
+			out[i] = pipeline.Transient(fmt.Errorf("produce to %s: %w", s.topic, err))
+		}
+	}
+	if unknown {
+		s.repair(ctx, unknownID)
+	}
+	return out
+}
+
+// isVerdict reports whether err is the broker's or the producer's verdict
+// on the record itself, which no retry changes. Every other error is
+// transient: the broker, the network, the topic or the client.
+func isVerdict(err error) bool {
+	for _, v := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage, kerr.InvalidTimestamp} {
+		if errors.Is(err, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// recordOverhead bounds a record batch's framing around one record: the
+// 61-byte batch header and the record's varint fields.
+const recordOverhead = 61 + 5*5 + 5*2
+
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n
+}
+
+// overLimit reports whether r alone is over the producer's batch limit,
+// so that franz-go refused it without sending it.
+func (s *Sink) overLimit(r *kgo.Record) bool {
+	return recordSize(r)+recordOverhead > int(s.maxBytes)
+}
+
+func (s *Sink) verdict(r *kgo.Record, err error) error {
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
+		if s.overLimit(r) {
+			return fmt.Errorf("%w: %d bytes (key, value and headers), over the sink's max_record_bytes of %d: %w",
+				pipeline.ErrRecordTooLarge, recordSize(r), s.maxBytes, err)
+		}
+		return fmt.Errorf("%w: %d bytes (key, value and headers), rejected by the broker: over topic %s's max.message.bytes: %w",
+			pipeline.ErrRecordTooLarge, recordSize(r), s.topic, err)
+	}
+	return fmt.Errorf("produce to %s: %w", s.topic, err)
+}
+
+// repair creates the topic if it is gone (it was deleted) and makes the
+// producer forget what it knew of it: franz-go keeps a topic's ID and
+// refuses a re-created topic (UNKNOWN_TOPIC_ID) until it is purged. At
+// most once a second.
+func (s *Sink) repair(ctx context.Context, recreated bool) {
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	if time.Since(s.lastRepair) < time.Second {
+		return
+	}
+	s.lastRepair = time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	created, err := ensureTopic(rctx, s.cl, s.partitions, s.topic)
+	if err != nil {
+		s.log.Warn("sink topic unknown; creating it failed", "topic", s.topic, "err", err)
+		return
+	}
+	if created {
+		s.log.Warn("sink topic was gone; created it again", "topic", s.topic, "partitions", s.partitions)
+	}
+	if created || recreated {
+		s.log.Warn("sink topic re-created; producing to the new one", "topic", s.topic)
+		s.cl.PurgeTopicsFromProducing(s.topic)
+	}
 }
 
 // Close flushes and closes the producer.
 func (s *Sink) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.cl.Flush(ctx)
 	s.cl.Close()
