@@ -1,0 +1,98 @@
+package schema
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/hamba/avro/v2"
+)
+
+// FuzzFrame: the framing and message-index parsers take any bytes without
+// panicking, and what they accept they write back the same way.
+func FuzzFrame(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 7, 0, 1})
+	f.Add([]byte{0, 0, 0, 1, 0, 4, 2, 0})
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Add([]byte{1, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, rest, err := ParseFrame(b)
+		if err != nil {
+			return
+		}
+		if got := AppendFrame(nil, id); !bytes.Equal(got, b[:5]) {
+			t.Fatalf("frame %x -> id %d -> %x", b[:5], id, got)
+		}
+		idx, tail, err := ParseIndexes(rest)
+		if err != nil {
+			return
+		}
+		if len(idx) == 0 || len(idx) > maxIndexes || len(tail) > len(rest) {
+			t.Fatalf("indexes %v, tail %d of %d", idx, len(tail), len(rest))
+		}
+		again, _, err := ParseIndexes(AppendIndexes(nil, idx))
+		if err != nil || len(again) != len(idx) {
+			t.Fatalf("indexes %v do not round-trip: %v %v", idx, again, err)
+		}
+	})
+}
+
+// FuzzAvroDecode: any bytes after the frame either fail to decode with an
+// error or decode to valid JSON that encodes back to data that decodes to
+// the same JSON.
+func FuzzAvroDecode(f *testing.F) {
+	s, err := compileAvro(allTypes, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ref, err := refAPI.Marshal(avro.MustParse(allTypes), allValue())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ref)
+	f.Add(ref[:len(ref)/2])
+	f.Add([]byte{0, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		js, err := s.decode(nil, b)
+		if err != nil {
+			return
+		}
+		if !json.Valid(js) {
+			t.Fatalf("decoded to invalid JSON: %s", js)
+		}
+		enc, err := s.encode(nil, js)
+		if err != nil {
+			t.Fatalf("decoded JSON does not encode: %v\n%s", err, js)
+		}
+		js2, err := s.decode(nil, enc)
+		if err != nil || !bytes.Equal(js, js2) {
+			t.Fatalf("round trip: %v\n%s\n%s", err, js, js2)
+		}
+	})
+}
+
+// FuzzProtoDecode: any bytes after the frame, message indexes included,
+// decode to JSON or fail with an error.
+func FuzzProtoDecode(f *testing.F) {
+	p, err := compileProto(context.Background(), ordersProto, map[string]string{"acme/money.proto": moneyProto})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte{0, 0x0a, 0x03, 'o', '-', '1'})
+	f.Add([]byte{2, 2, 0, 0x0a, 0x01, 'b'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, rest, err := ParseIndexes(b)
+		if err != nil {
+			return
+		}
+		md, err := p.message(idx)
+		if err != nil {
+			return
+		}
+		js, err := decodeProto(nil, md, rest)
+		if err == nil && !json.Valid(js) {
+			t.Fatalf("invalid JSON %s", js)
+		}
+	})
+}
