@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
@@ -46,7 +47,9 @@ type App struct {
 	closers []func() error
 	broker  *kfake.Cluster
 	journal *journalParts
-	Admin   *admin.Server
+	// registries are the schema registry clients by [schema_registry] name.
+	registries map[string]*sr.Client
+	Admin      *admin.Server
 	// AdminAddr is the address the admin server bound, once Run started it.
 	AdminAddr string
 	mu        sync.Mutex
@@ -233,6 +236,9 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 
 func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipeline.Stage, error) {
 	s := &pc.Transforms[j]
+	if s.Type == "schema" {
+		return a.schemaStage(pc, s)
+	}
 	if s.Type == "codec" {
 		var c plugins.Codec
 		name := s.Codec

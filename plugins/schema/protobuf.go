@@ -2,15 +2,16 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -25,26 +26,48 @@ type protoSchema struct {
 const mainProto = "streamd-schema.proto"
 
 // compileProto compiles text with files (import path -> text) for its
-// imports. Nothing is read from disk.
+// imports. Nothing is read from disk. A text may be .proto source or, as
+// Confluent's serializers register it (and its registry serves it with
+// ?format=serialized), a base64 FileDescriptorProto.
 func compileProto(ctx context.Context, text string, files map[string]string) (*protoSchema, error) {
-	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: func(path string) (io.ReadCloser, error) {
-				if path == mainProto {
-					return io.NopCloser(strings.NewReader(text)), nil
-				}
-				if t, ok := files[path]; ok {
-					return io.NopCloser(strings.NewReader(t)), nil
-				}
-				return nil, fmt.Errorf("import %q is not among the schema's references", path)
-			},
-		}),
+	find := func(path string) (protocompile.SearchResult, error) {
+		t, ok := files[path]
+		if path == mainProto {
+			t, ok = text, true
+		}
+		if !ok {
+			return protocompile.SearchResult{}, fmt.Errorf("import %q is not among the schema's references", path)
+		}
+		if fd := serializedDescriptor(t); fd != nil {
+			fd.Name = proto.String(path)
+			return protocompile.SearchResult{Proto: fd}, nil
+		}
+		return protocompile.SearchResult{Source: strings.NewReader(t)}, nil
 	}
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(find))}
 	fs, err := c.Compile(ctx, mainProto)
 	if err != nil {
 		return nil, err
 	}
 	return &protoSchema{file: fs[0]}, nil
+}
+
+// serializedDescriptor returns the FileDescriptorProto that t encodes in
+// base64, or nil if t is not one (then it is .proto source).
+func serializedDescriptor(t string) *descriptorpb.FileDescriptorProto {
+	t = strings.TrimSpace(t)
+	if t == "" || strings.ContainsAny(t, " \n\t;{") {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(t)
+	if err != nil {
+		return nil
+	}
+	fd := &descriptorpb.FileDescriptorProto{}
+	if proto.Unmarshal(b, fd) != nil {
+		return nil
+	}
+	return fd
 }
 
 // message returns the message a Confluent message-index path names: the

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -420,5 +424,35 @@ func TestStageCachesByID(t *testing.T) {
 	f.Close() // cached schemas keep working with the registry gone
 	if res, err := dec.Transform(context.Background(), []record.Record{{Value: framed}}); err != nil || res[0].Err != nil {
 		t.Fatalf("cached, registry down: %v %v", err, res)
+	}
+}
+
+// TestProtoSerializedDescriptor: Confluent's serializers register a
+// Protobuf schema as a base64 FileDescriptorProto, not .proto source.
+func TestProtoSerializedDescriptor(t *testing.T) {
+	ctx := context.Background()
+	src, err := compileProto(ctx, ordersProto, map[string]string{"acme/money.proto": moneyProto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(fd protoreflect.FileDescriptor) string {
+		b, err := proto.Marshal(protodesc.ToFileDescriptorProto(fd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	money := src.file.Imports().Get(1).FileDescriptor
+	p, err := compileProto(ctx, enc(src.file), map[string]string{"acme/money.proto": enc(money)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, idx, err := p.byName("Order.Line")
+	if err != nil || md.FullName() != "acme.v1.Order.Line" || len(idx) != 2 || idx[0] != 1 {
+		t.Fatalf("%v %v %v", md, idx, err)
+	}
+	// Mixed: .proto source that imports a serialized one.
+	if _, err := compileProto(ctx, ordersProto, map[string]string{"acme/money.proto": enc(money)}); err != nil {
+		t.Fatal(err)
 	}
 }

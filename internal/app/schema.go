@@ -1,0 +1,121 @@
+package app
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins/schema"
+)
+
+// registryClient returns the pkg/sr client of a [schema_registry] (name ""
+// is the default one), made once per registry and shared by its stages.
+func (a *App) registryClient(name string) (*sr.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cl := a.registries[name]; cl != nil {
+		return cl, nil
+	}
+	rc := a.cfg.Registry(name)
+	if rc == nil {
+		return nil, fmt.Errorf("no schema registry %q is configured", name)
+	}
+	cl, err := NewRegistryClient(rc)
+	if err != nil {
+		label := "[schema_registry]"
+		if name != "" {
+			label = "[schema_registry." + name + "]"
+		}
+		return nil, fmt.Errorf("%s: %w", label, err)
+	}
+	if a.registries == nil {
+		a.registries = map[string]*sr.Client{}
+	}
+	a.registries[name] = cl
+	a.log.Info("schema registry", "name", name, "registry", *rc)
+	if rc.TLS != nil && rc.TLS.InsecureSkipVerify {
+		a.log.Warn("TLS certificate verification is OFF for this schema registry (tls.insecure_skip_verify): anyone on the path can impersonate it", "name", name, "url", rc.URL)
+	}
+	return cl, nil
+}
+
+// NewRegistryClient returns a franz-go pkg/sr client for rc.
+func NewRegistryClient(rc *config.SchemaRegistry) (*sr.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if t := rc.TLS; t != nil {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if t.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		tr.TLSClientConfig = tc
+	}
+	opts := []sr.ClientOpt{
+		sr.URLs(rc.URL),
+		sr.HTTPClient(&http.Client{Transport: tr, Timeout: rc.Timeout.Duration}),
+		sr.UserAgent("streamd"),
+	}
+	switch {
+	case rc.BearerToken != "":
+		opts = append(opts, sr.BearerToken(rc.BearerToken))
+	case rc.Username != "":
+		opts = append(opts, sr.BasicAuth(rc.Username, rc.Password))
+	}
+	return sr.NewClient(opts...)
+}
+
+// schemaStage builds a type = "schema" stage.
+func (a *App) schemaStage(pc *config.Pipeline, s *config.Stage) (pipeline.Stage, error) {
+	cl, err := a.registryClient(s.Registry)
+	if err != nil {
+		return pipeline.Stage{}, err
+	}
+	cfg := schema.Config{Key: s.Part == "key", Subject: s.Subject, Topic: s.Topic, Version: s.Version,
+		Message: s.Message, AutoRegister: s.AutoRegister}
+	if s.Mode == "encode" {
+		cfg.Mode = schema.Encode
+		// The topic-name strategies name the topic written to: the kafka
+		// sink's, unless the stage says otherwise.
+		if cfg.Topic == "" && pc.Sink.Type == "kafka" {
+			cfg.Topic = pc.Sink.Topic
+		}
+	}
+	switch s.SubjectStrategy {
+	case "record-name":
+		cfg.Strategy = schema.RecordName
+	case "topic-record-name":
+		cfg.Strategy = schema.TopicRecordName
+	}
+	if s.SchemaFile != "" {
+		sch, err := schema.ReadSchemaFile(a.cfg.Resolve(s.SchemaFile), s.Format)
+		if err != nil {
+			return pipeline.Stage{}, fmt.Errorf("schema_file: %w", err)
+		}
+		cfg.Schema = sch
+	}
+	st, err := schema.New(cl, cfg)
+	if err != nil {
+		return pipeline.Stage{}, err
+	}
+	return pipeline.Stage{Name: s.Name, Transformer: st}, nil
+}
