@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		out:     counter("streamd_records_out_total", "Records written by the sink."),
 		dlq:     counter("streamd_records_dlq_total", "Input records sent to the dead-letter queue."),
 		dropped: counter("streamd_records_dropped_total", "Input records dropped by the error policy or a partition revoke."),
-		retries: counter("streamd_sink_retries_total", "Sink writes retried after a transient error."),
+		retries: counter("streamd_sink_retries_total", "Sink writes and stage calls retried after a transient error."),
 		errors:  counter("streamd_errors_total", "Records rejected, by stage (\"sink\" for the sink).", "stage"),
 		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "streamd_batch_duration_seconds", Help: "Time from a batch's processing start to its acknowledgement.",

@@ -639,24 +639,9 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 	}
 	var failed map[int]failure // allocated on the first failure
 	for _, st := range p.o.stages {
-		results, err := st.Transformer.Transform(ctx, recs)
-		if err == nil && len(results) != len(recs) {
-			err = fmt.Errorf("stage returned %d results for %d records", len(results), len(recs))
-		}
+		results, err := p.transform(ctx, st, recs)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
-			}
-			if herr := stageHealth(st); herr != nil {
-				// A broken plugin fails every record: that is not the
-				// records' fault, so nothing goes to the error policy.
-				return nil, fmt.Errorf("stage %s: %w (batch error: %v)", st.Name, herr, err)
-			}
-			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(recs), "err", err)
-			results, err = p.isolate(ctx, st, recs)
-			if err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 		var next []record.Record
 		var nextOrigin []int
@@ -739,8 +724,77 @@ func (p *Pipeline) release(n int) {
 	}
 }
 
+// transform runs recs through st: one Result per record, or an error that
+// fails the pipeline. A batch error marked plugins.Transient retries the
+// batch; any other batch error runs the records one by one so that only a
+// poison record fails. A Result whose Err is transient retries that
+// record. Retries back off as sink writes do, until ctx is done or
+// retry_attempts is used up.
+func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(recs))
+	todo := recs
+	var idx []int // todo[i] is recs[idx[i]]; nil: todo is recs
+	backoff := p.o.retryInitial
+	for attempt := 1; ; attempt++ {
+		res, err := st.Transformer.Transform(ctx, todo)
+		if err == nil && len(res) != len(todo) {
+			err = fmt.Errorf("stage returned %d results for %d records", len(res), len(todo))
+		}
+		if err != nil && !errors.Is(err, plugins.ErrTransient) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			if herr := stageHealth(st); herr != nil {
+				// A broken plugin fails every record: that is not the
+				// records' fault, so nothing goes to the error policy.
+				return nil, fmt.Errorf("stage %s: %w (batch error: %v)", st.Name, herr, err)
+			}
+			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(todo), "err", err)
+			if res, err = p.isolate(ctx, st, todo); err != nil {
+				return nil, err
+			}
+		}
+		cause := err // transient batch error, or nil
+		if cause == nil {
+			var next []record.Record
+			var nextIdx []int
+			for i := range res {
+				j := i
+				if idx != nil {
+					j = idx[i]
+				}
+				if res[i].Err != nil && errors.Is(res[i].Err, plugins.ErrTransient) {
+					if cause == nil {
+						cause = res[i].Err
+					}
+					next = append(next, todo[i])
+					nextIdx = append(nextIdx, j)
+					continue
+				}
+				out[j] = res[i]
+			}
+			if cause == nil {
+				return out, nil
+			}
+			todo, idx = next, nextIdx
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stage %s: %w", st.Name, cause)
+		}
+		if p.o.retryAttempts > 0 && attempt >= p.o.retryAttempts {
+			return nil, fmt.Errorf("stage %s failed after %d attempts: %w", st.Name, attempt, cause)
+		}
+		p.noteRetry("stage "+st.Name, len(todo), attempt, backoff, cause)
+		if sleep(ctx, backoff) != nil {
+			return nil, fmt.Errorf("stage %s: %w", st.Name, cause)
+		}
+		backoff = min(backoff*2, p.o.retryMax)
+	}
+}
+
 // isolate runs a failed batch's records one at a time, so that only the
-// poison record fails.
+// poison record fails. A record that fails transiently alone gets a
+// transient Result.Err, which transform retries.
 func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
 	out := make([]plugins.Result, len(recs))
 	for i := range recs {
@@ -770,9 +824,9 @@ type writeResult struct {
 }
 
 // deliver writes recs to sink until every record is written or has the
-// sink's verdict (a per-record error that is not Transient), and returns
+// sink's verdict (a per-record error not marked plugins.Transient), and returns
 // the verdicts (nil where written). A whole-batch error retries the
-// records not yet written; a Transient per-record error retries that
+// records not yet written; a plugins.Transient per-record error retries that
 // record only: records already written are never sent again. Retries back
 // off exponentially, capped at retry_max, until ctx is done or
 // retry_attempts (0: no limit) is used up, which is the only error
@@ -805,7 +859,7 @@ func (p *Pipeline) deliver(ctx context.Context, sink plugins.Sink, recs []record
 				if idx != nil {
 					j = idx[i]
 				}
-				if !IsTransient(e) {
+				if !errors.Is(e, plugins.ErrTransient) {
 					final[j] = e
 					continue
 				}

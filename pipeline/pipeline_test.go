@@ -504,7 +504,7 @@ func (f *flakySink) Write(_ context.Context, batch []record.Record) ([]error, er
 	for i, r := range batch {
 		f.offered[string(r.Value)]++
 		if r.Partition == f.part && f.calls <= f.failFor {
-			errs[i] = Transient(errors.New("unable to dial: connection refused"))
+			errs[i] = plugins.Transient(errors.New("unable to dial: connection refused"))
 			continue
 		}
 		f.written[string(r.Value)]++
@@ -542,5 +542,73 @@ func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
 				t.Fatalf("%d of 120 written; status %+v, %d dead-lettered", len(sink.written), s, len(dlq.recs))
 			}
 		})
+	}
+}
+
+// registryDown fails whole batches transiently for its first failFor
+// calls (a schema registry that is down), then fails the records of
+// partition 2 transiently once each, and uppercases.
+type registryDown struct {
+	mu      sync.Mutex
+	calls   int
+	failFor int
+	flaked  map[int64]bool
+	sizes   []int
+}
+
+func (s *registryDown) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.sizes = append(s.sizes, len(batch))
+	if s.calls <= s.failFor {
+		return nil, plugins.Transient(errors.New("schema registry: connection refused"))
+	}
+	if s.flaked == nil {
+		s.flaked = map[int64]bool{}
+	}
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		if r.Partition == 2 && !s.flaked[r.Offset] {
+			s.flaked[r.Offset] = true
+			out[i].Err = plugins.Transient(errors.New("schema registry: 503"))
+			continue
+		}
+		r.Value = []byte(strings.ToUpper(string(r.Value)))
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+// TestTransientStageErrorRetried: a stage's batch error marked
+// plugins.Transient retries the batch (it is not split record by record),
+// and a transient per-record error retries that record; none reaches the
+// error policy (h7's schema stage while the registry is down).
+func TestTransientStageErrorRetried(t *testing.T) {
+	src := newFakeSource(3, 20, 60)
+	sink, dlq := &memSink{}, &memSink{}
+	st := &registryDown{failFor: 4}
+	p := New("t", src, sink, append(fast(), WithWorkers(1), WithBatch(60, 1<<20, time.Millisecond), WithErrorPolicy(DLQ, dlq),
+		WithStages(Stage{Name: "schema", Transformer: st}))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Status(); len(sink.recs) != 60 || s.Errors != 0 || len(dlq.recs) != 0 {
+		t.Fatalf("%d of 60 written, %d dead-lettered; status %+v", len(sink.recs), len(dlq.recs), s)
+	}
+	for _, n := range st.sizes[:st.failFor+1] {
+		if n != 60 {
+			t.Fatalf("batch sizes %v: a transient batch error was split", st.sizes)
+		}
+	}
+	if got := st.sizes[st.failFor+1]; got != 20 {
+		t.Fatalf("batch sizes %v: want the 20 records of partition 2 retried after the first pass", st.sizes)
+	}
+	// bounded attempts fail the pipeline, acknowledging nothing
+	src2 := newFakeSource(1, 5, 5)
+	p2 := New("t", src2, &memSink{}, append(fast(), WithRetry(time.Millisecond, time.Millisecond, 3),
+		WithStages(Stage{Name: "schema", Transformer: &registryDown{failFor: 100}}))...)
+	if err := p2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "after 3 attempts") || src2.ackedN.Load() != 0 {
+		t.Fatalf("err = %v, %d acked", err, src2.ackedN.Load())
 	}
 }

@@ -11,7 +11,7 @@
 // Java-compatible murmur2 key hashing, or keeps the source partition number.
 // Its writes never time out per record (franz-go would measure such a
 // timeout from the record's kept timestamp): a broker outage, a missing
-// topic or a moving leader are pipeline.Transient and retried by the
+// topic or a moving leader are plugins.Transient and retried by the
 // pipeline; only verdicts on the record itself (too large, invalid,
 // corrupt, bad timestamp) go to the error policy.
 package kafka

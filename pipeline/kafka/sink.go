@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
 
@@ -35,7 +35,7 @@ type SinkConfig struct {
 	// so the largest record it accepts (key, value, headers and about 80
 	// bytes of framing); default 1048588, Kafka's default
 	// message.max.bytes. A larger record is rejected with an error
-	// wrapping pipeline.ErrRecordTooLarge that names this limit.
+	// wrapping plugins.ErrRecordTooLarge that names this limit.
 	MaxRecordBytes int32
 	// Logger receives the sink's own warnings (topic re-created, ...).
 	Logger *slog.Logger
@@ -52,7 +52,7 @@ const DefaultMaxRecordBytes = 1048588
 // Delivery never times out: a record is retried by the producer until it
 // is written, and a record whose write fails for a reason that is not the
 // record's own (the broker down, the topic missing, a leader moving, the
-// client closing) is reported as pipeline.Transient, so the pipeline
+// client closing) is reported as plugins.Transient, so the pipeline
 // retries it rather than applying its error policy. Only the broker's or
 // producer's verdicts on the record itself are per-record errors: too
 // large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), INVALID_RECORD,
@@ -146,7 +146,7 @@ func (s *Sink) Ready(ctx context.Context) error {
 }
 
 // Write implements plugins.Sink: per-record errors are verdicts on the
-// record, or pipeline.Transient; the batch error is always nil.
+// record, or plugins.Transient; the batch error is always nil.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
 	type result struct {
 		errs []error
@@ -219,7 +219,7 @@ func (s *Sink) convert(r *kgo.Record, in *record.Record, hdrs *[]kgo.RecordHeade
 }
 
 // settle turns the producer's raw errors into the sink's answer: nil,
-// a verdict on the record, or pipeline.Transient. A verdict the broker
+// a verdict on the record, or plugins.Transient. A verdict the broker
 // gave a whole partition batch is confirmed by writing each record it
 // hit alone, so that only the records at fault get it. An unknown topic
 // is repaired before the records are reported transient.
@@ -249,7 +249,7 @@ func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Rec
 		default:
 			unknown = unknown || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
 			unknownID = unknownID || errors.Is(err, kerr.UnknownTopicID)
-			out[i] = pipeline.Transient(fmt.Errorf("produce to %s: %w", s.topic, err))
+			out[i] = plugins.Transient(fmt.Errorf("produce to %s: %w", s.topic, err))
 		}
 	}
 	if unknown {
@@ -293,10 +293,10 @@ func (s *Sink) verdict(r *kgo.Record, err error) error {
 	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
 		if s.overLimit(r) {
 			return fmt.Errorf("%w: %d bytes (key, value and headers), over the sink's max_record_bytes of %d: %w",
-				pipeline.ErrRecordTooLarge, recordSize(r), s.maxBytes, err)
+				plugins.ErrRecordTooLarge, recordSize(r), s.maxBytes, err)
 		}
 		return fmt.Errorf("%w: %d bytes (key, value and headers), rejected by the broker: over topic %s's max.message.bytes: %w",
-			pipeline.ErrRecordTooLarge, recordSize(r), s.topic, err)
+			plugins.ErrRecordTooLarge, recordSize(r), s.topic, err)
 	}
 	return fmt.Errorf("produce to %s: %w", s.topic, err)
 }
