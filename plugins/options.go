@@ -35,6 +35,16 @@ type Options struct {
 	// outside a granted directory (docs/abi.md section 11). Nothing is
 	// granted by default.
 	Dirs map[string]string
+	// Clock grants a Wasm guest the host's clocks: the real wall-clock and
+	// monotonic time, and sleeps that sleep (a call still ends at Timeout).
+	// Without it the guest's clocks are fake: the wall clock starts at
+	// 2022-01-01T00:00:00Z and both advance 1 ms per reading; sleeps
+	// return at once (docs/abi.md section 11).
+	Clock bool
+	// DeterministicRandom gives a Wasm guest the same fixed sequence of
+	// "random" bytes in every instance and run, for reproducible tests,
+	// instead of crypto/rand (the default).
+	DeterministicRandom bool
 	// Checksum is the SHA-256 (hex) a native plugin binary must have; empty
 	// skips the check.
 	Checksum string

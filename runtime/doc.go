@@ -10,7 +10,10 @@
 // when it changes, swapping modules between batches.
 //
 // Guests run in wazero's compiler mode with their memory capped, no
-// environment, arguments, real clock or randomness, and no files unless
-// directories are granted; their stdout and stderr go to the logger under
-// the plugin's name.
+// environment, arguments or network, a fake clock unless the clock is
+// granted (plugins.Options.Clock), random bytes from crypto/rand, and no
+// files unless directories are granted (plugins.Options.Dirs, confined to
+// them by runtime/internal/rootfs); their stdout and stderr go to the
+// logger under the plugin's name. docs/abi.md section 11 says exactly what
+// a guest gets.
 package runtime

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,7 @@ type Module struct {
 	timeout  time.Duration
 	fueled   bool         // instrumented by runtime/internal/fuel
 	dirs     []*rootfs.FS // granted directories, closed with the module
+	clock    bool         // the clock grant: real clocks and sleeps
 	base     *slog.Logger // opts.Logger
 	logger   *slog.Logger // base with the plugin's name
 
@@ -104,6 +106,10 @@ type instance struct {
 	done     <-chan struct{} // the caller's ctx.Done() during a call of a fueled guest
 	timedOut atomic.Bool
 	canceled atomic.Bool
+	// wake ends a sleeping guest's sleep (clock grant) when its call times
+	// out or is cancelled; sleepCut records that it did.
+	wake     chan struct{}
+	sleepCut bool
 }
 
 type instKey struct{}
@@ -151,6 +157,19 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 		return nil, fmt.Errorf("%s: host module: %w", name, err)
 	}
 	m.modCfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	// Grants beyond files (docs/abi.md section 11). Random bytes come from
+	// crypto/rand unless asked otherwise: wazero's default, the same
+	// sequence in every instance, repeats "unique" IDs and makes a Go
+	// guest's map hash seeds known, and grants nothing of the host. The
+	// clock is a grant: real time is a timing source and makes a
+	// transform's output depend on when it runs.
+	if !opts.DeterministicRandom {
+		m.modCfg = m.modCfg.WithRandSource(rand.Reader)
+	}
+	if opts.Clock {
+		m.clock = true
+		m.modCfg = m.modCfg.WithSysWalltime().WithSysNanotime()
+	}
 	if len(opts.Dirs) > 0 {
 		var fsc wazero.FSConfig
 		if fsc, err = m.openDirs(opts.Dirs); err != nil {
@@ -173,6 +192,10 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 	if opts.Kind != "" && m.manifest.Kind != opts.Kind {
 		inst.close(ctx)
 		return nil, fmt.Errorf("%s: plugin %s is a %s plugin, not a %s", name, m.manifest.Name, m.manifest.Kind, opts.Kind)
+	}
+	if !opts.Clock && importsClock(m.compiled) {
+		m.logger.Info("plugin reads the clock without the clock grant: it sees a fake clock " +
+			"(2022-01-01T00:00:00Z, 1 ms more per reading, sleeps return at once); clock = true grants the real one")
 	}
 	n := poolSize(opts.Pool)
 	m.pool = make(chan *instance, n)
@@ -312,9 +335,12 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if m.manifest.Name != "" {
 		name = m.manifest.Name
 	}
-	inst := &instance{m: m, out: &logWriter{logger: m.logger}}
+	inst := &instance{m: m, out: &logWriter{logger: m.logger}, wake: make(chan struct{}, 1)}
 	inst.ctx = context.WithValue(context.Background(), instKey{}, inst)
 	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.out)
+	if m.clock {
+		cfg = cfg.WithNanosleep(inst.sleep)
+	}
 	ictx := context.WithValue(ctx, instKey{}, inst)
 	if m.timeout > 0 {
 		var cancel context.CancelFunc
@@ -328,6 +354,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.mod = mod
 	inst.timer = time.AfterFunc(time.Hour, func() {
 		inst.timedOut.Store(true)
+		inst.wakeUp()
 		if !m.fueled { // an instrumented guest stops at its next refill
 			mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
 		}
@@ -335,6 +362,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.timer.Stop()
 	inst.cancelFn = func() {
 		inst.canceled.Store(true)
+		inst.wakeUp()
 		if !m.fueled {
 			mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
 		}
@@ -392,6 +420,42 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// sleep is the guest's nanosleep under the clock grant (WASI poll_oneoff
+// on a clock): it sleeps ns, but no longer than its call may run.
+func (inst *instance) sleep(ns int64) {
+	if ns <= 0 || inst.timedOut.Load() || inst.canceled.Load() {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-inst.wake:
+		inst.sleepCut = true
+	case <-inst.done: // the caller's context, for a fueled guest
+		inst.canceled.Store(true)
+		inst.sleepCut = true
+	}
+}
+
+func (inst *instance) wakeUp() {
+	select {
+	case inst.wake <- struct{}{}:
+	default:
+	}
+}
+
+// importsClock reports whether the module imports a WASI clock or sleep.
+func importsClock(cm wazero.CompiledModule) bool {
+	for _, fn := range cm.ImportedFunctions() {
+		mod, name, _ := fn.Import()
+		if mod == wasi_snapshot_preview1.ModuleName && (name == "clock_time_get" || name == "clock_res_get" || name == "poll_oneoff") {
+			return true
+		}
+	}
+	return false
+}
+
 func (inst *instance) close(ctx context.Context) {
 	inst.timer.Stop()
 	inst.out.flush()
@@ -414,12 +478,22 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 	} else if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, inst.cancelFn)
 	}
+	select { // a wake-up left from an earlier call
+	case <-inst.wake:
+	default:
+	}
+	inst.sleepCut = false
 	inst.timer.Reset(inst.m.timeout)
 	err := fn.CallWithStack(inst.ctx, inst.stack[:])
 	inst.timer.Stop()
 	inst.done = nil
 	if stop != nil {
 		stop()
+	}
+	if err == nil && inst.sleepCut {
+		// The guest slept less than it asked and carried on: its answer
+		// does not count.
+		err = errors.New("the guest's sleep was cut short")
 	}
 	switch {
 	case err == nil:

@@ -133,6 +133,7 @@ func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSetting
 		Kind: kind, Config: ps.Config, Logger: a.log.With("stage", name), CacheDir: a.cfg.Plugins.CacheDir,
 		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
 		Pool: ps.Pool, Checksum: ps.Checksum, Watch: a.cfg.Plugins.Watch.Duration,
+		Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random,
 	}
 	if o.Pool == 0 {
 		o.Pool = workers

@@ -15,6 +15,8 @@
  *   race N P (read P N times; ok:<distinct outcomes, '|'-separated>)
  *   time (ok:<realtime ns> <monotonic ns>) | rand N (ok:<N bytes, hex>)
  *   sleep MS (ok:<monotonic ns slept>)
+ *   args | env (ok:<count> <bytes>) | stdin (ok:<bytes read>)
+ *   sock FD (sock_accept on FD, then sock_recv on FD) | exit CODE
  */
 #define _DEFAULT_SOURCE
 #include <dirent.h>
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <wasi/api.h>
 
 #include "streamd.h"
 
@@ -269,6 +272,35 @@ static void run(char *s) {
             return;
         }
         say("ok:%lld", (long long)(nanos(CLOCK_MONOTONIC) - start));
+    } else if (!strcmp(op, "args") || !strcmp(op, "env")) {
+        __wasi_size_t count, size;
+        __wasi_errno_t e = op[0] == 'a' ? __wasi_args_sizes_get(&count, &size)
+                                        : __wasi_environ_sizes_get(&count, &size);
+        if (e) {
+            errno = e;
+            fail();
+        } else {
+            say("ok:%lu %lu", (unsigned long)count, (unsigned long)size);
+        }
+    } else if (!strcmp(op, "stdin")) {
+        char buf[64];
+        ssize_t n = read(0, buf, sizeof buf);
+        if (n < 0)
+            fail();
+        else
+            say("ok:%zd", n);
+    } else if (!strcmp(op, "sock")) {
+        int fd = atoi(next(&s));
+        __wasi_fd_t conn;
+        __wasi_errno_t e = __wasi_sock_accept(fd, 0, &conn);
+        char buf[16];
+        __wasi_iovec_t iov = {(uint8_t *)buf, sizeof buf};
+        __wasi_size_t n;
+        __wasi_roflags_t flags;
+        __wasi_errno_t e2 = __wasi_sock_recv(fd, &iov, 1, 0, &n, &flags);
+        say("%s:accept %s, recv %s", e || e2 ? "err" : "ok", strerror(e), strerror(e2));
+    } else if (!strcmp(op, "exit")) {
+        __wasi_proc_exit((__wasi_exitcode_t)atoi(next(&s)));
     } else {
         say("err:unknown command %s", op);
     }
