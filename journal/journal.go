@@ -457,3 +457,21 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// ErrConflict is wrapped by the error of an Append that the journal
+// refuses because its seqNrs are not above the journal's (a ConflictError).
+var ErrConflict = errors.New("journal append conflict")
+
+// ConflictError is the error of a refused Append.
+type ConflictError struct {
+	Key      Key
+	From, To int64 // the refused Append's seqNrs
+	SeqNr    int64 // the journal's seqNr, which From must exceed
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("journal %s: append %d..%d: seqNrs must be above the journal's seqNr %d", e.Key, e.From, e.To, e.SeqNr)
+}
+
+// Unwrap returns ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }

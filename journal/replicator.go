@@ -66,6 +66,7 @@ type ReplicatorStats struct {
 	Quarantined int64 // malformed
 	Events      int64 // events written
 	Batches     int64 // store transactions
+	Conflicts   int64 // appends not above the journal's seqNr, skipped
 }
 
 // Replicator applies journal actions to a Store. It is a plugins.Sink: the

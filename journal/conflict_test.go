@@ -1,0 +1,335 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/journal/internal/action"
+	"github.com/streamd/streamd/record"
+)
+
+// appendResult is what one of many concurrent writers was told.
+type appendResult struct {
+	seqNr int64
+	err   error
+}
+
+// checkAcknowledged fails unless the journal reads back exactly the acked
+// events (with their payloads: harness.read checks them) and the pointer is
+// the highest of them.
+func checkAcknowledged(t *testing.T, h *harness, key Key, acked []int64, when string) {
+	t.Helper()
+	slices.Sort(acked)
+	got := h.read(key, 1)
+	for _, s := range acked {
+		if _, found := slices.BinarySearch(got, s); !found {
+			t.Errorf("%s: acknowledged event %d is not read back (read %d events: %v)", when, s, len(got), got)
+		}
+	}
+	for _, s := range got {
+		if _, found := slices.BinarySearch(acked, s); !found {
+			t.Errorf("%s: event %d is read back but its append was refused", when, s)
+		}
+	}
+	if p := h.pointer(key); len(acked) > 0 && p != acked[len(acked)-1] {
+		t.Errorf("%s: pointer %d, want %d (the highest acknowledged seqNr)", when, p, acked[len(acked)-1])
+	}
+}
+
+// TestConcurrentAppends is issue 11 finding 9: 200 writers append one
+// event each (seqNrs 1..200) to one journal at the same time. The journal
+// cannot accept them all (seqNrs must increase in the partition's order),
+// but every one it acknowledges must be read back, before and after
+// replication, and every one it refuses must be refused with ErrConflict
+// and never appear.
+func TestConcurrentAppends(t *testing.T) {
+	for _, cache := range []bool{true, false} {
+		t.Run(fmt.Sprintf("head-cache=%v", cache), func(t *testing.T) {
+			var opts []Option
+			if !cache {
+				opts = append(opts, WithoutHeadCache())
+			}
+			h := newHarness(t, 1, opts...)
+			key := Key{Topic: h.topic, ID: "concurrent"}
+			const n = 200
+			res := make([]appendResult, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := h.j.Append(h.ctx, key, ev(int64(i+1)))
+					res[i] = appendResult{int64(i + 1), err}
+				}()
+			}
+			wg.Wait()
+			acked := ackedOf(t, res)
+			checkAcknowledged(t, h, key, acked, "before replication")
+			h.sync(0)
+			checkAcknowledged(t, h, key, acked, "after replication")
+		})
+	}
+}
+
+func ackedOf(t *testing.T, res []appendResult) []int64 {
+	t.Helper()
+	var acked []int64
+	for _, r := range res {
+		switch {
+		case r.err == nil:
+			acked = append(acked, r.seqNr)
+		case errors.Is(r.err, ErrConflict):
+		default:
+			t.Fatalf("append %d: %v", r.seqNr, r.err)
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("no append was acknowledged")
+	}
+	t.Logf("%d of %d appends acknowledged", len(acked), len(res))
+	return acked
+}
+
+// TestHandlerConcurrentAppends is TestConcurrentAppends through the HTTP
+// API: 200 concurrent POSTs of one event each; 200 means the event is
+// kept, 409 that it was refused.
+func TestHandlerConcurrentAppends(t *testing.T) {
+	h := newHarness(t, 1)
+	srv := httptest.NewServer(Handler(h.j))
+	defer srv.Close()
+	key := Key{Topic: h.topic, ID: "http-concurrent"}
+	const n = 200
+	res := make([]appendResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"seqNr":%d,"payload":{"n":%d}}`, i+1, i+1)
+			resp, err := http.Post(srv.URL+"/journal/"+key.Topic+"/"+key.ID, "application/x-ndjson", strings.NewReader(body))
+			if err != nil {
+				res[i] = appendResult{int64(i + 1), err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				res[i] = appendResult{seqNr: int64(i + 1)}
+			case 409:
+				var e struct {
+					Error string `json:"error"`
+					SeqNr *int64 `json:"seqNr"`
+				}
+				if err := json.Unmarshal(b, &e); err != nil || e.SeqNr == nil || *e.SeqNr < 1 || e.Error == "" {
+					res[i] = appendResult{int64(i + 1), fmt.Errorf("409 body %s: want {\"error\":...,\"seqNr\":N}", b)}
+					return
+				}
+				res[i] = appendResult{int64(i + 1), fmt.Errorf("409: %s: %w", e.Error, ErrConflict)}
+			default:
+				res[i] = appendResult{int64(i + 1), fmt.Errorf("status %d: %s", resp.StatusCode, b)}
+			}
+		}()
+	}
+	wg.Wait()
+	acked := ackedOf(t, res)
+	checkAcknowledged(t, h, key, acked, "before replication")
+	h.sync(0)
+	checkAcknowledged(t, h, key, acked, "after replication")
+}
+
+// An append whose seqNrs are not above the journal's is refused with the
+// journal's seqNr, and the stored events stay as they are.
+func TestAppendAtOrBelowSeqNr(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			h := newHarness(t, 1)
+			h.j.afterMark = func() { m.atMark(h) }
+			key := Key{Topic: h.topic, ID: "below"}
+			if _, err := h.j.Append(h.ctx, key, ev(1, 2, 3, 4, 5)); err != nil {
+				t.Fatal(err)
+			}
+			m.afterWrite(h, 0, 3)
+			for _, seqs := range [][]int64{{3}, {5}, {1, 2}, {4, 5, 6}, {5, 6}} {
+				evs := ev(seqs...)
+				for i := range evs {
+					evs[i].Payload = []byte(`{"overwritten":true}`)
+				}
+				_, err := h.j.Append(h.ctx, key, evs)
+				var ce *ConflictError
+				if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
+					t.Fatalf("append %v after 1..5: %v, want a ConflictError", seqs, err)
+				}
+				if ce.SeqNr != 5 {
+					t.Fatalf("append %v: conflict names seqNr %d, want 5", seqs, ce.SeqNr)
+				}
+				m.afterWrite(h, 1, 3)
+				// h.read checks every payload is the original one.
+				if got := h.read(key, 1); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+					t.Fatalf("after refused append %v: read %v", seqs, got)
+				}
+				if p := h.pointer(key); p != 5 {
+					t.Fatalf("after refused append %v: pointer %d, want 5", seqs, p)
+				}
+			}
+			if _, err := h.j.Append(h.ctx, key, ev(6)); err != nil {
+				t.Fatalf("append 6 after 1..5: %v", err)
+			}
+			h.sync(0)
+			if got := h.read(key, 1); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6}) {
+				t.Fatalf("read %v, want 1..6", got)
+			}
+		})
+	}
+}
+
+func TestHandlerConflict(t *testing.T) {
+	h := newHarness(t, 1)
+	srv := httptest.NewServer(Handler(h.j))
+	defer srv.Close()
+	url := srv.URL + "/journal/" + h.topic + "/c"
+	post := func(body string) (int, string) {
+		resp, err := http.Post(url, "application/x-ndjson", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := post(`{"seqNr":1}` + "\n" + `{"seqNr":2}`); st != 200 {
+		t.Fatalf("append 1..2: %d %s", st, b)
+	}
+	st, b := post(`{"seqNr":2}`)
+	if st != http.StatusConflict {
+		t.Fatalf("append 2 again: %d %s, want 409", st, b)
+	}
+	var e struct {
+		Error string `json:"error"`
+		SeqNr int64  `json:"seqNr"`
+	}
+	if err := json.Unmarshal([]byte(b), &e); err != nil || e.SeqNr != 2 || !strings.Contains(e.Error, "2") {
+		t.Fatalf("409 body %s: want {\"error\":...,\"seqNr\":2}", b)
+	}
+	if st, b := post(`{"seqNr":3}`); st != 200 {
+		t.Fatalf("append 3: %d %s", st, b)
+	}
+}
+
+// produceAppend writes an Append action record as another writer (a
+// kafka-journal client) would, without the Journal's checks.
+func produceAppend(t *testing.T, h *harness, id, payload string, seqs ...int64) int64 {
+	t.Helper()
+	ev := &action.Events{}
+	for _, s := range seqs {
+		ev.Events = append(ev.Events, action.Event{SeqNr: s, Kind: action.PayloadJSON, Payload: []byte(fmt.Sprintf(`{"n":%d,"by":%q}`, s, payload))})
+	}
+	v, f, err := action.EncodePayload(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := action.EncodeHeader(action.Header{Kind: action.KindAppend, From: seqs[0], To: seqs[len(seqs)-1], PayloadType: f, Origin: "scala"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &kgo.Record{Topic: h.topic, Key: []byte(id), Value: v, Headers: []kgo.RecordHeader{{Key: action.HeaderKey, Value: hb}}}
+	if err := h.client.ProduceSync(h.ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Offset
+}
+
+// Records in Kafka whose seqNr range is not above the journal's (written by
+// other writers, or by two writers racing) never overwrite stored events
+// nor move the pointer back: readers and the replicator skip them alike,
+// and the replicator counts and logs each with its topic/partition/offset.
+func TestReplicatorConflictingRecords(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			h := newHarness(t, 1)
+			h.rep.o.logger = slog.New(slog.NewTextHandler(&logs, nil))
+			h.j.afterMark = func() { m.atMark(h) }
+			const id = "foreign"
+			key := Key{Topic: h.topic, ID: id}
+			readBy := func() map[int64]string {
+				t.Helper()
+				out := map[int64]string{}
+				if _, err := h.j.Read(h.ctx, key, 1, func(e Event) error {
+					var p struct{ By string }
+					_ = json.Unmarshal(e.Payload, &p)
+					out[e.SeqNr] = p.By
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			produceAppend(t, h, id, "a", 1, 2, 3)
+			m.afterWrite(h, 0, 4)
+			o1 := produceAppend(t, h, id, "b", 2, 3, 4) // overlaps 2..3
+			m.afterWrite(h, 1, 4)
+			o2 := produceAppend(t, h, id, "c", 1) // below: would move the pointer back to 1
+			m.afterWrite(h, 2, 4)
+			produceAppend(t, h, id, "d", 5)
+			m.afterWrite(h, 3, 4)
+			want := map[int64]string{1: "a", 2: "a", 3: "a", 5: "d"}
+			check := func(when string) {
+				t.Helper()
+				if got := readBy(); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s: read %v, want %v", when, got, want)
+				}
+				if p := h.pointer(key); p != 5 {
+					t.Errorf("%s: pointer %d, want 5", when, p)
+				}
+			}
+			check("as written")
+			h.sync(0)
+			check("replicated")
+			if st := h.rep.Stats(); st.Conflicts != 2 {
+				t.Errorf("replicator stats %+v, want 2 conflicts", st)
+			}
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(h.rep.Collector())
+			if n := counterValue(t, reg, "streamd_journal_replicator_records_total", "conflict"); n != 2 {
+				t.Errorf("conflict metric %v, want 2", n)
+			}
+			for _, off := range []int64{o1, o2} {
+				if want := fmt.Sprintf("topic=%s partition=0 offset=%d", h.topic, off); !strings.Contains(logs.String(), want) {
+					t.Errorf("log does not name the conflicting record %q:\n%s", want, logs.String())
+				}
+			}
+		})
+	}
+}
+
+// A conflicting record goes to the quarantine topic too, so that it
+// outlives the journal topic's retention.
+func TestConflictQuarantined(t *testing.T) {
+	h := newHarness(t, 1)
+	var got []string
+	h.rep.o.quarantine = func(_ context.Context, rec record.Record, reason error) error {
+		got = append(got, fmt.Sprintf("%d %v", rec.Offset, reason))
+		return nil
+	}
+	produceAppend(t, h, "q", "a", 1, 2)
+	off := produceAppend(t, h, "q", "b", 2)
+	h.sync(0)
+	if len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprint(off)) || !strings.Contains(got[0], "conflict") {
+		t.Fatalf("quarantined %q, want the record at offset %d as a conflict", got, off)
+	}
+}
