@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,7 +59,7 @@ func checkAcknowledged(t *testing.T, h *harness, key Key, acked []int64, when st
 // and never appear.
 func TestConcurrentAppends(t *testing.T) {
 	for _, cache := range []bool{true, false} {
-		t.Run(fmt.Sprintf("head-cache=%v", cache), func(t *testing.T) {
+		t.Run(map[bool]string{true: "head-cache", false: "no-cache"}[cache], func(t *testing.T) {
 			var opts []Option
 			if !cache {
 				opts = append(opts, WithoutHeadCache())
@@ -332,4 +333,159 @@ func TestConflictQuarantined(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprint(off)) || !strings.Contains(got[0], "conflict") {
 		t.Fatalf("quarantined %q, want the record at offset %d as a conflict", got, off)
 	}
+}
+
+// replicateUntil runs h's replicator on partition 0 in the background, as
+// a replicator process would, until the returned stop is called.
+func replicateUntil(t *testing.T, h *harness) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(h.ctx)
+	cl := h.broker.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.topic: {0: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(20*time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				done <- nil
+				return
+			}
+			var recs []record.Record
+			fs.EachRecord(func(r *kgo.Record) {
+				rec := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+				for _, x := range r.Headers {
+					rec.Headers = append(rec.Headers, record.Header{Key: x.Key, Value: x.Value})
+				}
+				recs = append(recs, rec)
+			})
+			if len(recs) > 0 {
+				if _, err := h.rep.Write(ctx, recs); err != nil && ctx.Err() == nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("replicator: %v", err)
+		}
+	}
+}
+
+// Writers in different processes (Journals on their own clients, sharing
+// nothing but Kafka and the store) racing on one journal while the
+// replicator runs: each Append's verdict comes from the partition's order,
+// so every acknowledged event is kept and every refused one is void.
+func TestConcurrentAppendsAcrossJournals(t *testing.T) {
+	h := newHarness(t, 1)
+	key := Key{Topic: h.topic, ID: "racing"}
+	const writers, n = 4, 200
+	js := []*Journal{h.j}
+	for range writers - 1 {
+		j := New(h.broker.Client(t), h.store)
+		t.Cleanup(j.Close)
+		js = append(js, j)
+	}
+	stop := replicateUntil(t, h)
+	res := make([]appendResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := js[i%writers].Append(h.ctx, key, ev(int64(i+1)))
+			res[i] = appendResult{int64(i + 1), err}
+		}()
+	}
+	wg.Wait()
+	stop()
+	acked := ackedOf(t, res)
+	checkAcknowledged(t, h, key, acked, "while replicating")
+	h.applied[0] = 0 // the store has what the background replicator did
+	h.sync(0)
+	checkAcknowledged(t, h, key, acked, "after replication")
+	// The refused Appends that were written are exactly the conflicts the
+	// replicator found: the writers' verdicts and the replicator's agree.
+	var written int64
+	for _, r := range res {
+		var ce *ConflictError
+		if errors.As(r.err, &ce) && ce.Written {
+			written++
+		}
+	}
+	if st := h.rep.Stats(); st.Conflicts != written {
+		t.Errorf("replicator found %d conflicts, writers were refused %d written appends (%+v)", st.Conflicts, written, st)
+	}
+	t.Logf("%d refused appends were written to Kafka first", written)
+}
+
+// Writers that retry a refused Append with the seqNr the 409 names, plus
+// one, build one gapless journal between them: a refusal always carries
+// the journal's current seqNr.
+func TestOptimisticWriters(t *testing.T) {
+	h := newHarness(t, 1)
+	key := Key{Topic: h.topic, ID: "optimistic"}
+	const writers, each = 4, 25
+	js := []*Journal{h.j}
+	for range writers - 1 {
+		j := New(h.broker.Client(t), h.store)
+		t.Cleanup(j.Close)
+		js = append(js, j)
+	}
+	stop := replicateUntil(t, h)
+	var (
+		mu      sync.Mutex
+		acked   []int64
+		refused int
+		wg      sync.WaitGroup
+		errs    = make(chan error, writers)
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := int64(1)
+			for ok := 0; ok < each; {
+				_, err := js[w].Append(h.ctx, key, ev(next))
+				var ce *ConflictError
+				switch {
+				case err == nil:
+					mu.Lock()
+					acked = append(acked, next)
+					mu.Unlock()
+					ok++
+					next++
+				case errors.As(err, &ce):
+					if ce.SeqNr < next-1 {
+						errs <- fmt.Errorf("refused %d with seqNr %d, below what this writer wrote", next, ce.SeqNr)
+						return
+					}
+					mu.Lock()
+					refused++
+					mu.Unlock()
+					next = ce.SeqNr + 1
+				default:
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := make([]int64, writers*each)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	slices.Sort(acked)
+	if !slices.Equal(acked, want) {
+		t.Fatalf("acknowledged %v, want 1..%d", acked, len(want))
+	}
+	checkAcknowledged(t, h, key, acked, "while replicating")
+	t.Logf("%d appends acknowledged, %d refused", len(acked), refused)
 }

@@ -90,8 +90,11 @@ func genActions(r *rand.Rand, topic string, keys, n int) []*kgo.Record {
 		switch p := r.IntN(100); {
 		case p < 70:
 			from := next[id] + 1
+			if r.IntN(20) == 0 {
+				from = max(1, from-1-int64(r.IntN(3))) // another writer's: a conflict, unless it starts the journal
+			}
 			to := from + int64(r.IntN(5))
-			next[id] = to
+			next[id] = max(next[id], to)
 			ev := &action.Events{}
 			for s := from; s <= to; s++ {
 				if r.IntN(5) == 0 {

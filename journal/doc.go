@@ -7,6 +7,13 @@
 // is one Kafka record (an "action") on the partition of the id, with a
 // journal.action JSON header and, for Append, the events as the value.
 //
+// An Append is accepted only if its first seqNr is above the journal's
+// seqNr (and deleteTo), in the partition's order; the replicator and every
+// reader apply that rule alike, so a stored event is never overwritten and
+// seqNr never goes back. Append returns nil only for an accepted Append,
+// and a *ConflictError (ErrConflict) with the journal's seqNr otherwise,
+// also when another writer's action got into the partition first.
+//
 // A Replicator (a pipeline sink) folds those actions into a Store
 // (SQLite, PostgreSQL, or a sink plugin), per partition, idempotently, and
 // then records how far it got (the partition pointer). Readers combine the

@@ -180,24 +180,31 @@ func TestPluginStore(t *testing.T) {
 	if _, err := rep.Write(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.got) != 1 || len(sink.got[0]) != 3 {
+	if len(sink.got) != 1 || len(sink.got[0]) != 4 {
 		t.Fatalf("sink got %d batches: %+v", len(sink.got), sink.got)
 	}
+	// One record per Append action (the plugin accepts or refuses each on
+	// its own), no Mark, then the Delete and the pointer.
 	recs := sink.got[0]
-	h0, _ := recs[0].Header(action.HeaderKey)
-	if string(recs[0].Key) != "a" || recs[0].Offset != 12 || string(h0) != `{"append":{"range":{"from":1,"to":2},"payloadType":"json","metadata":{}}}` {
-		t.Errorf("merged append record: key %s offset %d header %s", recs[0].Key, recs[0].Offset, h0)
+	for i, want := range []struct {
+		off           int64
+		header, value string
+	}{
+		{10, `{"append":{"range":{"from":1,"to":1},"payloadType":"json","metadata":{}}}`, `{"events":[{"seqNr":1,"tags":[],"payloadType":"json","payload":1}],"metadata":{}}`},
+		{12, `{"append":{"range":{"from":2,"to":2},"payloadType":"json","metadata":{}}}`, `{"events":[{"seqNr":2,"tags":[],"payloadType":"json","payload":2}],"metadata":{}}`},
+	} {
+		h, _ := recs[i].Header(action.HeaderKey)
+		if string(recs[i].Key) != "a" || recs[i].Offset != want.off || string(h) != want.header || string(recs[i].Value) != want.value {
+			t.Errorf("append record %d: key %s offset %d header %s value %s; want offset %d header %s value %s", i, recs[i].Key, recs[i].Offset, h, recs[i].Value, want.off, want.header, want.value)
+		}
 	}
-	if want := `{"events":[{"seqNr":1,"tags":[],"payloadType":"json","payload":1},{"seqNr":2,"tags":[],"payloadType":"json","payload":2}],"metadata":{}}`; string(recs[0].Value) != want {
-		t.Errorf("merged append payload %s", recs[0].Value)
+	h2, _ := recs[2].Header(action.HeaderKey)
+	if string(recs[2].Key) != "b" || string(h2) != `{"delete":{"to":4}}` {
+		t.Errorf("delete record: %s %s", recs[2].Key, h2)
 	}
-	h1, _ := recs[1].Header(action.HeaderKey)
-	if string(recs[1].Key) != "b" || string(h1) != `{"delete":{"to":4}}` {
-		t.Errorf("delete record: %s %s", recs[1].Key, h1)
-	}
-	p, _ := recs[2].Header(PointerHeader)
-	if recs[2].Key != nil || string(p) != "13" {
-		t.Errorf("pointer record: key %q pointer %q", recs[2].Key, p)
+	p, _ := recs[3].Header(PointerHeader)
+	if recs[3].Key != nil || string(p) != "13" {
+		t.Errorf("pointer record: key %q pointer %q", recs[3].Key, p)
 	}
 }
 
@@ -227,7 +234,7 @@ func TestHandler(t *testing.T) {
 		{"GET", "", "", 200, "{\"seqNr\":1,\"tags\":[\"x\"],\"payload\":{\"a\":1}}\n{\"seqNr\":2,\"payloadType\":\"text\",\"payload\":\"hi\"}\n"},
 		{"GET", "?from=2", "", 200, "{\"seqNr\":2,\"payloadType\":\"text\",\"payload\":\"hi\"}\n"},
 		{"GET", "/pointer", "", 200, `{"seqNr":2}`},
-		{"POST", "", `{"seqNr":2}`, 200, `{"partition"`}, // the journal does not check seqNrs against the last
+		{"POST", "", `{"seqNr":2}`, 409, `"seqNr":2}`}, // not above the journal's seqNr
 		{"POST", "", `{"seqNr":0}`, 400, `seqNr 0`},
 		{"POST", "", ``, 400, `no events`},
 		{"GET", "?from=x", "", 400, `want a seqNr`},

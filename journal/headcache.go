@@ -58,11 +58,11 @@ func (c *headCache) close() {
 }
 
 // actions returns key's actions at offsets start..mark.Offset, from the
-// cache when it covers them, else from Kafka.
-func (c *headCache) actions(ctx context.Context, key Key, mark Position, start int64) ([]headAction, error) {
+// cache when it covers them (cached true), else from Kafka.
+func (c *headCache) actions(ctx context.Context, key Key, mark Position, start int64) (acts []headAction, cached bool, err error) {
 	p, err := c.partition(key.Topic, mark.Partition, start)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for {
 		c.mu.Lock()
@@ -72,7 +72,8 @@ func (c *headCache) actions(ctx context.Context, key Key, mark Position, start i
 		}
 		if p.from > start {
 			c.mu.Unlock()
-			return c.j.readHead(ctx, key, mark, start) // the cache does not cover it
+			acts, err := c.j.readHead(ctx, key, mark, start) // the cache does not cover it
+			return acts, false, err
 		}
 		if p.next > mark.Offset {
 			var out []headAction
@@ -82,17 +83,17 @@ func (c *headCache) actions(ctx context.Context, key Key, mark Position, start i
 				}
 			}
 			c.mu.Unlock()
-			c.j.stats.cacheHits.Add(1)
-			return out, nil
+			return out, true, nil
 		}
 		ch := p.changed
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-time.After(10 * time.Second):
-			return c.j.readHead(ctx, key, mark, start)
+			acts, err := c.j.readHead(ctx, key, mark, start)
+			return acts, false, err
 		}
 	}
 }

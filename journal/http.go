@@ -137,6 +137,9 @@ func statusOf(err error) int {
 	if errors.Is(err, ErrInvalid) {
 		return http.StatusBadRequest
 	}
+	if errors.Is(err, ErrConflict) {
+		return http.StatusConflict
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout
 	}
@@ -148,8 +151,20 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// errorBody is the JSON of a failed request; a refused Append (409) also
+// carries the journal's seqNr that the Append's first seqNr must exceed.
+type errorBody struct {
+	Error string `json:"error"`
+	SeqNr *int64 `json:"seqNr,omitempty"`
+}
+
 func httpError(w http.ResponseWriter, status int, err error) {
+	b := errorBody{Error: err.Error()}
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		b.SeqNr = &ce.SeqNr
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+	_ = json.NewEncoder(w).Encode(b)
 }

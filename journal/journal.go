@@ -34,7 +34,11 @@ type Journal struct {
 	// afterMark, if set, runs after a Mark is produced (tests use it to let
 	// a replicator catch up at exactly that point).
 	afterMark func()
-	stats     struct{ views, storeOnly, kafkaReads, cacheHits atomic.Int64 }
+	writers   writers
+	stats     struct {
+		views, storeOnly, kafkaReads, cacheHits atomic.Int64
+		appends, conflicts, checkReads          atomic.Int64
+	}
 }
 
 // JournalStats are a Journal's counters since it was made.
@@ -49,11 +53,20 @@ type JournalStats struct {
 	KafkaReads int64
 	// CacheHits is how many were answered by the head cache.
 	CacheHits int64
+	// Appends is how many Appends were written and accepted.
+	Appends int64
+	// Conflicts is how many Appends were refused with ErrConflict (written
+	// to Kafka or not).
+	Conflicts int64
+	// CheckReads is how many accepted or refused Appends read Kafka (not
+	// the head cache) to learn whether they were accepted.
+	CheckReads int64
 }
 
 // Stats returns the counters.
 func (j *Journal) Stats() JournalStats {
-	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load(), CacheHits: j.stats.cacheHits.Load()}
+	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load(), CacheHits: j.stats.cacheHits.Load(),
+		Appends: j.stats.appends.Load(), Conflicts: j.stats.conflicts.Load(), CheckReads: j.stats.checkReads.Load()}
 }
 
 // WithOrigin sets the origin written in every action header (default: the
@@ -122,10 +135,26 @@ func Headers(h map[string]string) AppendOption { return func(c *appendConfig) { 
 
 // Append writes events, atomically, as one Append action, and returns
 // where it was written. Events must be non-empty with increasing seqNrs.
+//
+// The journal accepts an Append only if its first seqNr is above the
+// journal's seqNr and deleteTo (any seqNr starts a journal that does not
+// exist, or was purged); the order that counts is the order of the actions
+// in the journal's Kafka partition. Append returns nil only for an accepted
+// Append: readers and the replicator then keep every one of its events
+// until a Delete or a Purge removes them. Otherwise it returns a
+// *ConflictError (wrapping ErrConflict) with the journal's seqNr: either it
+// knew before writing (nothing is written), or another writer's action came
+// first in the partition (the Append was written, and every reader and the
+// replicator ignore it). Appends of one Journal to one journal run one at a
+// time. An error other than these may leave the outcome unknown (see
+// ErrUnverified).
 func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...AppendOption) (Position, error) {
 	var c appendConfig
 	for _, o := range opts {
 		o(&c)
+	}
+	if err := key.check(); err != nil {
+		return Position{}, err
 	}
 	if len(events) == 0 {
 		return Position{}, fmt.Errorf("journal %s: append: no events: %w", key, ErrInvalid)
@@ -164,11 +193,172 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 		}
 		extra = append(extra, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
-	return j.produce(ctx, key, h, value, extra)
+	w := j.writers.acquire(key)
+	defer j.writers.release(key, w)
+	pos, err := j.appendChecked(ctx, key, w, h, value, extra)
+	if errors.Is(err, ErrConflict) {
+		j.stats.conflicts.Add(1)
+	} else if err == nil {
+		j.stats.appends.Add(1)
+	}
+	return pos, err
+}
+
+// ErrConflict is wrapped by the error of an Append that the journal
+// refuses because its first seqNr is not above the journal's seqNr and
+// deleteTo (a *ConflictError).
+var ErrConflict = errors.New("journal append conflict")
+
+// ConflictError is the error of a refused Append.
+type ConflictError struct {
+	Key Key
+	// From and To are the refused Append's first and last seqNr.
+	From, To int64
+	// SeqNr is what From had to exceed: the journal's seqNr (or deleteTo,
+	// if higher) when the Append came.
+	SeqNr int64
+	// Written is true if the Append was written to Kafka before another
+	// writer's action was found ahead of it, at Position; every reader and
+	// the replicator ignore it there (the replicator reports it as a
+	// conflict).
+	Written  bool
+	Position Position
+}
+
+func (e *ConflictError) Error() string {
+	s := fmt.Sprintf("journal %s: append %d..%d refused: seqNrs must be above the journal's seqNr %d", e.Key, e.From, e.To, e.SeqNr)
+	if e.Written {
+		s += fmt.Sprintf(" (another writer's action came first; the append written at %d/%d is void)", e.Position.Partition, e.Position.Offset)
+	}
+	return s
+}
+
+// Unwrap returns ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// ErrUnverified is wrapped by the error of an Append that was written to
+// Kafka but whose acceptance could not be checked (the context ended, or
+// reading the partition failed): it may or may not be part of the journal;
+// Pointer or Read tell.
+var ErrUnverified = errors.New("journal append written but not verified")
+
+// appendChecked writes the Append and tells whether the journal accepted
+// it. w is held.
+func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h action.Header, value []byte, extra []kgo.RecordHeader) (Position, error) {
+	conflict := func(seqNr int64) error {
+		w.seqNr, w.known = seqNr, true
+		return &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: seqNr}
+	}
+	// The state the Append lands on is the store's (at its pointer of the
+	// partition) plus the partition's actions after that pointer; read the
+	// store's part now, in one snapshot, before writing.
+	var (
+		base store.Head
+		ptrs map[int32]int64
+		err  error
+	)
+	suspect := w.known && !store.Accepts(true, w.seqNr, 0, h.From)
+	if !suspect {
+		if base, ptrs, err = j.storeState(ctx, key); err != nil {
+			return Position{}, err
+		}
+		suspect = !store.Accepts(base.Exists, base.SeqNr, base.DeleteTo, h.From)
+	}
+	if suspect {
+		// Probably a conflict: make sure, with a view up to a Mark, so that a
+		// refused Append is not written at all (a Purge since could make it
+		// right).
+		v, err := j.view(ctx, key)
+		if err != nil {
+			return Position{}, err
+		}
+		v.close()
+		if !store.Accepts(v.head.Exists, v.head.SeqNr, v.head.DeleteTo, h.From) {
+			return Position{}, conflict(v.head.Cur())
+		}
+		// Check from the view's store state.
+		base, ptrs = v.stored, map[int32]int64{}
+		if v.hasPtr {
+			ptrs[v.mark.Partition] = v.ptr
+		}
+	}
+	pos, err := j.produce(ctx, key, h, value, extra)
+	if err != nil {
+		return Position{}, err
+	}
+	// Fold the journal's actions between the store's pointer and the
+	// Append, then the Append itself: the fold the replicator and every
+	// reader apply.
+	start := int64(0)
+	if p, ok := ptrs[pos.Partition]; ok {
+		start = p + 1
+	}
+	acts, cached, err := j.headActions(ctx, key, pos, start)
+	if err != nil {
+		return pos, j.unverified(key, h, pos, err)
+	}
+	if !cached {
+		j.stats.checkReads.Add(1)
+	}
+	head := base
+	for _, a := range acts {
+		if a.offset == pos.Offset {
+			before := head.Cur()
+			if !head.Apply(a.header, a.offset) {
+				w.seqNr, w.known = before, true
+				return pos, &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: before, Written: true, Position: pos}
+			}
+			w.seqNr, w.known = h.To, true
+			return pos, nil
+		}
+		head.Apply(a.header, a.offset)
+	}
+	return pos, j.unverified(key, h, pos, fmt.Errorf("the append is not in the partition up to its own offset"))
+}
+
+func (j *Journal) unverified(key Key, h action.Header, pos Position, err error) error {
+	return fmt.Errorf("journal %s: append %d..%d written at %d/%d: %w: %w", key, h.From, h.To, pos.Partition, pos.Offset, ErrUnverified, err)
+}
+
+// storeState returns the journal's row in the store as a Head, and the
+// topic's partition pointers, from one snapshot (an empty Head and no
+// pointers for a store that cannot be read).
+func (j *Journal) storeState(ctx context.Context, key Key) (store.Head, map[int32]int64, error) {
+	if !j.store.readable {
+		return store.NewHead(store.Meta{}, false), nil, nil
+	}
+	snap, err := j.store.s.Snapshot(ctx)
+	if err != nil {
+		return store.Head{}, nil, err
+	}
+	defer snap.Close()
+	m, ok, err := snap.Meta(ctx, store.Key{Topic: key.Topic, ID: key.ID})
+	if err != nil {
+		return store.Head{}, nil, err
+	}
+	ptrs, err := snap.Pointers(ctx, key.Topic)
+	if err != nil {
+		return store.Head{}, nil, err
+	}
+	return store.NewHead(m, ok), ptrs, nil
+}
+
+// headActions returns key's actions at offsets start..until.Offset of
+// until's partition, from the head cache if there is one (cached true) or
+// from Kafka.
+func (j *Journal) headActions(ctx context.Context, key Key, until Position, start int64) (acts []headAction, cached bool, err error) {
+	if j.cache != nil {
+		return j.cache.actions(ctx, key, until, start)
+	}
+	acts, err = j.readHead(ctx, key, until, start)
+	return acts, false, err
 }
 
 // Purge removes the whole journal: the next Append starts a new one.
 func (j *Journal) Purge(ctx context.Context, key Key) (Position, error) {
+	if err := key.check(); err != nil {
+		return Position{}, err
+	}
 	return j.produce(ctx, key, action.Header{Kind: action.KindPurge, Origin: j.o.origin}, nil, nil)
 }
 
@@ -263,6 +453,11 @@ type view struct {
 	snap    store.Snapshot
 	head    store.Head
 	appends []headAppend
+	// stored is the journal's row in the store as a Head, before the fold;
+	// ptr (if hasPtr) the store's pointer of the Mark's partition.
+	stored store.Head
+	ptr    int64
+	hasPtr bool
 }
 
 func (v *view) close() {
@@ -272,6 +467,9 @@ func (v *view) close() {
 }
 
 func (j *Journal) view(ctx context.Context, key Key) (*view, error) {
+	if err := key.check(); err != nil {
+		return nil, err
+	}
 	mark, err := j.produce(ctx, key, action.Header{Kind: action.KindMark, ID: randomID(), Origin: j.o.origin}, nil, nil)
 	if err != nil {
 		return nil, err
@@ -298,6 +496,7 @@ func (j *Journal) view(ctx context.Context, key Key) (*view, error) {
 		}
 	}
 	v.head = store.NewHead(m, ok)
+	v.stored, v.ptr, v.hasPtr = v.head, ptr, hasPtr
 	j.stats.views.Add(1)
 	if hasPtr && ptr >= mark.Offset {
 		j.stats.storeOnly.Add(1)
@@ -307,18 +506,20 @@ func (j *Journal) view(ctx context.Context, key Key) (*view, error) {
 	if hasPtr {
 		start = ptr + 1
 	}
-	var acts []headAction
-	if j.cache != nil {
-		acts, err = j.cache.actions(ctx, key, mark, start)
-	} else {
-		acts, err = j.readHead(ctx, key, mark, start)
-	}
+	acts, cached, err := j.headActions(ctx, key, mark, start)
 	if err != nil {
 		v.close()
 		return nil, err
 	}
+	if cached {
+		j.stats.cacheHits.Add(1)
+	} else {
+		j.stats.kafkaReads.Add(1)
+	}
 	for _, a := range acts {
-		v.head.Apply(a.header, a.offset)
+		if !v.head.Apply(a.header, a.offset) {
+			continue // an Append not above the journal's seqNr: void
+		}
 		switch a.header.Kind {
 		case action.KindPurge:
 			v.appends = v.appends[:0]
@@ -343,7 +544,6 @@ type headAction struct {
 // readHead consumes the mark's partition from start up to the mark and
 // returns key's actions.
 func (j *Journal) readHead(ctx context.Context, key Key, mark Position, start int64) ([]headAction, error) {
-	j.stats.kafkaReads.Add(1)
 	var acts []headAction
 	err := j.consume(ctx, key.Topic, mark.Partition, start, mark.Offset, func(r *kgo.Record) {
 		if string(r.Key) != key.ID {
@@ -457,21 +657,3 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// ErrConflict is wrapped by the error of an Append that the journal
-// refuses because its seqNrs are not above the journal's (a ConflictError).
-var ErrConflict = errors.New("journal append conflict")
-
-// ConflictError is the error of a refused Append.
-type ConflictError struct {
-	Key      Key
-	From, To int64 // the refused Append's seqNrs
-	SeqNr    int64 // the journal's seqNr, which From must exceed
-}
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("journal %s: append %d..%d: seqNrs must be above the journal's seqNr %d", e.Key, e.From, e.To, e.SeqNr)
-}
-
-// Unwrap returns ErrConflict.
-func (e *ConflictError) Unwrap() error { return ErrConflict }

@@ -37,11 +37,11 @@ func (p *pluginStore) Apply(ctx context.Context, b *store.Batch) error {
 	var recs []record.Record
 	for _, k := range b.Keys {
 		for _, op := range k.Ops {
-			r, err := opRecord(b, k.ID, op)
+			rs, err := opRecords(b, k.ID, op)
 			if err != nil {
 				return err
 			}
-			recs = append(recs, r)
+			recs = append(recs, rs...)
 		}
 	}
 	recs = append(recs, record.Record{
@@ -60,21 +60,35 @@ func (p *pluginStore) Apply(ctx context.Context, b *store.Batch) error {
 	return nil
 }
 
-func opRecord(b *store.Batch, id string, op store.Op) (record.Record, error) {
-	r := record.Record{Key: []byte(id), Topic: b.Topic, Partition: b.Partition, Offset: op.Offset, Timestamp: op.Timestamp}
-	h := action.Header{Kind: op.Kind, Origin: op.Origin}
-	switch op.Kind {
-	case action.KindAppend:
-		h.From, h.To = op.From, op.To
-		ev := &action.Events{Metadata: action.Metadata{ExpireAfter: op.ExpireAfter}}
-		for _, e := range op.Events {
+// opRecords returns the records of one op: one per Append action (each
+// must be accepted or refused on its own), one for a Delete or a Purge.
+func opRecords(b *store.Batch, id string, op store.Op) ([]record.Record, error) {
+	if op.Kind != action.KindAppend {
+		r := record.Record{Key: []byte(id), Topic: b.Topic, Partition: b.Partition, Offset: op.Offset, Timestamp: op.Timestamp}
+		h := action.Header{Kind: op.Kind, Origin: op.Origin}
+		if op.Kind == action.KindDelete {
+			h.To = op.DeleteTo
+		}
+		hb, err := action.EncodeHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		r.Headers = []record.Header{{Key: action.HeaderKey, Value: hb}}
+		return []record.Record{r}, nil
+	}
+	out := make([]record.Record, 0, len(op.Parts))
+	for _, p := range op.Parts {
+		r := record.Record{Key: []byte(id), Topic: b.Topic, Partition: b.Partition, Offset: p.Offset, Timestamp: p.Timestamp}
+		h := action.Header{Kind: action.KindAppend, Origin: p.Origin, From: p.From, To: p.To}
+		ev := &action.Events{Metadata: action.Metadata{ExpireAfter: p.ExpireAfter}}
+		for _, e := range p.Events {
 			ev.Events = append(ev.Events, action.Event{SeqNr: e.SeqNr, Tags: e.Tags, Kind: e.Kind, Payload: e.Payload})
 			h.Metadata = e.Metadata
 		}
 		if len(ev.Events) > 0 {
 			v, format, err := action.EncodePayload(ev)
 			if err != nil {
-				return r, err
+				return nil, err
 			}
 			r.Value, h.PayloadType = v, format
 		} else {
@@ -83,15 +97,14 @@ func opRecord(b *store.Batch, id string, op store.Op) (record.Record, error) {
 			h.PayloadType = action.FormatJSON
 			r.Value = []byte{}
 		}
-	case action.KindDelete:
-		h.To = op.DeleteTo
+		hb, err := action.EncodeHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		r.Headers = []record.Header{{Key: action.HeaderKey, Value: hb}}
+		out = append(out, r)
 	}
-	hb, err := action.EncodeHeader(h)
-	if err != nil {
-		return r, err
-	}
-	r.Headers = []record.Header{{Key: action.HeaderKey, Value: hb}}
-	return r, nil
+	return out, nil
 }
 
 func (p *pluginStore) Pointer(context.Context, string, int32) (int64, bool, error) {

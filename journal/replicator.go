@@ -20,9 +20,11 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// QuarantineFunc receives a malformed action record and why it is
-// malformed. It must return only once the record is durably kept
-// (produced to a quarantine topic, say): replication then goes on past it.
+// QuarantineFunc receives an action record the replicator does not apply,
+// and why: a malformed record (the reason wraps ErrMalformed), or an Append
+// whose seqNrs are not above its journal's (the reason wraps ErrConflict).
+// It must return only once the record is durably kept (produced to a
+// quarantine topic, say): replication then goes on past it.
 type QuarantineFunc func(ctx context.Context, rec record.Record, reason error) error
 
 // Option configures a Replicator or a Journal.
@@ -46,8 +48,9 @@ func WithConsumerOptions(opts ...kgo.Opt) Option {
 // WithLogger sets the logger (default: slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithQuarantine sets where a Replicator sends malformed action records.
-// Without it they are logged, counted and skipped.
+// WithQuarantine sets where a Replicator sends malformed action records
+// and conflicting Appends. Without it they are logged, counted and skipped
+// (they stay in the journal topic until its retention removes them).
 func WithQuarantine(q QuarantineFunc) Option { return func(o *options) { o.quarantine = q } }
 
 func buildOptions(opts []Option) options {
@@ -66,7 +69,7 @@ type ReplicatorStats struct {
 	Quarantined int64 // malformed
 	Events      int64 // events written
 	Batches     int64 // store transactions
-	Conflicts   int64 // appends not above the journal's seqNr, skipped
+	Conflicts   int64 // Appends not above their journal's seqNr, skipped (see ErrConflict)
 }
 
 // Replicator applies journal actions to a Store. It is a plugins.Sink: the
@@ -76,7 +79,7 @@ type Replicator struct {
 	store *Store
 	o     options
 	stats struct {
-		records, skipped, ignored, quarantined, events, batches atomic.Int64
+		records, skipped, ignored, quarantined, events, batches, conflicts atomic.Int64
 	}
 }
 
@@ -95,6 +98,7 @@ func (r *Replicator) Stats() ReplicatorStats {
 	return ReplicatorStats{
 		Records: r.stats.records.Load(), Skipped: r.stats.skipped.Load(), Ignored: r.stats.ignored.Load(),
 		Quarantined: r.stats.quarantined.Load(), Events: r.stats.events.Load(), Batches: r.stats.batches.Load(),
+		Conflicts: r.stats.conflicts.Load(),
 	}
 }
 
@@ -203,16 +207,50 @@ func (r *Replicator) writePartition(ctx context.Context, pk partKey, batch []rec
 	for _, id := range ids {
 		ops := store.Fold(pk.partition, per[id])
 		for _, op := range ops {
-			n += len(op.Events)
+			for _, p := range op.Parts {
+				n += len(p.Events)
+			}
 		}
 		b.Keys = append(b.Keys, store.KeyOps{ID: id, Ops: ops})
+	}
+	// Appends not above their journal's seqNr are found inside the store's
+	// transaction; they are quarantined there (before the pointer passes
+	// them), and logged and counted once the batch is committed.
+	var conflicts []store.Conflict
+	b.OnConflict = func(ctx context.Context, cs []store.Conflict) error {
+		conflicts = cs
+		if r.o.quarantine == nil {
+			return nil
+		}
+		for _, c := range cs {
+			k, found := slices.BinarySearchFunc(idx, c.Offset, func(i int, off int64) int { return cmp.Compare(batch[i].Offset, off) })
+			if !found {
+				return fmt.Errorf("journal replicator: conflicting append at %s/%d@%d is not in the batch", pk.topic, pk.partition, c.Offset)
+			}
+			rec := batch[idx[k]]
+			if err := r.o.quarantine(ctx, rec, conflictReason(c)); err != nil {
+				return fmt.Errorf("journal replicator: quarantine %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+		}
+		return nil
 	}
 	if err := r.store.s.Apply(ctx, b); err != nil {
 		return err
 	}
+	for _, c := range conflicts {
+		n -= c.Events
+		r.o.logger.Warn("journal: append not above the journal's seqNr skipped (another writer's append came first)",
+			"topic", pk.topic, "partition", pk.partition, "offset", c.Offset, "id", c.ID,
+			"from", c.From, "to", c.To, "journal_seqNr", c.SeqNr)
+	}
+	r.stats.conflicts.Add(int64(len(conflicts)))
 	r.stats.batches.Add(1)
 	r.stats.events.Add(int64(n))
 	return nil
+}
+
+func conflictReason(c store.Conflict) error {
+	return fmt.Errorf("%w: append %d..%d of journal %q is not above its seqNr %d: skipped, its events were not stored", ErrConflict, c.From, c.To, c.ID, c.SeqNr)
 }
 
 func (r *Replicator) quarantine(ctx context.Context, rec *record.Record, reason error) error {
@@ -267,6 +305,9 @@ func parseRecord(rec *record.Record) (id string, a store.Action, ok bool, err er
 	}
 	if h.Kind == action.KindUnknown {
 		return "", a, false, nil
+	}
+	if err := checkID(string(rec.Key)); err != nil {
+		return "", a, false, fmt.Errorf("%w: journal id (the record key): %w", action.ErrMalformed, err)
 	}
 	a = store.Action{Header: h, Offset: rec.Offset, Timestamp: rec.Timestamp}
 	if h.Kind == action.KindAppend {

@@ -3,8 +3,10 @@ package journal
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/streamd/streamd/journal/internal/action"
 )
@@ -17,6 +19,54 @@ type Key struct {
 }
 
 func (k Key) String() string { return k.Topic + "/" + k.ID }
+
+// MaxIDBytes is the longest journal id, in bytes of UTF-8. An id must be
+// valid UTF-8 (it is the Kafka record key, which kafka-journal decodes as
+// UTF-8) and 1..MaxIDBytes bytes long, so that it fits every store's index
+// (PostgreSQL's B-tree entries are limited to about 2.7 kB).
+const MaxIDBytes = 1024
+
+// check reports a key the journal cannot use: a topic that is not a legal
+// Kafka topic name, an id that is empty, too long or not UTF-8.
+func (k Key) check() error {
+	if err := checkTopic(k.Topic); err != nil {
+		return fmt.Errorf("journal topic %q: %w: %w", k.Topic, err, ErrInvalid)
+	}
+	if err := checkID(k.ID); err != nil {
+		return fmt.Errorf("journal %s: id: %w: %w", k.Topic, err, ErrInvalid)
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("empty")
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("%d bytes, over the limit of %d", len(id), MaxIDBytes)
+	case !utf8.ValidString(id):
+		return errors.New("not valid UTF-8")
+	}
+	return nil
+}
+
+// checkTopic applies Kafka's rules for topic names.
+func checkTopic(t string) error {
+	switch {
+	case t == "":
+		return errors.New("empty")
+	case len(t) > 249:
+		return fmt.Errorf("%d characters, over Kafka's limit of 249", len(t))
+	case t == "." || t == "..":
+		return errors.New(`"." and ".." are not topic names`)
+	}
+	for _, c := range []byte(t) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("character %q: Kafka topic names use only ASCII letters, digits, '.', '_' and '-'", c)
+		}
+	}
+	return nil
+}
 
 // Position is where an action was written: its Kafka partition and offset.
 type Position struct {

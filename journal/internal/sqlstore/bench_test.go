@@ -32,7 +32,8 @@ func BenchmarkReadInterleaved(b *testing.B) {
 		for j := 0; j < journals; j++ {
 			off++
 			ev := store.Event{SeqNr: seq, Kind: action.PayloadJSON, Payload: payload, Offset: off, Timestamp: time.UnixMilli(off), Tags: []string{"order"}}
-			bt.Keys = append(bt.Keys, store.KeyOps{ID: fmt.Sprintf("journal-%03d", j), Ops: []store.Op{{Kind: action.KindAppend, Offset: off, Timestamp: ev.Timestamp, From: seq, To: seq, Events: []store.Event{ev}}}})
+			bt.Keys = append(bt.Keys, store.KeyOps{ID: fmt.Sprintf("journal-%03d", j), Ops: []store.Op{{Kind: action.KindAppend, Offset: off, Timestamp: ev.Timestamp,
+				Parts: []store.AppendPart{{Offset: off, Timestamp: ev.Timestamp, From: seq, To: seq, Events: []store.Event{ev}}}}}})
 		}
 		bt.Pointer = off
 		if err := s.Apply(ctx, bt); err != nil {
@@ -85,13 +86,14 @@ func BenchmarkMigrateFromV1(b *testing.B) {
 		for j := 0; j < 256 && n < b.N; j++ {
 			k := int(off % journals)
 			off++
-			op := store.Op{Kind: action.KindAppend, Offset: off, Timestamp: time.UnixMilli(off), From: next[k] + 1}
+			part := store.AppendPart{Offset: off, Timestamp: time.UnixMilli(off), From: next[k] + 1}
 			for e := 0; e < per && n < b.N; e++ {
 				next[k]++
 				n++
-				op.Events = append(op.Events, store.Event{SeqNr: next[k], Kind: action.PayloadJSON, Payload: payload, Offset: off, Timestamp: op.Timestamp, Tags: []string{"order"}})
+				part.Events = append(part.Events, store.Event{SeqNr: next[k], Kind: action.PayloadJSON, Payload: payload, Offset: off, Timestamp: part.Timestamp, Tags: []string{"order"}})
 			}
-			op.To = next[k]
+			part.To = next[k]
+			op := store.Op{Kind: action.KindAppend, Offset: off, Timestamp: part.Timestamp, Parts: []store.AppendPart{part}}
 			bt.Keys = append(bt.Keys, store.KeyOps{ID: fmt.Sprintf("journal-%04d", k), Ops: []store.Op{op}})
 		}
 		bt.Pointer = off

@@ -41,9 +41,11 @@ import (
 )
 
 // SchemaVersion is the schema this code writes. Version 1 (before
-// streamd 0.3) keyed journal_event by (topic, id, seq_nr) and had no jid;
-// Open migrates it.
-const SchemaVersion = 2
+// streamd 0.3) keyed journal_event by (topic, id, seq_nr) and had no jid.
+// Version 3 has version 2's tables with one more invariant: a journal's
+// seq_nr is at or above every stored event's (version 2's rules let an
+// Append below the journal's seqNr move seq_nr back). Open migrates both.
+const SchemaVersion = 3
 
 type dialect int
 
@@ -71,8 +73,8 @@ type Option func(*Store)
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 type queries struct {
-	meta, delEvents, setPointer, pointer, events, expired string
-	insertEventsHead, insertEventsTail                    string
+	meta, delEvents, setPointer, pointer, pointers, events, expired string
+	insertEventsHead, insertEventsTail                              string
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path.
@@ -167,14 +169,17 @@ func newStore(d dialect, w, r *sql.DB, opts []Option) *Store {
 		delEvents:  `DELETE FROM journal_event WHERE jid = ? AND seq_nr <= ?`,
 		setPointer: `INSERT INTO journal_pointer (topic, kafka_partition, kafka_offset, created, updated) VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic, kafka_partition) DO UPDATE SET kafka_offset = CASE WHEN excluded.kafka_offset > journal_pointer.kafka_offset THEN excluded.kafka_offset ELSE journal_pointer.kafka_offset END, updated = excluded.updated`,
 		pointer:    `SELECT kafka_offset FROM journal_pointer WHERE topic = ? AND kafka_partition = ?`,
+		pointers:   `SELECT kafka_partition, kafka_offset FROM journal_pointer WHERE topic = ?`,
 		events:     `SELECT seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload FROM journal_event WHERE jid = (SELECT jid FROM journal_meta WHERE topic = ? AND id = ?) AND seq_nr >= ? ORDER BY seq_nr`,
 		expired:    `SELECT topic, id FROM journal_meta WHERE expire_on IS NOT NULL AND expire_on <= ? ORDER BY expire_on LIMIT ?`,
 
 		insertEventsHead: `INSERT INTO journal_event (jid, seq_nr, kafka_partition, kafka_offset, ts, origin, version, tags, metadata, headers, payload_type, payload) VALUES `,
-		insertEventsTail: ` ON CONFLICT (jid, seq_nr) DO UPDATE SET kafka_partition = excluded.kafka_partition, kafka_offset = excluded.kafka_offset, ts = excluded.ts, origin = excluded.origin, version = excluded.version, tags = excluded.tags, metadata = excluded.metadata, headers = excluded.headers, payload_type = excluded.payload_type, payload = excluded.payload`,
+		// A stored event is never overwritten: the rules never write a seqNr
+		// twice, so a conflict here is a fault, reported, not applied.
+		insertEventsTail: ` ON CONFLICT (jid, seq_nr) DO NOTHING`,
 	}
 	if d == postgres {
-		for _, p := range []*string{&s.q.meta, &s.q.delEvents, &s.q.setPointer, &s.q.pointer, &s.q.events, &s.q.expired} {
+		for _, p := range []*string{&s.q.meta, &s.q.delEvents, &s.q.setPointer, &s.q.pointer, &s.q.pointers, &s.q.events, &s.q.expired} {
 			*p = rebind(*p, 1)
 		}
 	}
@@ -316,6 +321,22 @@ func (s *Store) migrate(ctx context.Context) error {
 			s.log.Info("journal store: schema migrated from version 1 to 2", "journals", copied[0], "events", copied[1], "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
+	if from == 1 || from == 2 {
+		// Stores written by the old rules: bring seq_nr up to the highest
+		// stored event, so that no new Append is accepted at a seqNr that is
+		// already stored.
+		res, err := tx.ExecContext(ctx, `UPDATE journal_meta SET seq_nr = (SELECT MAX(e.seq_nr) FROM journal_event e WHERE e.jid = journal_meta.jid) WHERE seq_nr < (SELECT MAX(e.seq_nr) FROM journal_event e WHERE e.jid = journal_meta.jid)`)
+		if err != nil {
+			return fmt.Errorf("migrate schema %d to 3: raise seq_nr to the stored events: %w", from, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			prev := done
+			done = func() {
+				prev()
+				s.log.Warn("journal store: journals whose seq_nr was below their stored events (written under the old rules, which accepted appends at or below a journal's seqNr) now have seq_nr = their highest stored event", "journals", n)
+			}
+		}
+	}
 	up := `INSERT INTO journal_setting (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`
 	if _, err := tx.ExecContext(ctx, s.bind(up), "schema_version", strconv.Itoa(SchemaVersion)); err != nil {
 		return fmt.Errorf("write schema version: %w", err)
@@ -423,6 +444,26 @@ type snapshot struct {
 
 func (r *snapshot) Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error) {
 	return pointer(ctx, r.tx, r.s.q.pointer, topic, partition)
+}
+
+func (r *snapshot) Pointers(ctx context.Context, topic string) (map[int32]int64, error) {
+	rows, err := r.tx.QueryContext(ctx, r.s.q.pointers, topic)
+	if err != nil {
+		return nil, fmt.Errorf("journal store: pointers %s: %w", topic, err)
+	}
+	defer rows.Close()
+	out := map[int32]int64{}
+	for rows.Next() {
+		var (
+			p   int32
+			off int64
+		)
+		if err := rows.Scan(&p, &off); err != nil {
+			return nil, fmt.Errorf("journal store: pointers %s: %w", topic, err)
+		}
+		out[p] = off
+	}
+	return out, rows.Err()
 }
 
 func (r *snapshot) Meta(ctx context.Context, key store.Key) (store.Meta, bool, error) {
@@ -596,12 +637,6 @@ func chunks(n int) []int {
 		}
 	}
 	return out
-}
-
-// exec runs the batch statement k, prepared at open, in the transaction.
-func (t *sqlTx) exec(ctx context.Context, k stmtKey, args []any) error {
-	_, err := t.tx.StmtContext(ctx, t.s.stmts[k]).ExecContext(ctx, args...)
-	return err
 }
 
 func (t *sqlTx) query(ctx context.Context, k stmtKey, args []any) (*sql.Rows, error) {
@@ -800,8 +835,13 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 			nullStr(e.Origin), nullStr(e.Version), tags, md, headers, int16(e.Kind), payload)
 	}
 	t.args = args
-	if err := t.exec(ctx, stmtKey{stmtInsertEvents, len(events)}, args); err != nil {
+	res, err := t.tx.StmtContext(ctx, t.s.stmts[stmtKey{stmtInsertEvents, len(events)}]).ExecContext(ctx, args...)
+	if err != nil {
 		return fmt.Errorf("put events: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n != int64(len(events)) {
+		return fmt.Errorf("put events: %d of %d events of %s (%s/%d..%s/%d) are already stored: refusing to overwrite them",
+			int64(len(events))-n, len(events), topic, events[0].ID, events[0].SeqNr, events[len(events)-1].ID, events[len(events)-1].SeqNr)
 	}
 	return nil
 }

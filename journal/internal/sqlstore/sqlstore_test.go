@@ -46,7 +46,8 @@ func openStores(t *testing.T) map[string]dumper {
 }
 
 // randomActions makes a plausible action stream for a few keys: appends
-// with increasing seqNrs, deletes, purges, marks.
+// with increasing seqNrs (a few with gaps, a few conflicting: not above the
+// journal's seqNr), deletes, purges, marks.
 func randomActions(r *rand.Rand, keys, n int) (ids []string, acts []store.Action) {
 	next := map[string]int64{}
 	for i := 0; i < n; i++ {
@@ -58,11 +59,14 @@ func randomActions(r *rand.Rand, keys, n int) (ids []string, acts []store.Action
 		switch p := r.IntN(20); {
 		case p < 13:
 			from := next[id] + 1
-			if r.IntN(10) == 0 {
+			switch r.IntN(10) {
+			case 0:
 				from += int64(r.IntN(3)) // a gap
+			case 1:
+				from = max(1, from-1-int64(r.IntN(3))) // at or below the journal's seqNr: a conflict, unless it starts one
 			}
 			to := from + int64(r.IntN(4))
-			next[id] = to
+			next[id] = max(next[id], to)
 			ev := &action.Events{}
 			for s := from; s <= to; s++ {
 				ev.Events = append(ev.Events, action.Event{SeqNr: s, Kind: action.PayloadJSON, Payload: []byte(fmt.Sprint(s))})
@@ -400,4 +404,98 @@ func FuzzDecodeTags(f *testing.F) {
 			t.Fatalf("%q: %#v, encoding/json %#v", s, got, want)
 		}
 	})
+}
+
+// TestMigrateV2RaisesSeqNr: a version 2 store in which a journal's seq_nr
+// went back below its stored events (the old rules accepted an Append
+// below the journal's seqNr) is migrated so that seq_nr covers every
+// stored event; a new Append at a stored seqNr is then a conflict, never
+// an overwrite.
+func TestMigrateV2RaisesSeqNr(t *testing.T) {
+	ctx := context.Background()
+	var logs strings.Builder
+	path := filepath.Join(t.TempDir(), "v2.db")
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(off, from, to int64) store.AppendPart {
+		p := store.AppendPart{Offset: off, From: from, To: to}
+		for q := from; q <= to; q++ {
+			p.Events = append(p.Events, store.Event{SeqNr: q, Kind: action.PayloadJSON, Payload: []byte(fmt.Sprint(q)), Offset: off})
+		}
+		return p
+	}
+	apply := func(s *Store, b *store.Batch) error { return s.Apply(ctx, b) }
+	if err := apply(s, &store.Batch{Topic: "t", Pointer: 1, Keys: []store.KeyOps{
+		{ID: "k", Ops: []store.Op{{Kind: action.KindAppend, Offset: 1, Parts: []store.AppendPart{part(1, 1, 5)}}}},
+		{ID: "ok", Ops: []store.Op{{Kind: action.KindAppend, Offset: 1, Parts: []store.AppendPart{part(1, 1, 2)}}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`UPDATE journal_meta SET seq_nr = 3 WHERE id = 'k'`, `UPDATE journal_setting SET value = '2' WHERE name = 'schema_version'`} {
+		if _, err := s.write.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = OpenSQLite(ctx, path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, err := s.Dump(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d[store.Key{Topic: "t", ID: "k"}].SeqNr != 5 || d[store.Key{Topic: "t", ID: "ok"}].SeqNr != 2 {
+		t.Fatalf("after migration %+v, want k at seqNr 5, ok at 2", d)
+	}
+	if !strings.Contains(logs.String(), "journals=1") {
+		t.Fatalf("migration log %q does not say one journal was raised", logs.String())
+	}
+	var conflicts []store.Conflict
+	b := &store.Batch{Topic: "t", Pointer: 2, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindAppend, Offset: 2, Parts: []store.AppendPart{part(2, 4, 4)}}}}},
+		OnConflict: func(_ context.Context, cs []store.Conflict) error { conflicts = cs; return nil }}
+	if err := apply(s, b); err != nil {
+		t.Fatal(err)
+	}
+	if len(conflicts) != 1 || conflicts[0].SeqNr != 5 {
+		t.Fatalf("append 4 after the migration: conflicts %+v, want one against seqNr 5", conflicts)
+	}
+}
+
+// A store that holds an event the rules are about to write again refuses
+// the batch: an event is never overwritten.
+func TestPutEventsNeverOverwrites(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range openStores(t) {
+		t.Run(name, func(t *testing.T) {
+			topic := testenv.Topic(t, "ow")
+			ev := func(p string) []store.Event {
+				return []store.Event{{SeqNr: 1, Kind: action.PayloadText, Payload: []byte(p), Offset: 1}}
+			}
+			b := &store.Batch{Topic: topic, Pointer: 1, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindAppend, Offset: 1, Parts: []store.AppendPart{{Offset: 1, From: 1, To: 1, Events: ev("a")}}}}}}}
+			if err := s.Apply(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			// Make the row forget the event, as a store written by the old
+			// rules could have it, then append seqNr 1 again.
+			if _, err := s.(*Store).write.ExecContext(ctx, s.(*Store).bind(`UPDATE journal_meta SET seq_nr = 0, delete_to = 0 WHERE topic = ?`), topic); err != nil {
+				t.Fatal(err)
+			}
+			b = &store.Batch{Topic: topic, Pointer: 2, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindAppend, Offset: 2, Parts: []store.AppendPart{{Offset: 2, From: 1, To: 1, Events: ev("b")}}}}}}}
+			err := s.Apply(ctx, b)
+			if err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
+				t.Fatalf("apply over a stored event: %v, want a refusal", err)
+			}
+			snap, _ := s.Snapshot(ctx)
+			defer snap.Close()
+			var got string
+			snap.Events(ctx, store.Key{Topic: topic, ID: "k"}, 1, func(e store.Event) error { got += string(e.Payload); return nil })
+			if got != "a" {
+				t.Fatalf("stored event payload %q, want the original a", got)
+			}
+		})
+	}
 }

@@ -17,8 +17,9 @@ type Action struct {
 
 // Fold turns one key's actions (oldest first, one partition) into the ops
 // to apply, as kafka-journal's replicator does: Marks are dropped, all that
-// precedes the last Purge is dropped, consecutive Appends merge (carrying
-// the newest offset), consecutive Deletes collapse into the largest, and
+// precedes the last Purge is dropped, consecutive Appends merge into one op
+// (carrying the newest offset, each kept as a part that is accepted or
+// refused on its own), consecutive Deletes collapse into the largest, and
 // events that a later Delete in the batch removes are not written. The
 // result applies to the same state as the actions one by one.
 func Fold(partition int32, acts []Action) []Op {
@@ -56,21 +57,25 @@ func Fold(partition int32, acts []Action) []Op {
 			ops = append(ops, Op{Kind: action.KindDelete, Offset: a.Offset, Timestamp: a.Timestamp, DeleteTo: h.To, Origin: h.Origin})
 		case action.KindAppend:
 			if last == nil || last.Kind != action.KindAppend {
-				ops = append(ops, Op{Kind: action.KindAppend, From: h.From})
+				ops = append(ops, Op{Kind: action.KindAppend})
 				last = &ops[len(ops)-1]
 			}
-			last.Offset, last.Timestamp, last.To, last.Origin = a.Offset, a.Timestamp, h.To, h.Origin
-			last.ExpireAfter = a.Events.Metadata.ExpireAfter
+			last.Offset, last.Timestamp, last.Origin = a.Offset, a.Timestamp, h.Origin
+			part := AppendPart{Offset: a.Offset, Timestamp: a.Timestamp, From: h.From, To: h.To, ExpireAfter: a.Events.Metadata.ExpireAfter, Origin: h.Origin}
 			for _, e := range a.Events.Events {
+				// If the part is accepted, a later Delete of the batch removes
+				// its events up to the Delete's to: they are at or below the
+				// journal's seqNr when the Delete applies.
 				if e.SeqNr <= maxDel[i] {
 					continue
 				}
-				last.Events = append(last.Events, Event{
+				part.Events = append(part.Events, Event{
 					SeqNr: e.SeqNr, Tags: e.Tags, Kind: e.Kind, Payload: e.Payload,
 					Partition: partition, Offset: a.Offset, Timestamp: a.Timestamp,
 					Origin: h.Origin, Version: h.Version, Metadata: h.Metadata, Headers: a.Headers,
 				})
 			}
+			last.Parts = append(last.Parts, part)
 		}
 	}
 	return ops

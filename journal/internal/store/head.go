@@ -25,11 +25,18 @@ func NewHead(m Meta, ok bool) Head {
 	return Head{Exists: ok, SeqNr: m.SeqNr, DeleteTo: m.DeleteTo, StorageValid: true, FirstAppend: -1}
 }
 
+// Cur is what an Append's first seqNr must exceed (see Accepts).
+func (h *Head) Cur() int64 { return max(h.SeqNr, h.DeleteTo) }
+
 // Apply folds one action header at offset into h, by the same rules
-// ApplyTx uses.
-func (h *Head) Apply(a action.Header, offset int64) {
+// ApplyTx uses. It reports false for an Append that h does not accept (a
+// conflict, which changes nothing), true otherwise.
+func (h *Head) Apply(a action.Header, offset int64) bool {
 	switch a.Kind {
 	case action.KindAppend:
+		if !Accepts(h.Exists, h.SeqNr, h.DeleteTo, a.From) {
+			return false
+		}
 		if !h.Exists {
 			h.Exists, h.DeleteTo = true, a.From-1
 		}
@@ -40,15 +47,16 @@ func (h *Head) Apply(a action.Header, offset int64) {
 	case action.KindDelete:
 		if !h.Exists {
 			h.Exists, h.SeqNr, h.DeleteTo = true, a.To, a.To
-			return
+			return true
 		}
 		if dt := min(a.To, max(h.SeqNr, h.DeleteTo)); dt > h.DeleteTo {
 			h.DeleteTo = dt
 		}
 	case action.KindPurge:
 		if !h.Exists {
-			return
+			return true
 		}
 		*h = Head{StorageValid: false, FirstAppend: -1}
 	}
+	return true
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -122,6 +123,12 @@ func (t memTx) DeleteMetas(_ context.Context, topic string, ids []string) error 
 func (t memTx) PutEvents(_ context.Context, topic string, events []KeyEvent) error {
 	for _, e := range events {
 		key := Key{topic, e.ID}
+		if _, ok := t.m.events[key][e.SeqNr]; ok {
+			return fmt.Errorf("event %s/%s/%d is already stored: refusing to overwrite it", topic, e.ID, e.SeqNr)
+		}
+	}
+	for _, e := range events {
+		key := Key{topic, e.ID}
 		evs := t.m.events[key]
 		if evs == nil {
 			evs = map[int64]Event{}
@@ -157,6 +164,16 @@ type memSnap struct{ m *Memory }
 func (s memSnap) Pointer(_ context.Context, topic string, partition int32) (int64, bool, error) {
 	p, ok := s.m.pointers[ptrKey{topic, partition}]
 	return p, ok, nil
+}
+
+func (s memSnap) Pointers(_ context.Context, topic string) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	for k, p := range s.m.pointers {
+		if k.topic == topic {
+			out[k.partition] = p
+		}
+	}
+	return out, nil
 }
 
 func (s memSnap) Meta(_ context.Context, key Key) (Meta, bool, error) {

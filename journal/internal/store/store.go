@@ -6,7 +6,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,14 +57,45 @@ type Op struct {
 	Kind      action.Kind // KindAppend, KindDelete or KindPurge
 	Offset    int64       // the newest record folded into this op
 	Timestamp time.Time   // that record's timestamp
-	// Append: the seqNr range of the merged appends, and the events left
-	// after dropping those a later Delete in the same batch removes.
-	From, To    int64
-	Events      []Event
-	ExpireAfter time.Duration // the last append's expireAfter (0 = none)
+	// Append: the Append actions merged into this op, oldest first. Each is
+	// accepted or refused on its own (see Accepts).
+	Parts []AppendPart
 	// Delete: the highest deleteTo.
 	DeleteTo int64
 	Origin   string
+}
+
+// AppendPart is one Append action of a merged append Op.
+type AppendPart struct {
+	Offset      int64
+	Timestamp   time.Time
+	From, To    int64
+	ExpireAfter time.Duration // 0 = none
+	Origin      string
+	// Events are the action's events left after dropping those that a later
+	// Delete in the same batch removes.
+	Events []Event
+}
+
+// Accepts reports whether an Append of seqNrs from.. applies to a journal:
+// a journal that does not exist accepts any, one that exists only seqNrs
+// above both its seqNr and its deleteTo. An Append it does not accept is a
+// conflict: it never overwrites a stored event nor moves seqNr back; the
+// replicator skips it (and reports it) and readers ignore it alike.
+func Accepts(exists bool, seqNr, deleteTo, from int64) bool {
+	return !exists || from > max(seqNr, deleteTo)
+}
+
+// Conflict is an Append action that a batch did not apply because its
+// seqNrs were not above the journal's (see Accepts).
+type Conflict struct {
+	ID       string
+	Offset   int64
+	From, To int64
+	// SeqNr is the journal's max(seqNr, deleteTo) that From had to exceed.
+	SeqNr int64
+	// Events is how many of its events the batch did not write.
+	Events int
 }
 
 // KeyOps are the ops of one key, oldest first.
@@ -81,6 +111,10 @@ type Batch struct {
 	Partition int32
 	Pointer   int64
 	Keys      []KeyOps
+	// OnConflict, if set, is called inside the store's transaction, before
+	// the pointer is stored, with the Appends the batch does not apply; an
+	// error from it fails the batch (nothing is applied).
+	OnConflict func(ctx context.Context, conflicts []Conflict) error
 }
 
 // Store is a replication store.
@@ -101,6 +135,9 @@ type Store interface {
 // Snapshot is a consistent read view of a store.
 type Snapshot interface {
 	Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error)
+	// Pointers returns the stored pointer of every partition of topic that
+	// has one.
+	Pointers(ctx context.Context, topic string) (map[int32]int64, error)
 	Meta(ctx context.Context, key Key) (Meta, bool, error)
 	// Events calls fn for the events of key with seqNr >= from, ascending.
 	Events(ctx context.Context, key Key, from int64, fn func(Event) error) error
@@ -129,7 +166,8 @@ type Tx interface {
 	// DeleteEvents removes the stored events of key with seqNr <= to.
 	DeleteEvents(ctx context.Context, key Key, to int64) error
 	DeleteMetas(ctx context.Context, topic string, ids []string) error
-	// PutEvents upserts events (a redelivery rewrites the same rows).
+	// PutEvents inserts events; one already stored (same journal and seqNr)
+	// is an error, never overwritten.
 	PutEvents(ctx context.Context, topic string, events []KeyEvent) error
 	// PutMetas upserts rows.
 	PutMetas(ctx context.Context, topic string, metas map[string]Meta) error
@@ -154,13 +192,16 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 	n := 0
 	for _, k := range b.Keys {
 		for _, op := range k.Ops {
-			n += len(op.Events)
+			for _, p := range op.Parts {
+				n += len(p.Events)
+			}
 		}
 	}
 	var (
-		puts    = make([]KeyEvent, 0, n)
-		delMeta []string
-		putMeta = make(map[string]Meta, len(b.Keys))
+		puts      = make([]KeyEvent, 0, n)
+		delMeta   []string
+		putMeta   = make(map[string]Meta, len(b.Keys))
+		conflicts []Conflict
 	)
 	for _, k := range b.Keys {
 		key := Key{Topic: b.Topic, ID: k.ID}
@@ -177,8 +218,12 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 		if r.exists && r.dirty {
 			putMeta[k.ID] = r.meta
 		}
-		for _, e := range r.survivors() {
+		for _, e := range r.events {
 			puts = append(puts, KeyEvent{ID: k.ID, Event: e})
+		}
+		for _, c := range r.conflicts {
+			c.ID = k.ID
+			conflicts = append(conflicts, c)
 		}
 	}
 	if len(delMeta) > 0 {
@@ -196,38 +241,23 @@ func ApplyTx(ctx context.Context, tx Tx, b *Batch, now time.Time) error {
 			return err
 		}
 	}
+	if len(conflicts) > 0 && b.OnConflict != nil {
+		if err := b.OnConflict(ctx, conflicts); err != nil {
+			return err
+		}
+	}
 	return tx.SetPointer(ctx, b.Topic, b.Partition, b.Pointer)
 }
 
 // keyResult is the effect of one key's ops on the store.
 type keyResult struct {
-	deletes []int64 // DeleteEvents(to) on rows stored before the batch, in order
-	events  []Event // events to write, in the order written (see survivors)
-	meta    Meta
-	exists  bool // the row exists at the end
-	dirty   bool // and must be written
-	removed bool // the row that existed before the batch is gone (purged)
-}
-
-// survivors returns the events to write by seqNr, the last written of
-// each seqNr (a later Append of the same seqNr overwrites it, as an
-// upsert of each action in turn would).
-func (r *keyResult) survivors() []Event {
-	ev := r.events
-	for i := 1; i < len(ev); i++ {
-		if ev[i].SeqNr <= ev[i-1].SeqNr { // rare: seqNrs not increasing
-			slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.SeqNr, b.SeqNr) })
-			out := ev[:0]
-			for j := range ev {
-				if j+1 < len(ev) && ev[j+1].SeqNr == ev[j].SeqNr {
-					continue // a later one of the same seqNr wins
-				}
-				out = append(out, ev[j])
-			}
-			return out
-		}
-	}
-	return ev
+	deletes   []int64 // DeleteEvents(to) on rows stored before the batch, in order
+	events    []Event // events to write, by increasing seqNr
+	conflicts []Conflict
+	meta      Meta
+	exists    bool // the row exists at the end
+	dirty     bool // and must be written
+	removed   bool // the row that existed before the batch is gone (purged)
 }
 
 func applyKey(partition int32, ops []Op, meta Meta, ok bool, now time.Time) keyResult {
@@ -239,32 +269,33 @@ func applyKey(partition int32, ops []Op, meta Meta, ok bool, now time.Time) keyR
 	for _, op := range ops {
 		switch op.Kind {
 		case action.KindAppend:
-			if ok && op.Offset <= meta.Offset {
-				continue
-			}
-			// Events already applied (redelivered) or at or below deleteTo (a
-			// writer appending below a Delete) are not written.
-			for _, e := range op.Events {
-				if ok && (e.Offset <= meta.Offset || e.SeqNr <= meta.DeleteTo) {
+			for _, p := range op.Parts {
+				if ok && p.Offset <= meta.Offset {
+					continue // applied before (redelivered)
+				}
+				if !Accepts(ok, meta.SeqNr, meta.DeleteTo, p.From) {
+					r.conflicts = append(r.conflicts, Conflict{Offset: p.Offset, From: p.From, To: p.To, SeqNr: max(meta.SeqNr, meta.DeleteTo), Events: len(p.Events)})
 					continue
 				}
-				r.events = append(r.events, e)
+				// Accepted: every event is above the row's seqNr and deleteTo,
+				// so above every event stored or written before it.
+				r.events = append(r.events, p.Events...)
+				if !ok {
+					meta = Meta{Created: now, DeleteTo: p.From - 1}
+					ok = true
+				}
+				meta.SeqNr = p.To
+				meta.Partition, meta.Offset, meta.Updated = partition, p.Offset, now
+				if p.Origin != "" {
+					meta.Origin = p.Origin
+				}
+				meta.ExpireAfter = p.ExpireAfter
+				meta.ExpireOn = time.Time{}
+				if p.ExpireAfter > 0 {
+					meta.ExpireOn = p.Timestamp.Add(p.ExpireAfter)
+				}
+				r.dirty = true
 			}
-			if !ok {
-				meta = Meta{Created: now, DeleteTo: op.From - 1}
-				ok = true
-			}
-			meta.SeqNr = op.To
-			meta.Partition, meta.Offset, meta.Updated = partition, op.Offset, now
-			if op.Origin != "" {
-				meta.Origin = op.Origin
-			}
-			meta.ExpireAfter = op.ExpireAfter
-			meta.ExpireOn = time.Time{}
-			if op.ExpireAfter > 0 {
-				meta.ExpireOn = op.Timestamp.Add(op.ExpireAfter)
-			}
-			r.dirty = true
 		case action.KindDelete:
 			if ok && op.Offset <= meta.Offset {
 				continue
