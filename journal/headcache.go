@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,14 +78,17 @@ func (c *headCache) actions(ctx context.Context, key Key, mark Position, start i
 			return acts, false, err
 		}
 		if p.next > mark.Offset {
-			var out []headAction
-			for _, a := range p.keys[key.ID] {
-				if a.offset >= start && a.offset <= mark.Offset {
-					out = append(out, a)
-				}
+			// The key's actions are in offset order: take start..mark.Offset
+			// without copying (the slice is only ever appended to or
+			// replaced, never written in place).
+			acts := p.keys[key.ID]
+			lo, _ := slices.BinarySearchFunc(acts, start, func(a headAction, off int64) int { return cmp.Compare(a.offset, off) })
+			hi, found := slices.BinarySearchFunc(acts, mark.Offset, func(a headAction, off int64) int { return cmp.Compare(a.offset, off) })
+			if found {
+				hi++
 			}
 			c.mu.Unlock()
-			return out, true, nil
+			return acts[lo:hi:hi], true, nil
 		}
 		ch := p.changed
 		c.mu.Unlock()
