@@ -151,24 +151,21 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	// edge (2-10x slower guest code, docs/benchmarks.md), is the fallback
 	// for a module the instrumentation cannot read. A negative Timeout
 	// turns both off for a trusted plugin, which then cannot be stopped.
+	logger := discardLogger(opts.Logger).With("plugin", name)
 	sum := sha256.Sum256(bin)
 	fueled := false
 	code := bin
 	if opts.Timeout >= 0 {
-		code, fueled = h.instrument(bin, sum, opts.CacheDir)
+		code, fueled = h.instrument(bin, sum, opts.CacheDir, logger)
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(maxPages).
 		WithCloseOnContextDone(opts.Timeout >= 0 && !fueled)
-	if opts.CacheDir != "" {
-		c, err := h.cache(opts.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		rc = rc.WithCompilationCache(c)
+	rt, cm, err := h.compile(ctx, rc, code, opts.CacheDir, logger)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m, err := newModule(ctx, rt, name, code, fueled, opts)
+	m, err := newModule(ctx, rt, name, cm, fueled, opts)
 	if err != nil {
 		rt.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -178,12 +175,52 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	return m, nil
 }
 
+// compile makes the module's runtime and compiles code in it, with the
+// compile cache in cacheDir when there is one. The cache only saves time:
+// when it fails (a full disk, an unwritable or damaged cache), code is
+// compiled again without it and the failure logged, so that a cache
+// problem never stops a plugin or passes for a broken module.
+func (h *Host) compile(ctx context.Context, rc wazero.RuntimeConfig, code []byte, cacheDir string, logger *slog.Logger) (wazero.Runtime, wazero.CompiledModule, error) {
+	if cacheDir != "" {
+		c, err := h.cache(cacheDir)
+		if err == nil {
+			rt := wazero.NewRuntimeWithConfig(ctx, rc.WithCompilationCache(c))
+			cm, err := compileModule(ctx, rt, code)
+			if err == nil {
+				return rt, cm, nil
+			}
+			rt.Close(context.WithoutCancel(ctx))
+			// Either the cache failed or the module is invalid: without
+			// the cache, an invalid module fails again, and that error
+			// is the one to report.
+			rt, cm, err2 := compileNoCache(ctx, rc, code)
+			if err2 != nil {
+				return nil, nil, err2
+			}
+			logger.Warn("wasm compile cache failed; running without it", "cache_dir", cacheDir, "err", err)
+			return rt, cm, nil
+		}
+		logger.Warn("wasm compile cache failed; running without it", "cache_dir", cacheDir, "err", err)
+	}
+	return compileNoCache(ctx, rc, code)
+}
+
+func compileNoCache(ctx context.Context, rc wazero.RuntimeConfig, code []byte) (wazero.Runtime, wazero.CompiledModule, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	cm, err := compileModule(ctx, rt, code)
+	if err != nil {
+		rt.Close(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return rt, cm, nil
+}
+
 // instrument returns bin with fuel checks (runtime/internal/fuel) and true,
 // or bin and false when the instrumentation cannot read it. With a cache
 // directory, the instrumented copy is kept there under the original's
 // SHA-256, so that a restart does not rewrite it again (~15 ms for a 2 MB
 // Go plugin).
-func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string) ([]byte, bool) {
+func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string, logger *slog.Logger) ([]byte, bool) {
 	var cached string
 	if cacheDir != "" {
 		cached = filepath.Join(cacheDir, "fuel", fmt.Sprintf("v%d-%d-%x.wasm", fuel.Version, fuelRefill, sum))
@@ -203,15 +240,29 @@ func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string) ([]byte, bo
 		return bin, false
 	}
 	if cached != "" { // best effort: a failure only costs the next start time
-		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
-			tmp := cached + ".tmp" + strconv.Itoa(os.Getpid())
-			file := binary.LittleEndian.AppendUint32(out[:len(out):len(out)], crc32.Checksum(out, castagnoli))
-			if os.WriteFile(tmp, file, 0o644) != nil || os.Rename(tmp, cached) != nil {
-				os.Remove(tmp)
-			}
+		if err := keep(cached, out); err != nil {
+			logger.Warn("wasm cache: could not keep the fuel-instrumented copy; it is rewritten at the next start", "path", cached, "err", err)
 		}
 	}
 	return out, true
+}
+
+// keep writes code and its CRC-32C to path, through a temporary file that
+// is renamed into place, so that a reader sees all of it or nothing.
+func keep(path string, code []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	file := binary.LittleEndian.AppendUint32(code[:len(code):len(code)], crc32.Checksum(code, castagnoli))
+	err := os.WriteFile(tmp, file, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

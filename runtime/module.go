@@ -114,7 +114,7 @@ type instance struct {
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, fueled bool, opts plugins.Options) (_ *Module, err error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, opts plugins.Options) (_ *Module, err error) {
 	m := &Module{
 		name:    name,
 		fueled:  fueled,
@@ -133,9 +133,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, bin []byte, 
 	if m.config, err = json.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
-	if m.compiled, err = compile(ctx, rt, bin); err != nil {
-		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
-	}
+	m.compiled = cm
 	if m.version, err = checkExports(name, m.compiled, fueled); err != nil {
 		return nil, err
 	}
@@ -625,9 +623,10 @@ func instFrom(ctx context.Context) *instance {
 	return inst
 }
 
-// compile compiles bin, turning a panic in wazero (its v1.12 validator
-// panics on some malformed modules, found by fuzzing) into an error.
-func compile(ctx context.Context, rt wazero.Runtime, bin []byte) (cm wazero.CompiledModule, err error) {
+// compileModule compiles bin, turning a panic in wazero (its v1.12
+// validator panics on some malformed modules, found by fuzzing) into an
+// error.
+func compileModule(ctx context.Context, rt wazero.Runtime, bin []byte) (cm wazero.CompiledModule, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			cm, err = nil, fmt.Errorf("wazero could not read it: %v", v)
