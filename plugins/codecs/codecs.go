@@ -76,6 +76,17 @@ func Names() []string {
 	return names
 }
 
+// Levels returns the compression levels codec name accepts, lo to hi (0
+// always means its default); ok is false for a name that is not built in.
+func Levels(name string) (lo, hi int, ok bool) {
+	for _, s := range specs() {
+		if s.name == name {
+			return s.min, s.max, true
+		}
+	}
+	return 0, 0, false
+}
+
 // New returns the built-in codec name ("gzip", "lz4", "snappy" or "zstd") at
 // the given compression level; level 0 is the codec's default (see the
 // package documentation for each codec's range). The codec is safe for
