@@ -23,6 +23,7 @@ type Config struct {
 	// File is the path the config was loaded from.
 	File string `toml:"-"`
 	pos  *positions
+	raw  map[string]any // the file as plain tables, for isSet
 }
 
 // Admin configures the admin HTTP server.

@@ -54,27 +54,38 @@ var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: 
 // Parse is Load on bytes already read; name is used in errors and to
 // resolve relative paths; lookup resolves ${ENV} references.
 func Parse(name string, src []byte, lookup func(string) (string, bool)) (*Config, error) {
+	// The parser's time grows with the square of the nesting depth: bound
+	// the depth first.
+	if _, line := scanDepth(string(src), MaxDepth); line > 0 {
+		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf(
+			"nested more than %d levels deep (allowed: at most %d levels of tables, arrays and dotted keys)", MaxDepth, MaxDepth)}
+	}
 	c := &Config{File: name}
 	md, err := toml.Decode(string(src), c)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &Error{File: name, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: pe.Message}
-		}
-		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
-			ln, _ := strconv.Atoi(m[1])
-			return nil, &Error{File: name, Line: ln, Key: m[2], Msg: m[3]}
-		}
-		return nil, &Error{File: name, Msg: err.Error()}
+		return nil, decodeError(name, err)
+	}
+	// The same file as plain tables says which keys it sets: an explicit
+	// value is checked, an absent key gets its default.
+	if _, err := toml.Decode(string(src), &c.raw); err != nil {
+		return nil, decodeError(name, err)
 	}
 	c.pos = indexPositions(string(src))
 	var errs []error
+	more := 0
 	for _, k := range md.Undecoded() {
+		if freeForm(k) {
+			continue // inside a plugin's config table: the plugin's keys
+		}
+		if len(errs) == MaxErrors {
+			more++
+			continue
+		}
 		path := k.String()
 		errs = append(errs, &Error{File: name, Line: c.pos.line(path), Key: path, Msg: "unknown key" + suggest(path)})
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, joinErrors(name, errs, more)
 	}
 	if err := c.interpolate(lookup); err != nil {
 		return nil, err
@@ -84,6 +95,124 @@ func Parse(name string, src []byte, lookup func(string) (string, bool)) (*Config
 		return nil, err
 	}
 	return c, nil
+}
+
+// decodeError is the decoder's error as an *Error at its line.
+func decodeError(name string, err error) error {
+	// The decoder's "out of range for uint32" names the Go type: name the
+	// key's range instead.
+	allowed := func(key, msg string) string {
+		if r, ok := typeRanges[key[strings.LastIndex(key, ".")+1:]]; ok && strings.Contains(msg, "out of range for") {
+			msg = msg[:strings.Index(msg, "out of range for")] + "out of range (allowed: " + r.allowed() + ")"
+		}
+		return msg
+	}
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: name, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: allowed(pe.LastKey, pe.Message)}
+	}
+	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+		ln, _ := strconv.Atoi(m[1])
+		return &Error{File: name, Line: ln, Key: m[2], Msg: allowed(m[2], m[3])}
+	}
+	return &Error{File: name, Msg: err.Error()}
+}
+
+// isSet reports whether the file sets the key at path (with array indices,
+// e.g. "pipeline[0].batch.max_records"), in any of TOML's ways of writing it.
+func (c *Config) isSet(path string) bool {
+	var cur any = c.raw
+	for _, part := range strings.Split(path, ".") {
+		name, idx := part, -1
+		if j := strings.IndexByte(part, '['); j >= 0 && strings.HasSuffix(part, "]") {
+			name = part[:j]
+			idx, _ = strconv.Atoi(part[j+1 : len(part)-1])
+		}
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		v, ok := m[name]
+		if !ok {
+			// The decoder matches keys to fields case-insensitively too.
+			for k, kv := range m {
+				if strings.EqualFold(k, name) {
+					v, ok = kv, true
+					break
+				}
+			}
+			if !ok {
+				return false
+			}
+		}
+		if idx >= 0 {
+			switch a := v.(type) {
+			case []map[string]any:
+				if idx >= len(a) {
+					return false
+				}
+				v = a[idx]
+			case []any:
+				if idx >= len(a) {
+					return false
+				}
+				v = a[idx]
+			default:
+				return false
+			}
+		}
+		cur = v
+	}
+	return true
+}
+
+var unmarshalerType = reflect.TypeFor[toml.Unmarshaler]()
+
+// freeForm reports whether key k lies inside a value the config does not
+// describe key by key: a map (a plugin's config table, dirs) or a type
+// that decodes itself. The decoder leaves the keys of nested tables there
+// undecoded, but they are not unknown.
+func freeForm(k toml.Key) bool {
+	t := reflect.TypeFor[Config]()
+	for _, part := range k {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Map, reflect.Interface:
+			return true
+		case reflect.Struct:
+			if reflect.PointerTo(t).Implements(unmarshalerType) {
+				return true
+			}
+			f, ok := fieldByKey(t, part)
+			if !ok {
+				return false
+			}
+			t = f.Type
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// fieldByKey finds the field of struct t (or of a struct it embeds) whose
+// toml tag is key.
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if g, ok := fieldByKey(f.Type, key); ok {
+				return g, true
+			}
+			continue
+		}
+		if tag := f.Tag.Get("toml"); tag != "" && tag != "-" && strings.EqualFold(tag, key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // errorf returns an *Error at key path (with array indices, e.g. "pipeline[0].sink.topic").

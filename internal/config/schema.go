@@ -199,12 +199,12 @@ func (c *Config) schemaRegistryDefaults() {
 	if s == nil {
 		return
 	}
-	regs := []*SchemaRegistry{&s.SchemaRegistry}
-	for _, r := range s.Named {
-		regs = append(regs, r)
+	regs := map[string]*SchemaRegistry{"schema_registry": &s.SchemaRegistry}
+	for name, r := range s.Named {
+		regs["schema_registry."+name] = r
 	}
-	for _, r := range regs {
-		if r.Timeout.Duration == 0 {
+	for at, r := range regs {
+		if !c.isSet(at + ".timeout") {
 			r.Timeout.Duration = 10 * time.Second
 		}
 		r.URL = strings.TrimRight(r.URL, "/")
@@ -244,8 +244,8 @@ func (c *Config) validateSchemaRegistry(bad func(path, format string, args ...an
 		if r.Password != "" && r.Username == "" {
 			bad(at+".username", "required with password")
 		}
-		if r.Timeout.Duration < 0 {
-			bad(at+".timeout", "must not be negative")
+		if !rangeRegistry.ok(r.Timeout.Duration) {
+			bad(at+".timeout", "%q is out of range (allowed: %s)", shortDur(r.Timeout.Duration), rangeRegistry.allowed())
 		}
 		if t := r.TLS; t != nil {
 			if (t.CertFile == "") != (t.KeyFile == "") {

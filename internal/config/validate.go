@@ -1,37 +1,46 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/plugins/codecs"
 )
 
+// setDefaults fills in the keys the file leaves out. A key the file sets
+// keeps its value, zero included, for validate to check: an explicit value
+// means what it says or is refused, never silently replaced.
 func (c *Config) setDefaults() {
-	if c.DataDir == "" {
+	unset := func(path string) bool { return !c.isSet(path) }
+	if unset("data_dir") {
 		c.DataDir = "data"
 	}
 	c.DataDir = c.Resolve(c.DataDir)
-	if c.Log.Level == "" {
+	if unset("log.level") {
 		c.Log.Level = "info"
 	}
-	if c.Log.Format == "" {
+	if unset("log.format") {
 		c.Log.Format = "text"
 	}
-	if c.Kafka.Partitions == 0 {
-		c.Kafka.Partitions = 4
+	if unset("kafka.partitions") {
+		c.Kafka.Partitions = kafka.DefaultPartitions
 	}
-	if c.Kafka.ClientID == "" {
+	if unset("kafka.client_id") {
 		c.Kafka.ClientID = "streamd"
 	}
 	if e := c.Kafka.Embedded; e != nil {
-		if e.Listen == "" {
+		if unset("kafka.embedded.listen") {
 			e.Listen = "127.0.0.1:9092"
 		}
-		if e.DataDir == "" {
+		if unset("kafka.embedded.data_dir") {
 			e.DataDir = filepath.Join(c.DataDir, "broker")
 		} else {
 			e.DataDir = c.Resolve(e.DataDir)
@@ -40,99 +49,119 @@ func (c *Config) setDefaults() {
 			c.Kafka.Brokers = []string{e.Listen}
 		}
 	}
-	if c.Plugins.CacheDir == "" {
+	if unset("plugins.cache_dir") {
 		c.Plugins.CacheDir = filepath.Join(c.DataDir, "wasm-cache")
 	} else {
 		c.Plugins.CacheDir = c.Resolve(c.Plugins.CacheDir)
 	}
-	if c.Plugins.MaxMemoryPages == 0 {
-		c.Plugins.MaxMemoryPages = 256 // 16 MiB
+	if unset("plugins.max_memory_pages") {
+		c.Plugins.MaxMemoryPages = plugins.DefaultMaxMemoryPages
 	}
 	if c.Plugins.Watch == nil {
-		c.Plugins.Watch = &Duration{time.Second}
+		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
-	if c.Plugins.Timeout.Duration == 0 {
-		c.Plugins.Timeout.Duration = 5 * time.Second
+	if unset("plugins.timeout") {
+		c.Plugins.Timeout.Duration = plugins.DefaultTimeout
 	}
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
-		if p.MaxInFlight == 0 {
-			p.MaxInFlight = 50000
+		at := fmt.Sprintf("pipeline[%d].", i)
+		if unset(at + "max_in_flight") {
+			p.MaxInFlight = pipeline.DefaultMaxInFlight
 		}
-		if p.ShutdownTimeout.Duration == 0 {
-			p.ShutdownTimeout.Duration = 30 * time.Second
+		if unset(at + "shutdown_timeout") {
+			p.ShutdownTimeout.Duration = pipeline.DefaultShutdownTimeout
 		}
 		if p.CommitInterval == nil {
-			p.CommitInterval = &Duration{time.Second}
+			p.CommitInterval = &Duration{pipeline.DefaultCommitInterval}
 		}
-		if p.Workers == 0 {
-			p.Workers = 2
+		if unset(at + "workers") {
+			p.Workers = pipeline.DefaultWorkers
 		}
-		if p.Batch.MaxRecords == 0 {
-			p.Batch.MaxRecords = 1024
+		if unset(at + "batch.max_records") {
+			p.Batch.MaxRecords = pipeline.DefaultMaxRecords
 		}
-		if p.Batch.MaxBytes == 0 {
-			p.Batch.MaxBytes = 1 << 20
+		if unset(at + "batch.max_bytes") {
+			p.Batch.MaxBytes = pipeline.DefaultMaxBytes
 		}
-		if p.Batch.Linger.Duration == 0 {
-			p.Batch.Linger.Duration = 5 * time.Millisecond
+		if unset(at + "batch.linger") {
+			p.Batch.Linger.Duration = pipeline.DefaultLinger
 		}
-		if p.Errors.Policy == "" {
+		if unset(at + "errors.policy") {
 			p.Errors.Policy = "stop"
 		}
-		if p.Errors.RetryInitial.Duration == 0 {
-			p.Errors.RetryInitial.Duration = 100 * time.Millisecond
+		if unset(at + "errors.retry_initial") {
+			p.Errors.RetryInitial.Duration = pipeline.DefaultRetryInitial
 		}
-		if p.Errors.RetryMax.Duration == 0 {
-			p.Errors.RetryMax.Duration = 10 * time.Second
+		if unset(at + "errors.retry_max") {
+			p.Errors.RetryMax.Duration = max(pipeline.DefaultRetryMax, p.Errors.RetryInitial.Duration)
 		}
-		if p.Source.Type == "kafka" && p.Source.Start == "" {
-			p.Source.Start = "earliest"
+		if p.Source.Type == "kafka" {
+			if unset(at + "source.start") {
+				p.Source.Start = "earliest"
+			}
+			if unset(at + "source.session_timeout") {
+				p.Source.SessionTimeout.Duration = kafka.DefaultSessionTimeout
+			}
 		}
-		if p.Source.Type == "generate" && p.Source.Keys == 0 {
-			p.Source.Keys = 1000
+		if p.Source.Type == "generate" && unset(at+"source.keys") {
+			p.Source.Keys = DefaultKeys
 		}
-		if p.Sink.Compression == "" {
+		if unset(at + "sink.compression") {
 			p.Sink.Compression = "none"
 		}
 		for j := range p.Transforms {
 			s := &p.Transforms[j]
-			if s.Name == "" {
+			if unset(fmt.Sprintf("%stransform[%d].name", at, j)) {
 				s.Name = fmt.Sprintf("%s-%d", s.Type, j)
 			}
 		}
 	}
 	c.schemaRegistryDefaults()
-	if c.Journal != nil && c.Journal.ExpiryInterval.Duration == 0 {
-		c.Journal.ExpiryInterval.Duration = time.Minute
+	if c.Journal != nil && unset("journal.expiry_interval") {
+		c.Journal.ExpiryInterval.Duration = defaultExpiryInterval
 	}
 	if f := c.Fluid; f != nil {
-		if f.Metadata == "" {
+		if unset("fluid.metadata") {
 			f.Metadata = ".fluid"
 		}
 		f.Metadata = c.Resolve(f.Metadata)
-		if f.StateTopic == "" {
-			f.StateTopic = "_streamd_fluid_state"
+		if unset("fluid.state_topic") {
+			f.StateTopic = fluid.DefaultStateTopic
 		}
 	}
 }
+
+// defaultExpiryInterval is how often expired journals are purged.
+const defaultExpiryInterval = time.Minute
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 
 func oneOf(v string, allowed ...string) bool { return slices.Contains(allowed, v) }
 
 func (c *Config) validate() error {
-	var errs []error
-	bad := func(path, format string, args ...any) { errs = append(errs, c.errorf(path, format, args...)) }
+	k := &checker{c: c}
+	bad := k.bad
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
 		bad("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
 	}
 	if !oneOf(c.Log.Format, "text", "json") {
 		bad("log.format", "must be text or json, not %q", c.Log.Format)
 	}
+	k.nonEmpty("data_dir", c.DataDir, "a directory", "data")
 	if len(c.Kafka.Brokers) == 0 {
 		bad("kafka", "set kafka.brokers or [kafka.embedded]")
 	}
+	k.nonEmpty("kafka.client_id", c.Kafka.ClientID, "a client id", "streamd")
+	k.int("kafka.partitions", int64(c.Kafka.Partitions), rangePartitions)
+	if e := c.Kafka.Embedded; e != nil {
+		k.nonEmpty("kafka.embedded.listen", e.Listen, "host:port", "127.0.0.1:9092")
+		k.nonEmpty("kafka.embedded.data_dir", e.DataDir, "a directory", "<data_dir>/broker")
+	}
+	k.nonEmpty("plugins.cache_dir", c.Plugins.CacheDir, "a directory", "<data_dir>/wasm-cache")
+	k.int("plugins.max_memory_pages", int64(c.Plugins.MaxMemoryPages), rangeMemoryPages)
+	k.dur("plugins.timeout", c.Plugins.Timeout.Duration, rangePluginTimeout)
+	k.dur("plugins.watch", c.Plugins.Watch.Duration, rangeWatch)
 	if len(c.Pipelines) == 0 && c.Journal == nil && c.Fluid == nil {
 		bad("pipeline", "no [[pipeline]] defined")
 	}
@@ -149,6 +178,19 @@ func (c *Config) validate() error {
 			bad(at+".name", "pipeline %q is defined twice", p.Name)
 		}
 		seen[p.Name] = true
+		k.int(at+".workers", int64(p.Workers), rangeWorkers)
+		k.dur(at+".shutdown_timeout", p.ShutdownTimeout.Duration, rangeShutdown)
+		k.dur(at+".commit_interval", p.CommitInterval.Duration, rangeCommitInterval)
+		k.int(at+".batch.max_records", int64(p.Batch.MaxRecords), rangeMaxRecords)
+		k.int(at+".batch.max_bytes", int64(p.Batch.MaxBytes), rangeMaxBytes)
+		k.dur(at+".batch.linger", p.Batch.Linger.Duration, rangeLinger)
+		switch {
+		case !rangeMaxInFlight.ok(int64(p.MaxInFlight)):
+			k.int(at+".max_in_flight", int64(p.MaxInFlight), rangeMaxInFlight)
+		case p.MaxInFlight < p.Batch.MaxRecords && rangeMaxRecords.ok(int64(p.Batch.MaxRecords)):
+			bad(at+".max_in_flight", "%d is below batch.max_records %d (allowed: %d to %d)",
+				p.MaxInFlight, p.Batch.MaxRecords, p.Batch.MaxRecords, rangeMaxInFlight.hi)
+		}
 		s := &p.Source
 		switch s.Type {
 		case "":
@@ -163,10 +205,8 @@ func (c *Config) validate() error {
 			if !oneOf(s.Start, "earliest", "latest") {
 				bad(at+".source.start", "must be earliest or latest, not %q", s.Start)
 			}
+			k.dur(at+".source.session_timeout", s.SessionTimeout.Duration, rangeSessionTimeout)
 		case "generate":
-			if s.Rate < 0 || s.Count < 0 || s.Keys < 0 {
-				bad(at+".source", "rate, count and keys must not be negative")
-			}
 		case "file":
 			if s.Path == "" {
 				bad(at+".source.path", "required for a file source")
@@ -174,12 +214,27 @@ func (c *Config) validate() error {
 		default:
 			bad(at+".source.type", "unknown source type %q (want kafka, generate or file)", s.Type)
 		}
-		if s.Fluid != nil && s.Type != "kafka" {
-			bad(at+".source.fluid", "only a kafka source can be a fluid consumer")
+		if s.Type == "generate" || c.isSet(at+".source.rate") {
+			if !(s.Rate >= 0 && s.Rate <= maxRate) { // NaN too
+				bad(at+".source.rate", "%s is out of range (allowed: 0 (as fast as possible) to %s)", fmtFloat(s.Rate), fmtFloat(maxRate))
+			}
+		}
+		if s.Type == "generate" || c.isSet(at+".source.count") {
+			k.int(at+".source.count", s.Count, rangeCount)
+		}
+		if s.Type == "generate" || c.isSet(at+".source.keys") {
+			k.int(at+".source.keys", int64(s.Keys), rangeKeys)
+		}
+		if s.Fluid != nil {
+			if s.Type != "kafka" {
+				bad(at+".source.fluid", "only a kafka source can be a fluid consumer")
+			}
+			k.int(at+".source.fluid.compatible_version", int64(s.Fluid.CompatibleVersion), rangeVersion)
 		}
 		for j := range p.Transforms {
 			t := &p.Transforms[j]
 			tat := fmt.Sprintf("%s.transform[%d]", at, j)
+			k.nonEmpty(tat+".name", t.Name, "a stage name", "<type>-<index>")
 			switch t.Type {
 			case "wasm", "native":
 				if (t.Path == "") == (t.Plugin == "") {
@@ -192,66 +247,184 @@ func (c *Config) validate() error {
 				if !oneOf(t.Mode, "encode", "decode") {
 					bad(tat+".mode", "must be encode or decode, not %q", t.Mode)
 				}
+				if t.Codec != "" {
+					k.codecLevel(tat, t.Codec, t.Level)
+				}
 			case "schema":
 				c.validateSchemaStage(t, tat, bad)
+				if t.Version == 0 && c.isSet(tat+".version") {
+					k.int(tat+".version", 0, rangeVersion)
+				}
 			case "":
 				bad(tat+".type", "required key is missing (wasm, native, codec or schema)")
 			default:
 				bad(tat+".type", "unknown stage type %q (want wasm, native, codec or schema)", t.Type)
 			}
+			k.pluginSettings(tat, &t.PluginSettings)
 		}
-		k := &p.Sink
-		switch k.Type {
+		o := &p.Sink
+		switch o.Type {
 		case "":
 			bad(at+".sink.type", "required key is missing")
 		case "kafka":
-			if k.Topic == "" {
+			if o.Topic == "" {
 				bad(at+".sink.topic", "required for a kafka sink")
 			}
-			if !oneOf(k.Compression, "none", "gzip", "snappy", "lz4", "zstd") {
-				bad(at+".sink.compression", "must be none, gzip, snappy, lz4 or zstd, not %q", k.Compression)
+			if !oneOf(o.Compression, "none", "gzip", "snappy", "lz4", "zstd") {
+				bad(at+".sink.compression", "must be none, gzip, snappy, lz4 or zstd, not %q", o.Compression)
+			} else if o.CompressionLevel != 0 {
+				if r, ok := kafkaLevels[o.Compression]; !ok {
+					if o.Compression == "lz4" {
+						bad(at+".sink.compression_level", "%d: the Kafka sink has no lz4 levels (allowed: 0, or leave the key out)", o.CompressionLevel)
+					} else {
+						bad(at+".sink.compression_level", "%d: %s has no levels (allowed: 0, or leave the key out)", o.CompressionLevel, o.Compression)
+					}
+				} else if o.CompressionLevel < r[0] || o.CompressionLevel > r[1] {
+					bad(at+".sink.compression_level", "%d is out of range (allowed: %d to %d for %s, or 0 for its default)", o.CompressionLevel, r[0], r[1], o.Compression)
+				}
 			}
-			if !oneOf(k.Partition, "", "same", "hash") {
-				bad(at+".sink.partition", "must be \"same\" or \"hash\" (the default), not %q", k.Partition)
+			if !oneOf(o.Partition, "", "same", "hash") {
+				bad(at+".sink.partition", "must be \"same\" or \"hash\" (the default), not %q", o.Partition)
+			}
+			if s.Type == "kafka" && slices.Contains(s.Topics, o.Topic) {
+				bad(at+".sink.topic", "%q is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics)", o.Topic)
 			}
 		case "file":
-			if k.Path == "" {
+			if o.Path == "" {
 				bad(at+".sink.path", "required for a file sink")
 			}
 		case "stdout", "drop":
 		case "wasm", "native":
-			if k.Plugin == "" {
-				bad(at+".sink.plugin", "required for a %s sink", k.Type)
+			if o.Plugin == "" {
+				bad(at+".sink.plugin", "required for a %s sink", o.Type)
 			}
 		case "journal":
 			if c.Journal == nil || c.Journal.Store == "" {
 				bad(at+".sink.type", "a journal sink needs [journal] store = ...")
 			}
 		default:
-			bad(at+".sink.type", "unknown sink type %q (want kafka, file, stdout, drop, wasm, native or journal)", k.Type)
+			bad(at+".sink.type", "unknown sink type %q (want kafka, file, stdout, drop, wasm, native or journal)", o.Type)
 		}
-		switch p.Errors.Policy {
+		k.pluginSettings(at+".sink", &o.PluginSettings)
+		e := &p.Errors
+		switch e.Policy {
 		case "dlq":
-			if p.Errors.DLQTopic == "" {
+			switch {
+			case e.DLQTopic == "":
 				bad(at+".errors.dlq_topic", "required with policy = \"dlq\"")
+			case s.Type == "kafka" && slices.Contains(s.Topics, e.DLQTopic):
+				bad(at+".errors.dlq_topic", "%q is also this pipeline's source topic: every record dead-lettered would be read again, forever (allowed: a topic not in source.topics)", e.DLQTopic)
 			}
 		case "stop", "drop":
 		default:
-			bad(at+".errors.policy", "must be dlq, stop or drop, not %q", p.Errors.Policy)
+			bad(at+".errors.policy", "must be dlq, stop or drop, not %q", e.Policy)
 		}
-		if p.Batch.MaxRecords < 1 || p.Batch.MaxBytes < 1 {
-			bad(at+".batch", "max_records and max_bytes must be positive")
+		k.dur(at+".errors.retry_initial", e.RetryInitial.Duration, rangeRetry)
+		switch {
+		case !rangeRetry.ok(e.RetryMax.Duration):
+			k.dur(at+".errors.retry_max", e.RetryMax.Duration, rangeRetry)
+		case e.RetryMax.Duration < e.RetryInitial.Duration && rangeRetry.ok(e.RetryInitial.Duration):
+			bad(at+".errors.retry_max", "%q is below retry_initial %q (allowed: %s to %s)", shortDur(e.RetryMax.Duration),
+				shortDur(e.RetryInitial.Duration), quoteDur(e.RetryInitial.Duration), quoteDur(rangeRetry.hi))
 		}
-		if p.Workers < 1 || p.MaxInFlight < p.Batch.MaxRecords {
-			bad(at, "workers must be >= 1 and max_in_flight >= batch.max_records")
-		}
+		k.int(at+".errors.retry_attempts", int64(e.RetryAttempts), rangeRetryAttempts)
 	}
+	c.checkLoops(k)
 	c.validateSchemaRegistry(bad)
-	if j := c.Journal; j != nil && j.Store != "" {
-		if !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&
+	if j := c.Journal; j != nil {
+		if j.Store != "" && !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&
 			!strings.HasPrefix(j.Store, "postgresql://") && !strings.HasPrefix(j.Store, "wasm:") && !strings.HasPrefix(j.Store, "native:") {
 			bad("journal.store", "want sqlite:PATH, postgres://..., wasm:PATH or native:PATH, not %q", j.Store)
 		}
+		k.dur("journal.expiry_interval", j.ExpiryInterval.Duration, rangeExpiry)
 	}
-	return errors.Join(errs...)
+	if f := c.Fluid; f != nil {
+		k.nonEmpty("fluid.metadata", f.Metadata, "a directory", ".fluid")
+		k.nonEmpty("fluid.state_topic", f.StateTopic, "a topic", fluid.DefaultStateTopic)
+		k.int("fluid.baseline_version", int64(f.BaselineVersion), rangeBaselineVer)
+	}
+	return k.err()
+}
+
+// pluginSettings checks the limits a stage or sink sets for its plugin; an
+// absent one inherits [plugins].
+func (k *checker) pluginSettings(at string, ps *PluginSettings) {
+	if k.c.isSet(at + ".pool") {
+		k.int(at+".pool", int64(ps.Pool), rangePool)
+	}
+	if k.c.isSet(at + ".max_memory_pages") {
+		k.int(at+".max_memory_pages", int64(ps.MaxMemoryPages), rangeMemoryPages)
+	}
+	if k.c.isSet(at + ".timeout") {
+		k.dur(at+".timeout", ps.Timeout.Duration, rangePluginTimeout)
+	}
+}
+
+// codecLevel checks a built-in codec stage's codec and level.
+func (k *checker) codecLevel(at, name string, level int) {
+	lo, hi, ok := codecs.Levels(name)
+	switch {
+	case !ok:
+		k.bad(at+".codec", "unknown codec %q (allowed: %s)", name, strings.Join(codecs.Names(), ", "))
+	case level != 0 && (level < lo || level > hi):
+		k.bad(at+".level", "%d is out of range (allowed: %d to %d for %s, or 0 for its default)", level, lo, hi, name)
+	}
+}
+
+// checkLoops refuses pipelines whose kafka sinks lead, through other
+// pipelines of the file, back to their own source topics: each record
+// would go round forever. (A pipeline that writes its own source topic is
+// refused by validate with a message of its own.) The loop is reported
+// once, at the pipeline that closes it in file order.
+func (c *Config) checkLoops(k *checker) {
+	readers := map[string][]int{} // topic -> pipelines that read it
+	for i := range c.Pipelines {
+		if s := &c.Pipelines[i].Source; s.Type == "kafka" {
+			for _, t := range s.Topics {
+				readers[t] = append(readers[t], i)
+			}
+		}
+	}
+	writes := func(i int) string {
+		if o := &c.Pipelines[i].Sink; o.Type == "kafka" {
+			return o.Topic
+		}
+		return ""
+	}
+	for j := range c.Pipelines {
+		p := &c.Pipelines[j]
+		if p.Source.Type != "kafka" || writes(j) == "" || slices.Contains(p.Source.Topics, writes(j)) {
+			continue
+		}
+		// Depth-first from j's sink topic through pipelines before j.
+		type step struct {
+			topic string
+			via   []int
+		}
+		seenTopic := map[string]bool{}
+		stack := []step{{writes(j), nil}}
+		for len(stack) > 0 {
+			st := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seenTopic[st.topic] {
+				continue
+			}
+			seenTopic[st.topic] = true
+			for _, r := range readers[st.topic] {
+				if r == j && len(st.via) > 0 {
+					path := writes(j)
+					for _, v := range st.via {
+						path += " -> " + c.Pipelines[v].Name + " -> " + writes(v)
+					}
+					path += " -> " + p.Name + " -> " + writes(j)
+					k.bad(fmt.Sprintf("pipeline[%d].sink.topic", j), "%q closes a loop of topics (%s): every record would go round forever (allowed: topics that do not lead back to a source)", writes(j), path)
+					stack = nil
+					break
+				}
+				if r < j && writes(r) != "" {
+					stack = append(stack, step{writes(r), append(slices.Clip(st.via), r)})
+				}
+			}
+		}
+	}
 }
