@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,6 +172,15 @@ func (p *Pipeline) fail(err error) {
 	p.stopOnce.Do(func() { close(p.stop) })
 }
 
+// failUnlessAborted fails the pipeline with err, unless ctx (a worker's
+// context) was cancelled by the shutdown timeout: work it interrupted is
+// abandoned, not failed.
+func (p *Pipeline) failUnlessAborted(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		p.fail(err)
+	}
+}
+
 func (p *Pipeline) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -239,12 +249,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.worker(work, shards[i])
 		}()
 	}
+	// Periodic commits run on their own context, cancelled when Run
+	// stops them: a commit blocked on an unreachable broker must not hold
+	// up shutdown (the final commit below has its own bound).
+	commitCtx, stopCommits := context.WithCancel(work)
 	commitDone := make(chan struct{})
-	stopCommit := make(chan struct{})
 	go func() {
 		defer close(commitDone)
 		if p.o.commitInterval <= 0 {
-			<-stopCommit // workers commit after every batch
+			<-commitCtx.Done() // workers commit after every batch
 			return
 		}
 		t := time.NewTicker(p.o.commitInterval)
@@ -252,37 +265,76 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		for {
 			select {
 			case <-t.C:
-				if err := p.src.Commit(work); err != nil {
+				if err := p.src.Commit(commitCtx); err != nil && commitCtx.Err() == nil {
 					log.Warn("commit failed", "err", err)
+					p.noteTrouble(fmt.Errorf("commit: %w", err))
 				}
-			case <-stopCommit:
+			case <-commitCtx.Done():
 				return
 			}
 		}
 	}()
 
-	eof := p.fetchLoop(ctx, shards)
+	// fetch is cancelled when ctx is done or the pipeline fails, so that a
+	// fetch blocked on a quiet source (a Kafka poll) returns at once.
+	fetch, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	go func() {
+		select {
+		case <-p.stop:
+			stopFetch()
+		case <-fetch.Done():
+		}
+	}()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	// The shutdown timeout starts when ctx is done or the pipeline fails,
+	// wherever Run is blocked then (a fetch, handing records to a full
+	// worker, a stuck write): once it runs out, the work context is
+	// cancelled and in-flight batches are abandoned, not committed.
+	var shutdownStart atomic.Int64
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-p.stop:
+		case <-drained:
+			return
+		}
+		shutdownStart.Store(time.Now().UnixNano())
+		t := time.NewTimer(p.o.shutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			log.Warn("shutdown timeout: abandoning in-flight batches (they are not committed)", "in_flight", p.inflight.Load(), "shutdown_timeout", p.o.shutdownTimeout)
+			abort()
+		case <-drained:
+		}
+	}()
+	eof := p.fetchLoop(fetch, work, shards)
 	for _, s := range shards {
 		close(s)
 	}
-	if eof {
-		p.setState(Draining)
-		wg.Wait() // a finite source: write everything, however long it takes
-	} else {
-		p.setState(Draining)
-		drained := make(chan struct{})
-		go func() { wg.Wait(); close(drained) }()
+	p.setState(Draining)
+	select {
+	case <-drained: // a finite source: everything written, however long it took
+	case <-work.Done():
 		select {
 		case <-drained:
-		case <-time.After(p.o.shutdownTimeout):
-			log.Warn("shutdown timeout: abandoning in-flight batches (they are not committed)", "in_flight", p.inflight.Load())
-			abort()
-			<-drained
+		case <-time.After(abandonGrace):
+			// A stage or sink that ignores its context: leave it behind
+			// rather than hang the process.
+			log.Error("workers did not stop after the shutdown timeout; leaving them", "grace", abandonGrace)
 		}
 	}
-	close(stopCommit)
+	stopCommits()
 	<-commitDone
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// The final commit gets what is left of the shutdown timeout, at least
+	// 2 s and at most 10 s.
+	left := 10 * time.Second
+	if t0 := shutdownStart.Load(); t0 != 0 {
+		left = min(max(p.o.shutdownTimeout-time.Since(time.Unix(0, t0)), 2*time.Second), left)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	defer cancel()
 	if err := p.src.Commit(cctx); err != nil {
 		log.Error("final commit failed", "err", err)
@@ -294,7 +346,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		log.Error("pipeline failed", "err", err)
 		return err
 	}
-	if eof {
+	if eof && ctx.Err() == nil {
 		p.setState(Done)
 	} else {
 		p.setState(Stopped)
@@ -303,10 +355,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return nil
 }
 
+// abandonGrace is how long Run waits, after the shutdown timeout cancelled
+// the in-flight work, for the workers to return.
+const abandonGrace = 5 * time.Second
+
 // fetchLoop fetches until the source ends (true), ctx is done or the
 // pipeline fails (false).
-func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool) {
-	for {
+func (p *Pipeline) fetchLoop(ctx, work context.Context, shards []chan []Msg) (eof bool) {
+	for ctx.Err() == nil {
 		for p.inflight.Load() >= int64(p.o.maxInFlight) {
 			select {
 			case <-p.space:
@@ -342,22 +398,29 @@ func (p *Pipeline) fetchLoop(ctx context.Context, shards []chan []Msg) (eof bool
 			m.in.WithLabelValues(p.name).Add(float64(len(msgs)))
 			m.inflight.WithLabelValues(p.name).Set(float64(p.inflight.Load()))
 		}
-		if !p.dispatch(msgs, shards) {
+		if !p.dispatch(work, msgs, shards) {
 			return false
 		}
 	}
+	return false
 }
 
 // dispatch hands fetched records to the workers by partition. A Kafka
 // fetch holds each partition's records in a few contiguous runs: each run
 // goes to its worker as a sub-slice, without copying. Records whose
 // partitions interleave are copied into one slice per worker instead.
-func (p *Pipeline) dispatch(msgs []Msg, shards []chan []Msg) bool {
+//
+// It gives up when ctx (the work context) is cancelled by the shutdown
+// timeout or the pipeline fails: records not handed on are never
+// acknowledged.
+func (p *Pipeline) dispatch(ctx context.Context, msgs []Msg, shards []chan []Msg) bool {
 	send := func(s int, b []Msg) bool {
 		select {
 		case shards[s] <- b:
 			return true
 		case <-p.stop:
+			return false
+		case <-ctx.Done():
 			return false
 		}
 	}
@@ -412,6 +475,9 @@ func shard(r *record.Record, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
+// noteTrouble records err as the latest transient problem, for Status.
+func (p *Pipeline) noteTrouble(err error) {}
+
 func (p *Pipeline) count(f func(*Counts)) {
 	p.mu.Lock()
 	f(&p.counts)
@@ -442,7 +508,13 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		go func() {
 			defer close(completed)
 			for pd := range queue {
-				<-pd.done
+				select {
+				case <-pd.done:
+				case <-ctx.Done(): // the shutdown timeout ran out: acknowledge nothing more
+					for range queue {
+					}
+					return
+				}
 				if len(pd.recs) > 0 { // retries what is not written yet, in place
 					pd.errs, pd.err = p.deliver(ctx, p.sink, pd.recs, "sink", &writeResult{pd.errs, pd.err})
 				}
@@ -450,7 +522,7 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 					pd.err = p.finish(ctx, pd)
 				}
 				if pd.err != nil {
-					p.fail(pd.err)
+					p.failUnlessAborted(ctx, pd.err)
 					for range queue { // acknowledge nothing after a failure
 					}
 					return
@@ -475,14 +547,14 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		timer.Stop()
 		if async == nil {
 			if err := p.process(ctx, b); err != nil {
-				p.fail(err)
+				p.failUnlessAborted(ctx, err)
 				return false
 			}
 			return true
 		}
 		pd, err := p.prepare(ctx, b)
 		if err != nil {
-			p.fail(err)
+			p.failUnlessAborted(ctx, err)
 			return false
 		}
 		if pd == nil {
@@ -501,6 +573,8 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		case queue <- pd:
 			return true
 		case <-p.stop:
+			return false
+		case <-ctx.Done():
 			return false
 		}
 	}
@@ -540,6 +614,8 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 				return
 			}
 		case <-p.stop:
+			return
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -932,15 +1008,40 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 	for _, i := range idx {
 		dead = append(dead, DeadLetter(batch[i].Record, failed[i].stage, failed[i].plugin, failed[i].err))
 	}
-	errs, err := p.deliver(ctx, p.o.dlq, dead, "dlq", nil)
-	if err != nil {
-		return err
+	// A dead letter the DLQ finds too large (the input was too large for
+	// the sink, and the DLQ has the same limit) is sent again without its
+	// value, then also without its key and own headers: the error and
+	// where the record came from are never lost to a size limit.
+	todo := make([]int, len(dead)) // dead[todo[k]] still to write
+	for k := range todo {
+		todo[k] = k
 	}
-	for j, e := range errs {
-		if e != nil {
+	for level := 0; len(todo) > 0; level++ {
+		recs := make([]record.Record, len(todo))
+		for k, j := range todo {
+			recs[k] = dead[j]
+		}
+		errs, err := p.deliver(ctx, p.o.dlq, recs, "dlq", nil)
+		if err != nil {
+			return err
+		}
+		var again []int
+		for k, e := range errs {
+			if e == nil {
+				continue
+			}
+			j := todo[k]
 			r := &batch[idx[j]].Record
+			if errors.Is(e, plugins.ErrRecordTooLarge) && level < 2 {
+				p.o.logger.Warn("dead letter too large; sending it truncated", "pipeline", p.name, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+					"drop", []string{"value", "value, key and headers"}[level], "err", e)
+				dead[j] = truncateDeadLetter(dead[j], level)
+				again = append(again, j)
+				continue
+			}
 			return fmt.Errorf("dead-letter write of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, e)
 		}
+		todo = again
 	}
 	p.count(func(c *Counts) { c.DLQ += int64(len(dead)) })
 	if m := p.o.metrics; m != nil {
@@ -949,12 +1050,52 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 	return nil
 }
 
+// Headers of a dead letter that was too large for the dead-letter queue.
+const (
+	// HeaderTruncated lists what was left out: "value" or "value,key,headers".
+	HeaderTruncated = "streamd-truncated"
+	// HeaderValueBytes is the length of the value left out.
+	HeaderValueBytes = "streamd-value-bytes"
+	// HeaderKeyBytes is the length of the key left out.
+	HeaderKeyBytes = "streamd-key-bytes"
+)
+
+// truncateDeadLetter drops a dead letter's value (level 0), or also its key
+// and the input's own headers (level 1), saying so in headers.
+func truncateDeadLetter(d record.Record, level int) record.Record {
+	if level == 0 {
+		d.SetHeader(HeaderValueBytes, []byte(strconv.Itoa(len(d.Value))))
+		d.SetHeader(HeaderTruncated, []byte("value"))
+		d.Value = nil
+		return d
+	}
+	keep := make([]record.Header, 0, 10)
+	for _, h := range d.Headers {
+		if strings.HasPrefix(h.Key, "streamd-") {
+			keep = append(keep, h)
+		}
+	}
+	d.Headers = keep
+	d.SetHeader(HeaderKeyBytes, []byte(strconv.Itoa(len(d.Key))))
+	d.SetHeader(HeaderTruncated, []byte("value,key,headers"))
+	d.Key = nil
+	return d
+}
+
+// maxErrorHeader bounds the streamd-error header of a dead letter.
+const maxErrorHeader = 4096
+
 // DeadLetter returns the dead-letter record for in: its key, value and
-// headers, plus headers saying why and where it came from.
+// headers, plus headers saying why (the error, at most 4 KiB of it) and
+// where it came from.
 func DeadLetter(in record.Record, stage, plugin string, err error) record.Record {
 	out := in.Clone()
 	out.Topic, out.Offset = "", -1
-	out.SetHeader(HeaderError, []byte(err.Error()))
+	msg := err.Error()
+	if len(msg) > maxErrorHeader {
+		msg = msg[:maxErrorHeader-3] + "..."
+	}
+	out.SetHeader(HeaderError, []byte(msg))
 	out.SetHeader(HeaderStage, []byte(stage))
 	if plugin != "" {
 		out.SetHeader(HeaderPlugin, []byte(plugin))

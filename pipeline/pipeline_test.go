@@ -612,3 +612,161 @@ func TestTransientStageErrorRetried(t *testing.T) {
 		t.Fatalf("err = %v, %d acked", err, src2.ackedN.Load())
 	}
 }
+
+// runFor runs p and fails the test if Run does not return within d.
+func runFor(t *testing.T, p *Pipeline, ctx context.Context, d time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("Run did not return within %s; status %+v", d, p.Status())
+		return nil
+	}
+}
+
+// TestFailedPipelineDoesNotHangInFetch: a pipeline that fails (policy
+// stop) while its source has nothing more to give (a Kafka poll blocks
+// until records come) returns the error at once instead of waiting in
+// the fetch forever (issue 11 finding 4: no log line, no exit).
+func TestFailedPipelineDoesNotHangInFetch(t *testing.T) {
+	src := newFakeSource(1, 10, 10)
+	src.block = true
+	src.pending[3].Record.Value = []byte("bad")
+	p := New("t", src, &memSink{}, append(fast(), WithStages(Stage{Name: "down", Transformer: &upper{}}))...)
+	err := runFor(t, p, context.Background(), 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "in/0@3") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// stuckSink blocks every write until its context is done, as a producer
+// whose broker is gone; it reports ctx's error then.
+type stuckSink struct{ calls atomic.Int64 }
+
+func (s *stuckSink) Write(ctx context.Context, b []record.Record) ([]error, error) {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// silentAsync takes every write and never answers, as franz-go with a
+// broker that is down holds records it may have sent.
+type silentAsync struct {
+	memSink
+	calls atomic.Int64
+}
+
+func (s *silentAsync) WriteAsync(ctx context.Context, b []record.Record, done func([]error, error)) {
+	s.calls.Add(1)
+}
+
+// TestShutdownWhileSinkStuck: with the sink stuck and every queue full
+// (workers, their write queues, the dispatch), cancelling Run's context
+// (SIGTERM) returns within the shutdown timeout, for a sink that blocks
+// and for an async sink that never answers; nothing is acknowledged
+// (issue 11 finding 5: dispatch waited on the stop channel only, so
+// shutdown_timeout never started and only SIGKILL worked).
+func TestShutdownWhileSinkStuck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sink plugins.Sink
+	}{{"blocking", &stuckSink{}}, {"async-silent", &silentAsync{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFakeSource(4, 5000, 200)
+			src.block = true
+			ctx, cancel := context.WithCancel(context.Background())
+			p := New("t", src, tc.sink, append(fast(), WithWorkers(2), WithBatch(10, 1<<20, time.Millisecond),
+				WithMaxInFlight(100000), WithShutdownTimeout(300*time.Millisecond))...)
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			// Wait until the fetch loop is blocked handing records on.
+			deadline := time.Now().Add(10 * time.Second)
+			for last := int64(-1); ; {
+				time.Sleep(100 * time.Millisecond)
+				n := src.fetched.Load()
+				if n == last && n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("fetching never blocked (%d fetched)", n)
+				}
+				last = n
+			}
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Run ignored the cancel for 10 s with the sink stuck (shutdown timeout 300ms); status %+v", p.Status())
+			}
+			t.Logf("returned %s after the cancel", time.Since(start).Round(time.Millisecond))
+			if src.ackedN.Load() != 0 {
+				t.Fatal("records were acknowledged though nothing was written")
+			}
+		})
+	}
+}
+
+// TestOversizeRecordDeadLettered: a record the sink rejects as too large
+// goes to the DLQ; when the DLQ has the same limit, without its value
+// (then also without its key and own headers if still too large), with
+// the error and its origin (issue 11 finding 4: the dead-letter write
+// failed the same way and failed the pipeline).
+func TestOversizeRecordDeadLettered(t *testing.T) {
+	tooLarge := func(limit int) func(r *record.Record) error {
+		return func(r *record.Record) error {
+			n := len(r.Key) + len(r.Value)
+			for _, h := range r.Headers {
+				n += len(h.Key) + len(h.Value)
+			}
+			if n > limit {
+				return fmt.Errorf("%w: %d bytes, over max_record_bytes of %d", plugins.ErrRecordTooLarge, n, limit)
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		key, hdr  string
+		truncated string
+	}{
+		{"value", "k", "", "value"},
+		{"value-key-headers", strings.Repeat("K", 3000), strings.Repeat("H", 3000), "value,key,headers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFakeSource(1, 10, 10)
+			big := &src.pending[4].Record
+			big.Key, big.Value = []byte(tc.key), []byte(strings.Repeat("x", 5000))
+			if tc.hdr != "" {
+				big.Headers = []record.Header{{Key: "trace", Value: []byte(tc.hdr)}}
+			}
+			sink := &memSink{reject: tooLarge(1000)}
+			dlq := &memSink{reject: tooLarge(1000)}
+			p := New("t", src, sink, append(fast(), WithErrorPolicy(DLQ, dlq))...)
+			if err := runFor(t, p, context.Background(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if len(sink.recs) != 9 || len(dlq.recs) != 1 {
+				t.Fatalf("sink %d (want 9), dlq %d (want 1)", len(sink.recs), len(dlq.recs))
+			}
+			d := dlq.recs[0]
+			hv := func(k string) string { v, _ := d.Header(k); return string(v) }
+			if d.Value != nil || hv(HeaderTruncated) != tc.truncated || hv(HeaderValueBytes) != "5000" || hv(HeaderSourceOffset) != "4" ||
+				!strings.Contains(hv(HeaderError), "over max_record_bytes of 1000") {
+				t.Fatalf("dead letter: value %d bytes, headers %v", len(d.Value), d.Headers)
+			}
+			if tc.truncated == "value" && string(d.Key) != "k" {
+				t.Fatalf("key %q lost though it fits", d.Key)
+			}
+			if tc.hdr != "" && (d.Key != nil || hv("trace") != "" || hv(HeaderKeyBytes) != "3000") {
+				t.Fatalf("second level kept key %d bytes / trace header; headers %v", len(d.Key), d.Headers)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -416,3 +417,171 @@ func (s *seqSource) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
 func (s *seqSource) Ack([]pipeline.Msg)           {}
 func (s *seqSource) Commit(context.Context) error { return nil }
 func (s *seqSource) Close()                       {}
+
+// TestShutdownWhileBrokerDown: SIGTERM (Run's context cancelled) while
+// the broker is down and the pipeline is full of records it cannot write:
+// Run returns within the shutdown timeout plus the final commit's bound,
+// the source and the sink close within their own bounds, and nothing
+// unwritten is committed: after the broker is back a new run delivers
+// every record (issue 11 finding 5).
+func TestShutdownWhileBrokerDown(t *testing.T) {
+	br := newRestartable(t)
+	createTopic(t, br.seeds(), "in", 4, nil)
+	createTopic(t, br.seeds(), "out", 4, nil)
+	const n = 20000
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillAt(t, cl, "in", 0, n, time.Now())
+	cl.Close()
+	run := func(shutdown time.Duration, stopBroker bool) *pipeline.Pipeline {
+		src, err := kafka.NewSource(kafka.SourceConfig{Seeds: br.seeds(), Topics: []string{"in"}, Group: "g", Partitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: br.seeds(), Topic: "out", Partitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pipeline.New("down", src, sink, pipeline.WithBatch(100, 1<<20, time.Millisecond), pipeline.WithMaxInFlight(5000),
+			pipeline.WithShutdownTimeout(shutdown), pipeline.WithCommitInterval(100*time.Millisecond))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		if !stopBroker {
+			tally(t, br.seeds(), "out", n, 0, time.Minute)
+		} else {
+			for deadline := time.Now().Add(30 * time.Second); p.Status().In < 2000; {
+				if time.Now().After(deadline) {
+					t.Fatalf("read only %d records", p.Status().In)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			br.stop()
+			time.Sleep(2 * time.Second) // in flight piles up against the dead broker
+		}
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(shutdown + 15*time.Second):
+			t.Fatalf("Run did not return %s after the cancel (shutdown timeout %s); status %+v", shutdown+15*time.Second, shutdown, p.Status())
+		}
+		ran := time.Since(start)
+		closeStart := time.Now()
+		sink.Close()
+		t.Logf("broker down: %v; Run returned %s after the cancel, sink closed in %s; status %+v", stopBroker, ran.Round(time.Millisecond), time.Since(closeStart).Round(time.Millisecond), p.Status())
+		if stopBroker && time.Since(closeStart) > 7*time.Second {
+			t.Errorf("sink took %s to close", time.Since(closeStart))
+		}
+		return p
+	}
+	run(time.Second, true)
+	br.start()
+	run(30*time.Second, false)
+	seen := tally(t, br.seeds(), "out", n, time.Second, 30*time.Second)
+	if missing, dup := missingDup(seen, n); missing != 0 {
+		t.Fatalf("%d of %d missing after the restart (%d duplicates)", missing, n, dup)
+	} else {
+		t.Logf("%d duplicates of %d after the SIGTERM during the outage", dup, n)
+	}
+}
+
+// TestOversizeRecord: one record over a size limit among good ones: over
+// the sink's max_record_bytes (1.5 MB against 1 MiB) or over the sink
+// topic's max.message.bytes (200 KB against 100 KB, in a partition batch
+// with good records). With policy dlq only that record is dead-lettered,
+// without its value (the DLQ topic has the same limit), its error naming
+// the limit; every other record is written. With policy stop the pipeline
+// fails at once with an error naming the record and the limit, instead of
+// hanging in its fetch (issue 11 finding 4).
+func TestOversizeRecord(t *testing.T) {
+	b := testenv.Kafka(t)
+	for _, tc := range []struct {
+		name     string
+		size     int
+		sinkConf map[string]string
+		want     string
+	}{
+		{"over-max_record_bytes", 1500 * 1000, nil, "over the sink's max_record_bytes of 1048588"},
+		{"over-topic-max.message.bytes", 200 * 1000, map[string]string{"max.message.bytes": "100000"}, "max.message.bytes"},
+	} {
+		for _, policy := range []pipeline.Policy{pipeline.DLQ, pipeline.Stop} {
+			t.Run(tc.name+"/"+policy.String(), func(t *testing.T) {
+				in, out, dlqTopic := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "dlq")
+				createTopic(t, b.Seeds, in, 1, map[string]string{"max.message.bytes": "4000000"})
+				createTopic(t, b.Seeds, out, 1, tc.sinkConf)
+				createTopic(t, b.Seeds, dlqTopic, 1, tc.sinkConf)
+				cl := b.Client(t, kgo.ProducerBatchMaxBytes(4<<20))
+				fillAt(t, cl, in, 0, 10, time.Now())
+				big := &kgo.Record{Topic: in, Key: []byte("k-10"), Value: make([]byte, tc.size), Headers: []kgo.RecordHeader{{Key: "seq", Value: []byte("10")}}}
+				if err := cl.ProduceSync(context.Background(), big).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				fillAt(t, cl, in, 11, 10, time.Now())
+				src, err := kafka.NewSource(kafka.SourceConfig{Seeds: b.Seeds, Topics: []string{in}, Group: testenv.Topic(t, "g"), Partitions: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: b.Seeds, Topic: out, Partitions: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sink.Close()
+				dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: b.Seeds, Topic: dlqTopic, Partitions: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dlq.Close()
+				p := pipeline.New("big", src, sink, pipeline.WithBatch(100, 8<<20, 20*time.Millisecond), pipeline.WithErrorPolicy(policy, dlq))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- p.Run(ctx) }()
+				if policy == pipeline.Stop {
+					select {
+					case err := <-done:
+						if err == nil || !strings.Contains(err.Error(), in+"/0@10") || !strings.Contains(err.Error(), tc.want) {
+							t.Fatalf("err = %v, want it to name %s/0@10 and %q", err, in, tc.want)
+						}
+						t.Logf("stop: %v", err)
+					case <-time.After(30 * time.Second):
+						t.Fatalf("the failed pipeline did not return in 30 s: %+v", p.Status())
+					}
+					return
+				}
+				seen := tally(t, b.Seeds, out, 20, time.Second, 30*time.Second)
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if len(seen) != 20 || seen[10] != 0 {
+					t.Fatalf("sink holds %d distinct records (want the 20 small ones): %v", len(seen), seen)
+				}
+				dl := b.Client(t, kgo.ConsumeTopics(dlqTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+				var dead []*kgo.Record
+				rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer rcancel()
+				for len(dead) < 1 && rctx.Err() == nil {
+					dl.PollFetches(rctx).EachRecord(func(r *kgo.Record) { dead = append(dead, r) })
+				}
+				if len(dead) != 1 {
+					t.Fatalf("dlq holds %d records, want 1; status %+v", len(dead), p.Status())
+				}
+				h := map[string]string{}
+				for _, x := range dead[0].Headers {
+					h[x.Key] = string(x.Value)
+				}
+				t.Logf("dead letter: key %q, value %d bytes, headers %v", dead[0].Key, len(dead[0].Value), h)
+				if h[pipeline.HeaderSourceOffset] != "10" || !strings.Contains(h[pipeline.HeaderError], tc.want) ||
+					h[pipeline.HeaderTruncated] != "value" || h[pipeline.HeaderValueBytes] != strconv.Itoa(tc.size) || h["seq"] != "10" {
+					t.Fatalf("dead letter headers %v", h)
+				}
+			})
+		}
+	}
+}

@@ -342,5 +342,18 @@ func (s *Source) Lag() map[string]int64 {
 	return out
 }
 
-// Close implements pipeline.Source.
-func (s *Source) Close() { s.cl.Close() }
+// closeTimeout bounds leaving the group on Close: with the coordinator
+// unreachable, franz-go would retry the leave (and the revoke's commit)
+// for as long as its own retry timeout.
+const closeTimeout = 5 * time.Second
+
+// Close implements pipeline.Source: it leaves the group (within 5 s) and
+// closes the client.
+func (s *Source) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := s.cl.LeaveGroupContext(ctx); err != nil {
+		s.log.Warn("leaving the group failed; closing anyway", "err", err)
+	}
+	s.cl.Close()
+}
