@@ -201,7 +201,8 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	}
 	switch pc.Errors.Policy {
 	case "dlq":
-		dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: pc.Errors.DLQTopic, Partitions: a.cfg.Kafka.Partitions})
+		dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: pc.Errors.DLQTopic,
+			Partitions: a.cfg.Kafka.Partitions, MaxRecordBytes: int32(pc.Sink.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "dlq")})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
@@ -280,6 +281,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 		s, err := kafka.NewSink(kafka.SinkConfig{
 			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: k.Topic, Compression: k.Compression,
 			Level: k.CompressionLevel, SamePartition: k.Partition == "same", Partitions: a.cfg.Kafka.Partitions,
+			MaxRecordBytes: int32(k.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "kafka"),
 		})
 		if err != nil {
 			return nil, err

@@ -196,6 +196,11 @@ type Sink struct {
 	Compression      string `toml:"compression"` // none | gzip | snappy | lz4 | zstd
 	CompressionLevel int    `toml:"compression_level"`
 	Partition        string `toml:"partition"` // "" (key hash, murmur2) | "same"
+	// MaxRecordBytes is the largest record batch the producer sends, and
+	// so the largest record (key, value, headers + ~100 bytes); a larger
+	// record goes to the error policy (default 1048588, Kafka's default
+	// message.max.bytes). The dead-letter topic's producer uses it too.
+	MaxRecordBytes int `toml:"max_record_bytes"`
 
 	// file
 	Path string `toml:"path"`

@@ -110,6 +110,9 @@ func (c *Config) setDefaults() {
 		if unset(at + "sink.compression") {
 			p.Sink.Compression = "none"
 		}
+		if unset(at + "sink.max_record_bytes") {
+			p.Sink.MaxRecordBytes = kafka.DefaultMaxRecordBytes
+		}
 		for j := range p.Transforms {
 			s := &p.Transforms[j]
 			if unset(fmt.Sprintf("%stransform[%d].name", at, j)) {
@@ -285,6 +288,9 @@ func (c *Config) validate() error {
 			}
 			if !oneOf(o.Partition, "", "same", "hash") {
 				bad(at+".sink.partition", "must be \"same\" or \"hash\" (the default), not %q", o.Partition)
+			}
+			if o.MaxRecordBytes < 512 || o.MaxRecordBytes > 1<<30 {
+				bad(at+".sink.max_record_bytes", "%d is out of range (allowed: 512 to %d)", o.MaxRecordBytes, 1<<30)
 			}
 			if s.Type == "kafka" && slices.Contains(s.Topics, o.Topic) {
 				bad(at+".sink.topic", "%q is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics)", o.Topic)
