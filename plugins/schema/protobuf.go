@@ -67,7 +67,43 @@ func serializedDescriptor(t string) *descriptorpb.FileDescriptorProto {
 	if proto.Unmarshal(b, fd) != nil {
 		return nil
 	}
+	// protoc fills in every field's json_name; descriptors made by other
+	// tools (Confluent's Python serializer) may leave it out, and the
+	// linker then takes "" for a custom name shared by every field.
+	var fill func(ms []*descriptorpb.DescriptorProto)
+	fill = func(ms []*descriptorpb.DescriptorProto) {
+		for _, m := range ms {
+			for _, f := range m.Field {
+				if f.JsonName == nil {
+					f.JsonName = proto.String(jsonCamel(f.GetName()))
+				}
+			}
+			fill(m.NestedType)
+		}
+	}
+	fill(fd.MessageType)
 	return fd
+}
+
+// jsonCamel is protoc's default JSON name: underscores dropped, the letter
+// after each one upper-cased.
+func jsonCamel(s string) string {
+	var b strings.Builder
+	up := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			b.WriteByte(c - 'a' + 'A')
+			up = false
+		default:
+			b.WriteByte(c)
+			up = false
+		}
+	}
+	return b.String()
 }
 
 // message returns the message a Confluent message-index path names: the

@@ -78,7 +78,8 @@ type compiled struct {
 	avro    *avroSchema
 	proto   *protoSchema
 	json    *jsonSchema
-	subject string // a subject that uses it, for error messages ("" if unknown)
+	// subjects use it, for error messages (nil: not asked yet).
+	subjects []string
 }
 
 func (c *compiled) format() string {
@@ -188,27 +189,44 @@ func (c *cache) get(ctx context.Context, id int) (*compiled, error) {
 	return cs, nil
 }
 
-// subjectOf finds a subject that uses id, for error messages; "" if the
-// registry does not say.
-func (c *cache) subjectOf(ctx context.Context, id int) string {
+// subjectOf names a subject that uses id, for error messages: want if it
+// is one of them (the record's topic-name subject), else the first the
+// registry lists; "" if the registry does not say. One id may serve many
+// subjects: registries give the same schema text the same id.
+func (c *cache) subjectOf(ctx context.Context, id int, want string) string {
 	c.mu.Lock()
-	if s := c.byID[id]; s != nil && s.subject != "" {
+	s := c.byID[id]
+	var subjects []string
+	if s != nil {
+		subjects = s.subjects
+	}
+	c.mu.Unlock()
+	if subjects == nil {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		vs, err := c.reg.SchemaVersionsByID(ctx, id)
+		if err != nil {
+			return ""
+		}
+		subjects = []string{}
+		for _, v := range vs {
+			subjects = append(subjects, v.Subject)
+		}
+		c.mu.Lock()
+		if s != nil {
+			s.subjects = subjects
+		}
 		c.mu.Unlock()
-		return s.subject
 	}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	vs, err := c.reg.SchemaVersionsByID(ctx, id)
-	if err != nil || len(vs) == 0 {
-		return ""
+	for _, sub := range subjects {
+		if sub == want {
+			return sub
+		}
 	}
-	c.mu.Lock()
-	if s := c.byID[id]; s != nil {
-		s.subject = vs[0].Subject
+	if len(subjects) > 0 {
+		return subjects[0]
 	}
-	c.mu.Unlock()
-	return vs[0].Subject
+	return ""
 }
 
 // compile compiles a schema and the schemas it references.

@@ -264,7 +264,7 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 		_, payload, _ := ParseFrame(st.part(&r))
 		js, err := st.decodeOne(&a, s, payload)
 		if err != nil {
-			out[i].Err = st.recordErr(ctx, "decode", s, "", err)
+			out[i].Err = st.recordErr(ctx, "decode", s, st.topicSubject(&r), err)
 			continue
 		}
 		if st.cfg.Key {
@@ -308,11 +308,21 @@ func (st *Stage) decodeOne(a *arena, s *compiled, payload []byte) ([]byte, error
 	return a.keep(dst), nil
 }
 
+// topicSubject is the topic-name subject of r, the likeliest of the
+// subjects that share a schema id.
+func (st *Stage) topicSubject(r *record.Record) string {
+	if r.Topic == "" {
+		return ""
+	}
+	return r.Topic + "-" + st.partName()
+}
+
 // recordErr is a per-record error naming the schema id, its subject and
-// format, and why.
+// format, and why. On decode, subject is the one preferred among those
+// that use the id.
 func (st *Stage) recordErr(ctx context.Context, op string, s *compiled, subject string, err error) error {
-	if subject == "" {
-		subject = st.cache.subjectOf(ctx, s.id)
+	if op == "decode" {
+		subject = st.cache.subjectOf(ctx, s.id, subject)
 	}
 	if subject == "" {
 		subject = "unknown"
@@ -427,11 +437,6 @@ func (st *Stage) fetchTarget(ctx context.Context, subject string) (*target, erro
 		}
 		t.md, t.idx = md, idx
 	}
-	st.mu.Lock()
-	if s.subject == "" {
-		s.subject = subject
-	}
-	st.mu.Unlock()
 	return t, nil
 }
 
