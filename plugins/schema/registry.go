@@ -73,11 +73,11 @@ func trim(s string, n int) string {
 
 // compiled is one schema ready to use.
 type compiled struct {
-	id      int
-	typ     sr.SchemaType
-	avro    *avroSchema
-	proto   *protoSchema
-	json    *jsonSchema
+	id    int
+	typ   sr.SchemaType
+	avro  *avroSchema
+	proto *protoSchema
+	json  *jsonSchema
 	// subjects use it, for error messages (nil: not asked yet).
 	subjects []string
 }
