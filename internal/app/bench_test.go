@@ -177,7 +177,7 @@ policy = "stop"
 
 // downgradePlugin returns the orders-downgrade plugin in lang: Go is built
 // here (GOOS=wasip1); C must have been built by `make examples`.
-func downgradePlugin(b *testing.B, lang string) string {
+func downgradePlugin(b testing.TB, lang string) string {
 	src := filepath.Join("..", "..", "examples", "wasm", lang, "orders-downgrade")
 	if lang != "go" {
 		p, _ := filepath.Abs(filepath.Join(src, "plugin.wasm"))
