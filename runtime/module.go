@@ -421,7 +421,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 // sleep is the guest's nanosleep under the clock grant (WASI poll_oneoff
 // on a clock): it sleeps ns, but no longer than its call may run.
 func (inst *instance) sleep(ns int64) {
-	if ns <= 0 || inst.timedOut.Load() || inst.canceled.Load() {
+	if ns <= 0 {
+		return
+	}
+	if inst.timedOut.Load() || inst.canceled.Load() {
+		inst.sleepCut = true
 		return
 	}
 	t := time.NewTimer(time.Duration(ns))
@@ -476,22 +480,28 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 	} else if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, inst.cancelFn)
 	}
-	select { // a wake-up left from an earlier call
-	case <-inst.wake:
-	default:
-	}
+	// No wake-up is left in inst.wake from an earlier call: whatever sent
+	// one (the timer, cancelFn) also failed that call, and a failed
+	// instance is not used again.
 	inst.sleepCut = false
 	inst.timer.Reset(inst.m.timeout)
 	err := fn.CallWithStack(inst.ctx, inst.stack[:])
-	inst.timer.Stop()
+	fired := !inst.timer.Stop()
 	inst.done = nil
-	if stop != nil {
-		stop()
+	if stop != nil && !stop() {
+		fired = true // cancelFn runs: the module is being closed
 	}
-	if err == nil && inst.sleepCut {
+	switch {
+	case err != nil:
+	case inst.sleepCut:
 		// The guest slept less than it asked and carried on: its answer
 		// does not count.
 		err = errors.New("the guest's sleep was cut short")
+	case fired:
+		// The timeout or the cancellation came as the guest returned.
+		// The flags it set would stop the instance's next call, so this
+		// one, which did run out its time, fails and the instance goes.
+		err = errors.New("the call ended as it ran out of time")
 	}
 	switch {
 	case err == nil:
