@@ -153,3 +153,82 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("file holds %q", b)
 	}
 }
+
+// FuzzNoEscape: whatever paths a guest names (wazero cleans them first;
+// this does not rely on it), no call reaches the file or directory
+// outside the grant: nothing opened or stat'ed is one of them, and they are
+// left as they were.
+func FuzzNoEscape(f *testing.F) {
+	for _, s := range [][2]string{
+		{"out", "x"}, {"../outside", "x"}, {"sub/../../outside", "in"}, {"/etc/passwd", "x"},
+		{"in", "sub/../out"}, {"sub", "out/x"}, {"..", "."}, {"out/", "sub//x"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, p, q string) {
+		fsys, base := grant(t, false)
+		outside := filepath.Join(base, "outside")
+		if err := os.Mkdir(filepath.Join(base, "outdir"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../outdir", filepath.Join(base, "grant", "outd")); err != nil {
+			t.Fatal(err)
+		}
+		outs := []string{outside, filepath.Join(base, "outdir"), base}
+		var outInfo []os.FileInfo
+		for _, o := range outs {
+			fi, err := os.Stat(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outInfo = append(outInfo, fi)
+		}
+		isOut := func(dev, ino uint64) bool {
+			for _, fi := range outInfo {
+				if s, ok := sameIno(fi, dev, ino); ok && s {
+					return true
+				}
+			}
+			return false
+		}
+		check := func(what string) {
+			if st, e := fsys.Stat(p); e == 0 && isOut(st.Dev, st.Ino) {
+				t.Fatalf("%s: Stat(%q) reached outside", what, p)
+			}
+			if file, e := fsys.OpenFile(p, experimentalsys.O_RDONLY, 0); e == 0 {
+				st, _ := file.Stat()
+				file.Close()
+				if isOut(st.Dev, st.Ino) {
+					t.Fatalf("%s: OpenFile(%q) reached outside", what, p)
+				}
+			}
+		}
+		check("before")
+		fsys.Symlink(q, p)
+		check("after Symlink")
+		fsys.Link(q, p)
+		fsys.Rename(q, p)
+		check("after Link and Rename")
+		if file, e := fsys.OpenFile(p, experimentalsys.O_WRONLY|experimentalsys.O_CREAT|experimentalsys.O_APPEND, 0o644); e == 0 {
+			file.Write([]byte("x"))
+			file.Close()
+		}
+		fsys.Mkdir(p, 0o755)
+		fsys.Utimens(p, 0, 0)
+		fsys.Unlink(q)
+		fsys.Rmdir(q)
+		if b, err := os.ReadFile(outside); err != nil || string(b) != "OUTSIDE" {
+			t.Fatalf("p %q q %q: the file outside holds %q (%v)", p, q, b, err)
+		}
+		if fi, err := os.Stat(outside); err != nil || !fi.ModTime().Equal(outInfo[0].ModTime()) {
+			t.Fatalf("p %q q %q: the file outside changed: %v", p, q, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(base, "outdir")); len(ents) != 0 {
+			t.Fatalf("p %q q %q: something was made outside: %v", p, q, ents)
+		}
+		ents, _ := os.ReadDir(base)
+		if len(ents) != 3 { // grant, outside, outdir
+			t.Fatalf("p %q q %q: something was made next to the grant: %v", p, q, ents)
+		}
+	})
+}
