@@ -21,7 +21,12 @@ import (
 //	POST /journal/{topic}/{id}/purge           remove the journal
 //
 // Writes answer {"partition":P,"offset":O} (delete of no journal: null).
-// Bad requests get 400 and {"error":"..."}; failures 500 or 504.
+// Errors answer {"error":"..."}: 400 for a bad request (including an id
+// that is empty, over MaxIDBytes or not UTF-8, and a topic name Kafka
+// does not allow), 404 for a topic that does not exist, 409 (with
+// "seqNr") for an Append not above the journal's seqNr, 413 for a body
+// over MaxBodyBytes or an Append over the Kafka record limit, 500 or 504
+// for failures.
 func Handler(j *Journal) http.Handler {
 	mux := http.NewServeMux()
 	key := func(r *http.Request) Key { return Key{Topic: r.PathValue("topic"), ID: r.PathValue("id")} }
@@ -71,7 +76,12 @@ func Handler(j *Journal) http.Handler {
 			}
 			opts = append(opts, ExpireAfter(d))
 		}
-		evs, err := decodeEvents(io.LimitReader(r.Body, 64<<20))
+		evs, err := decodeEvents(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d MiB, the limit of one Append (which must also fit one Kafka record, 1,000,012 bytes by default): split the events over several requests", MaxBodyBytes>>20))
+			return
+		}
 		if err != nil {
 			httpError(w, http.StatusBadRequest, err)
 			return
@@ -112,6 +122,10 @@ func Handler(j *Journal) http.Handler {
 	return mux
 }
 
+// MaxBodyBytes is the largest request body the HTTP API reads (an Append's
+// events); a larger one is refused whole with 413.
+const MaxBodyBytes = 64 << 20
+
 // decodeEvents reads JSON-lines events (a JSON array is accepted too).
 func decodeEvents(r io.Reader) ([]Event, error) {
 	br := bufio.NewReader(r)
@@ -136,6 +150,12 @@ func decodeEvents(r io.Reader) ([]Event, error) {
 func statusOf(err error) int {
 	if errors.Is(err, ErrInvalid) {
 		return http.StatusBadRequest
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	if errors.Is(err, ErrUnknownTopic) {
+		return http.StatusNotFound
 	}
 	if errors.Is(err, ErrConflict) {
 		return http.StatusConflict

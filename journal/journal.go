@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/jsonscan"
@@ -35,6 +38,8 @@ type Journal struct {
 	// a replicator catch up at exactly that point).
 	afterMark func()
 	writers   writers
+	maxRecord int32    // the producer's per-record limit
+	topics    sync.Map // topic -> time.Time it was found to exist
 	stats     struct {
 		views, storeOnly, kafkaReads, cacheHits atomic.Int64
 		appends, conflicts, checkReads          atomic.Int64
@@ -90,7 +95,10 @@ func New(client *kgo.Client, s *Store, opts ...Option) *Journal {
 	if o.origin == "" {
 		o.origin, _ = os.Hostname()
 	}
-	j := &Journal{client: client, store: s, o: o}
+	j := &Journal{client: client, store: s, o: o, maxRecord: 1000012}
+	if v, ok := client.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+		j.maxRecord = v
+	}
 	for _, v := range client.OptValues(kgo.SeedBrokers) {
 		if seeds, ok := v.([]string); ok {
 			j.consOpts = append(j.consOpts, kgo.SeedBrokers(seeds...))
@@ -192,6 +200,9 @@ func (j *Journal) Append(ctx context.Context, key Key, events []Event, opts ...A
 			return Position{}, fmt.Errorf("journal %s: append: header %q is reserved: %w", key, k, ErrInvalid)
 		}
 		extra = append(extra, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	if _, err := j.record(key, h, value, extra); err != nil {
+		return Position{}, err
 	}
 	w := j.writers.acquire(key)
 	defer j.writers.release(key, w)
@@ -636,9 +647,46 @@ func (j *Journal) consume(ctx context.Context, topic string, partition int32, st
 }
 
 func (j *Journal) produce(ctx context.Context, key Key, h action.Header, value []byte, extra []kgo.RecordHeader) (Position, error) {
+	if err := j.checkTopic(ctx, key); err != nil {
+		return Position{}, err
+	}
+	rec, err := j.record(key, h, value, extra)
+	if err != nil {
+		return Position{}, err
+	}
+	if err := j.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		switch {
+		case errors.Is(err, kerr.MessageTooLarge):
+			// Under the producer's limit (record checked it), so the broker's:
+			// the topic's max.message.bytes or the broker's message.max.bytes.
+			return Position{}, fmt.Errorf("journal %s: %s: the %d-byte action record is over the topic's max.message.bytes (or the broker's message.max.bytes), which is below the producer's limit of %d bytes; an Append is one Kafka record: split its events over several Appends: %w: %w",
+				key, h.Kind, recordSize(rec), j.maxRecord, ErrTooLarge, err)
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			j.topics.Delete(key.Topic)
+			return Position{}, fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics): %w: %w", key, key.Topic, ErrUnknownTopic, err)
+		}
+		return Position{}, fmt.Errorf("journal %s: produce %s: %w", key, h.Kind, err)
+	}
+	return Position{Partition: rec.Partition, Offset: rec.Offset}, nil
+}
+
+// ErrTooLarge is wrapped by the error of an action whose Kafka record is
+// over the producer's limit or the broker's (an Append is one record).
+var ErrTooLarge = errors.New("journal action too large for one Kafka record")
+
+// ErrUnknownTopic is wrapped by the error of a request for a journal
+// whose topic does not exist. The journal never creates topics: the
+// partition of a journal's actions depends on the topic's partition
+// count, which must not change, and an auto-created topic gets whatever
+// the broker's default is.
+var ErrUnknownTopic = errors.New("journal topic does not exist")
+
+// record returns the action record of key, or an error wrapping
+// ErrTooLarge if it is over the producer's per-record limit.
+func (j *Journal) record(key Key, h action.Header, value []byte, extra []kgo.RecordHeader) (*kgo.Record, error) {
 	hb, err := action.EncodeHeader(h)
 	if err != nil {
-		return Position{}, fmt.Errorf("journal %s: %w", key, err)
+		return nil, fmt.Errorf("journal %s: %w", key, err)
 	}
 	rec := &kgo.Record{
 		Topic:   key.Topic,
@@ -646,10 +694,49 @@ func (j *Journal) produce(ctx context.Context, key Key, h action.Header, value [
 		Value:   value,
 		Headers: append([]kgo.RecordHeader{{Key: action.HeaderKey, Value: hb}}, extra...),
 	}
-	if err := j.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return Position{}, fmt.Errorf("journal %s: produce %s: %w", key, h.Kind, err)
+	// The record batch around one record adds ~70 bytes (batch header and
+	// the record's own lengths).
+	if n := recordSize(rec); n+recordOverhead > int64(j.maxRecord) {
+		return nil, fmt.Errorf("journal %s: %s: the action record is %d bytes (key, value and headers), over the Kafka producer's limit of %d bytes per record (franz-go ProducerBatchMaxBytes; Kafka's max.message.bytes); an Append is one Kafka record: split its events over several Appends: %w",
+			key, h.Kind, n, j.maxRecord, ErrTooLarge)
 	}
-	return Position{Partition: rec.Partition, Offset: rec.Offset}, nil
+	return rec, nil
+}
+
+const recordOverhead = 100
+
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// topicCheckTTL is how long a topic found to exist is not asked about
+// again.
+const topicCheckTTL = time.Minute
+
+// checkTopic returns an error wrapping ErrUnknownTopic if key's topic
+// does not exist, asking the brokers' metadata (without creating it) at
+// most once a minute per topic that exists.
+func (j *Journal) checkTopic(ctx context.Context, key Key) error {
+	if t, ok := j.topics.Load(key.Topic); ok && time.Since(t.(time.Time)) < topicCheckTTL {
+		return nil
+	}
+	topics, err := kadm.NewClient(j.client).ListTopics(ctx, key.Topic)
+	if err != nil {
+		return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, err)
+	}
+	d, ok := topics[key.Topic]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics: create it with the partition count it keeps for good): %w", key, key.Topic, ErrUnknownTopic)
+	case d.Err != nil:
+		return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, d.Err)
+	}
+	j.topics.Store(key.Topic, time.Now())
+	return nil
 }
 
 func randomID() string {

@@ -110,8 +110,9 @@ type partKey struct {
 // Write implements plugins.Sink. Per partition: records at or below the
 // stored pointer are skipped; the rest are decoded, grouped by key,
 // folded, applied with the new pointer in one store write. Every record is
-// then durable (a malformed one once quarantined). An error means nothing
-// of the batch is known durable; applying it again is safe.
+// then durable (a malformed one once quarantined). An error (marked
+// plugins.Transient: the store or the quarantine failed, never a record)
+// means nothing of the batch is known durable; applying it again is safe.
 func (r *Replicator) Write(ctx context.Context, batch []record.Record) ([]error, error) {
 	var order []partKey
 	groups := map[partKey][]int{}
@@ -124,7 +125,9 @@ func (r *Replicator) Write(ctx context.Context, batch []record.Record) ([]error,
 	}
 	for _, pk := range order {
 		if err := r.writePartition(ctx, pk, batch, groups[pk]); err != nil {
-			return nil, err
+			// The store (a full disk, a database down) or the quarantine
+			// topic failed, not the records: the whole batch is retried.
+			return nil, plugins.Transient(err)
 		}
 	}
 	return make([]error, len(batch)), nil

@@ -26,8 +26,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +63,7 @@ type Store struct {
 	stmts map[stmtKey]*sql.Stmt // batch statements prepared at open
 
 	d     dialect
+	name  string // "sqlite:PATH" or "postgres HOST/DB", for errors
 	write *sql.DB
 	read  *sql.DB
 	now   func() time.Time
@@ -77,10 +82,19 @@ type queries struct {
 	insertEventsHead, insertEventsTail                              string
 }
 
-// OpenSQLite opens (creating if needed) the SQLite database at path.
+// OpenSQLite opens (creating if needed) the SQLite database at path,
+// creating its directory if that is missing.
 func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store: empty path")
+	}
+	if err := CheckSQLitePath(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("sqlite store %s: creating its directory %s: %w", path, dir, err)
+		}
 	}
 	// synchronous=FULL in WAL mode: each commit fsyncs the WAL, so a batch
 	// the replicator reports durable (and whose Kafka offsets are then
@@ -100,15 +114,86 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error
 	}
 	r.SetMaxOpenConns(8)
 	s := newStore(sqlite, w, r, opts)
+	s.name = "sqlite:" + path
 	err = s.migrateSQLite(ctx)
 	if err == nil {
 		err = s.prepare(ctx)
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+		if sqliteCode(err) == sqliteCantOpen {
+			return nil, fmt.Errorf("sqlite store %s: cannot open the database file (check that it and its directory %s are readable and writable): %w", path, filepath.Dir(path), err)
+		}
+		return nil, fmt.Errorf("sqlite store %s: %w", path, s.diskFull(err))
 	}
 	return s, nil
+}
+
+// CheckSQLitePath reports, without creating or changing anything, whether
+// OpenSQLite could use path: nil if the file or its directory exists, an
+// error wrapping fs.ErrNotExist if the directory is missing but could be
+// created (OpenSQLite creates it), another error if it cannot be (a
+// parent is a file, say) or path is a directory.
+func CheckSQLitePath(path string) error {
+	if path == "" {
+		return errors.New("sqlite store: empty path")
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("sqlite store %s: is a directory, not a database file", path)
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("sqlite store %s: %s is not a directory", path, d)
+		case err == nil && d == dir:
+			return nil
+		case err == nil:
+			return fmt.Errorf("sqlite store %s: directory %s does not exist (it is created at start): %w", path, dir, fs.ErrNotExist)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("sqlite store %s: %w", path, err)
+		}
+		if filepath.Dir(d) == d {
+			return fmt.Errorf("sqlite store %s: directory %s does not exist: %w", path, dir, fs.ErrNotExist)
+		}
+	}
+}
+
+// SQLite result codes (the low byte of an extended code).
+const (
+	sqliteFull     = 13
+	sqliteCantOpen = 14
+)
+
+func sqliteCode(err error) int {
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
+	}
+	return 0
+}
+
+// ErrDiskFull is wrapped by the errors of a store whose disk (or
+// database quota) is full: SQLite's SQLITE_FULL, PostgreSQL's disk_full
+// (53100). Nothing of the failed batch is applied; it can be retried once
+// there is room.
+var ErrDiskFull = errors.New("disk full")
+
+// diskFull wraps err with ErrDiskFull if it is a full disk (callers name
+// the store).
+func (s *Store) diskFull(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe interface{ SQLState() string }
+	if sqliteCode(err) == sqliteFull || errors.As(err, &pe) && pe.SQLState() == "53100" {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
 }
 
 // migrateSQLite is migrate, retried while the database is locked: when
@@ -148,6 +233,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, erro
 	}
 	db.SetMaxOpenConns(8)
 	s := newStore(postgres, db, db, opts)
+	s.name = "postgres " + pgName(dsn)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -157,6 +243,15 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, erro
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return s, nil
+}
+
+// pgName is host:port/database of a PostgreSQL URL, without credentials.
+func pgName(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Host + u.Path
 }
 
 func newStore(d dialect, w, r *sql.DB, opts []Option) *Store {
@@ -371,14 +466,14 @@ func (s *Store) Close() error {
 func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("journal store: begin: %w", err)
+		return fmt.Errorf("journal store %s: begin: %w", s.name, s.diskFull(err))
 	}
 	defer tx.Rollback()
 	if err := store.ApplyTx(ctx, &sqlTx{s: s, tx: tx, jids: make(map[string]int64, len(b.Keys))}, b, s.now()); err != nil {
-		return fmt.Errorf("journal store: apply %s/%d: %w", b.Topic, b.Partition, err)
+		return fmt.Errorf("journal store %s: apply %s/%d: %w", s.name, b.Topic, b.Partition, s.diskFull(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("journal store: commit: %w", err)
+		return fmt.Errorf("journal store %s: commit %s/%d: %w", s.name, b.Topic, b.Partition, s.diskFull(err))
 	}
 	return nil
 }

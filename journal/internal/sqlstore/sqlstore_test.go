@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -497,5 +499,88 @@ func TestPutEventsNeverOverwrites(t *testing.T) {
 				t.Fatalf("stored event payload %q, want the original a", got)
 			}
 		})
+	}
+}
+
+// Issue 11 finding 10: a full disk is reported as one, naming the store,
+// and nothing of the batch is applied; once there is room again the same
+// batch applies. The SQLite store is made full with max_page_count (what
+// SQLite answers is the same SQLITE_FULL as for a full file system; the
+// journal package's TestReplicatorDiskFull fills a real tmpfs).
+func TestSQLiteFullDisk(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "full.db")
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var pages int
+	if err := s.write.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+4)); err != nil {
+		t.Fatal(err)
+	}
+	batch := func() *store.Batch {
+		p := store.AppendPart{Offset: 1, From: 1, To: 200}
+		for q := int64(1); q <= 200; q++ {
+			p.Events = append(p.Events, store.Event{SeqNr: q, Kind: action.PayloadText, Payload: []byte(strings.Repeat("x", 1000)), Offset: 1})
+		}
+		return &store.Batch{Topic: "t", Pointer: 1, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindAppend, Offset: 1, Parts: []store.AppendPart{p}}}}}}
+	}
+	err = s.Apply(ctx, batch())
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("apply on a full store: %v, want ErrDiskFull naming %s", err, path)
+	}
+	if _, ok, _ := s.Pointer(ctx, "t", 0); ok {
+		t.Fatal("the pointer moved although the batch failed")
+	}
+	if _, err := s.write.ExecContext(ctx, `PRAGMA max_page_count = 1073741823`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, batch()); err != nil {
+		t.Fatalf("apply once there is room: %v", err)
+	}
+	d, _ := s.Dump(ctx, "t")
+	if got := len(d[store.Key{Topic: "t", ID: "k"}].Events); got != 200 {
+		t.Fatalf("%d events stored, want 200", got)
+	}
+}
+
+// Issue 11 finding 10: a SQLite store whose directory is missing is
+// created with its directory; one whose directory cannot be (a parent is
+// a file) is refused naming the path and that parent. CheckSQLitePath
+// says so without creating anything.
+func TestSQLiteMissingDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "missing", "sub", "j.db")
+	if err := CheckSQLitePath(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("CheckSQLitePath of a missing directory: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("CheckSQLitePath created the directory")
+	}
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatalf("open under a missing directory: %v", err)
+	}
+	s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSQLitePath(path); err != nil {
+		t.Fatalf("CheckSQLitePath of an existing store: %v", err)
+	}
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(file, "sub", "j.db")
+	for name, err := range map[string]error{"check": CheckSQLitePath(bad), "open": func() error { _, err := OpenSQLite(ctx, bad); return err }()} {
+		if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), file) {
+			t.Errorf("%s under a file: %v, want an error naming %s and %s", name, err, bad, file)
+		}
 	}
 }
