@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 
 	"github.com/streamd/streamd/journal/internal/sqlstore"
@@ -44,7 +45,7 @@ func WithSinkLoader(load func(ctx context.Context, ref string) (plugins.Sink, er
 
 // OpenStore opens the store named by dsn, creating or migrating its schema:
 //
-//	sqlite:PATH                 SQLite file (created if missing)
+//	sqlite:PATH                 SQLite file (created, with its directory, if missing)
 //	postgres://... postgresql://...   PostgreSQL
 //	wasm:PATH | native:PATH     a sink plugin (needs WithSinkLoader)
 func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, error) {
@@ -79,6 +80,34 @@ func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, er
 	}
 	return nil, fmt.Errorf("journal store %q: unknown kind; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH", dsn)
 }
+
+// CheckStore reports, without opening, creating or changing anything
+// (`streamd lint`), what OpenStore would refuse in dsn: an unknown kind, a
+// SQLite path that is a directory or lies under a file. A SQLite store
+// whose directory is missing gets an error wrapping fs.ErrNotExist:
+// OpenStore creates the directory.
+func CheckStore(dsn string) error {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return sqlstore.CheckSQLitePath(strings.TrimPrefix(dsn, "sqlite:"))
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if _, err := url.Parse(dsn); err != nil {
+			return errors.New("journal store: the postgres URL does not parse") // the URL may hold a password: not echoed
+		}
+		return nil
+	case strings.HasPrefix(dsn, "wasm:"), strings.HasPrefix(dsn, "native:"):
+		return nil
+	case dsn == "":
+		return errors.New("journal store: empty; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH")
+	}
+	return fmt.Errorf("journal store %q: unknown kind; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH", dsn)
+}
+
+// ErrDiskFull is wrapped by a store error when its disk (or database) is
+// full: SQLite's SQLITE_FULL, PostgreSQL's disk_full. Nothing of the
+// failed write is applied; the replicator's Write fails as a whole and is
+// retried.
+var ErrDiskFull = sqlstore.ErrDiskFull
 
 // NewMemoryStore returns an in-memory store (tests, examples).
 func NewMemoryStore() *Store {

@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -10,18 +14,41 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/journal"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 // journalParts are the journal pieces shared by the replicator pipelines,
-// the expiry job and the HTTP API: one store, one client.
+// the expiry job and the HTTP API: one store, one client. Build only
+// checks the store (lint creates and changes nothing: no database file,
+// no directory, no connection); Run opens it before any pipeline starts.
 type journalParts struct {
-	store       *journal.Store
-	client      *kgo.Client
-	j           *journal.Journal
-	replicators []*journal.Replicator
+	dsn       string       // resolved [journal] store
+	storeSink plugins.Sink // a plugin store's sink, loaded at Build
+	sinks     []*replicatorSink
+
+	store  *journal.Store // set by open
+	client *kgo.Client
+	j      *journal.Journal
 }
 
-// journalSetup opens the [journal] store once.
+// replicatorSink is a journal pipeline's sink: the Replicator, once Run
+// has opened the store.
+type replicatorSink struct {
+	pipeline string
+	opts     []journal.Option
+	r        atomic.Pointer[journal.Replicator]
+}
+
+func (s *replicatorSink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	r := s.r.Load()
+	if r == nil {
+		return nil, fmt.Errorf("journal replicator of pipeline %s: the journal store is not open (the daemon was not started)", s.pipeline)
+	}
+	return r.Write(ctx, batch)
+}
+
+// journalSetup checks the [journal] store once, without opening it (a
+// plugin store's plugin is loaded, as lint loads every plugin).
 func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if a.journal != nil {
 		return a.journal, nil
@@ -30,37 +57,67 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if jc == nil || jc.Store == "" {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)
 	}
-	loader := func(ctx context.Context, ref string) (plugins.Sink, error) {
-		p, err := a.load(ctx, ref, a.pluginOpts(plugins.KindSink, "journal-store", config.PluginSettings{Config: jc.Config}, 0))
+	jp := &journalParts{dsn: jc.Store}
+	switch {
+	case strings.HasPrefix(jc.Store, "sqlite:"):
+		jp.dsn = "sqlite:" + a.cfg.Resolve(strings.TrimPrefix(jc.Store, "sqlite:"))
+		// A missing directory is created at start; anything else that
+		// would stop the open is reported now.
+		if err := journal.CheckStore(jp.dsn); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
+		}
+	case strings.HasPrefix(jc.Store, "postgres://"), strings.HasPrefix(jc.Store, "postgresql://"):
+	case strings.HasPrefix(jc.Store, "wasm:"), strings.HasPrefix(jc.Store, "native:"):
+		p, err := a.load(ctx, jc.Store, a.pluginOpts(plugins.KindSink, "journal-store", config.PluginSettings{Config: jc.Config}, 0))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 		}
 		s, ok := p.(plugins.Sink)
 		if !ok {
-			return nil, fmt.Errorf("journal store plugin %s is a %s, not a sink", p.Manifest().Name, p.Manifest().Kind)
+			return nil, fmt.Errorf("%s: journal.store: plugin %s is a %s, not a sink", a.cfg.File, p.Manifest().Name, p.Manifest().Kind)
 		}
-		return s, nil
+		jp.storeSink = s
+	default:
+		return nil, fmt.Errorf("%s: journal.store %q: unknown kind; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH", a.cfg.File, jc.Store)
 	}
-	dsn := jc.Store
-	if len(dsn) > 7 && dsn[:7] == "sqlite:" {
-		dsn = "sqlite:" + a.cfg.Resolve(dsn[7:])
-	}
-	st, err := journal.OpenStore(ctx, dsn, journal.WithSinkLoader(loader), journal.WithStoreLogger(a.log))
+	a.journal = jp
+	return jp, nil
+}
+
+// open opens the store, the client and the Journal, and gives every
+// journal pipeline its Replicator.
+func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
+	loader := func(context.Context, string) (plugins.Sink, error) { return jp.storeSink, nil }
+	st, err := journal.OpenStore(ctx, jp.dsn, journal.WithSinkLoader(loader), journal.WithStoreLogger(a.log))
 	if err != nil {
-		return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
+		return fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.Kafka.Brokers...), kgo.ClientID(a.cfg.Kafka.ClientID))
 	if err != nil {
 		st.Close()
-		return nil, err
+		return err
 	}
-	a.journal = &journalParts{store: st, client: cl, j: journal.New(cl, st)}
+	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
 	a.closers = append(a.closers, func() error {
-		a.journal.j.Close()
+		jp.j.Close()
 		cl.Close()
 		return st.Close()
 	})
-	return a.journal, nil
+	for _, s := range jp.sinks {
+		opts := s.opts
+		if q := a.cfg.Journal.QuarantineTopic; q != "" {
+			opts = append(opts, journal.WithQuarantine(journal.QuarantineTo(cl, q)))
+		}
+		r, err := journal.NewReplicator(st, opts...)
+		if err != nil {
+			return err
+		}
+		if err := prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": s.pipeline}, a.reg).Register(r.Collector()); err != nil {
+			return fmt.Errorf("journal metrics: %w", err)
+		}
+		s.r.Store(r)
+	}
+	return nil
 }
 
 // journalSink is the replicator sink of a `type = "journal"` pipeline.
@@ -69,23 +126,13 @@ func (a *App) journalSink(ctx context.Context, pc *config.Pipeline) (plugins.Sin
 	if err != nil {
 		return nil, err
 	}
-	opts := []journal.Option{journal.WithLogger(a.log.With("pipeline", pc.Name))}
-	if q := a.cfg.Journal.QuarantineTopic; q != "" {
-		opts = append(opts, journal.WithQuarantine(journal.QuarantineTo(jp.client, q)))
-	}
-	r, err := journal.NewReplicator(jp.store, opts...)
-	if err != nil {
-		return nil, err
-	}
-	jp.replicators = append(jp.replicators, r)
-	if err := prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": pc.Name}, a.reg).Register(r.Collector()); err != nil {
-		return nil, fmt.Errorf("journal metrics: %w", err)
-	}
-	return r, nil
+	s := &replicatorSink{pipeline: pc.Name, opts: []journal.Option{journal.WithLogger(a.log.With("pipeline", pc.Name))}}
+	jp.sinks = append(jp.sinks, s)
+	return s, nil
 }
 
-// startJournal mounts the journal HTTP API and runs the expiry job of the
-// replicators until ctx is done.
+// startJournal opens the journal store, mounts the journal HTTP API and
+// runs the expiry job of the replicators until ctx is done.
 func (a *App) startJournal(ctx context.Context) error {
 	if a.cfg.Journal == nil {
 		return nil
@@ -94,8 +141,12 @@ func (a *App) startJournal(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.openJournal(ctx, jp); err != nil {
+		return err
+	}
 	a.Admin.Handle("/journal/", journal.Handler(jp.j))
-	for _, r := range jp.replicators {
+	for _, s := range jp.sinks {
+		r := s.r.Load()
 		go func() {
 			if err := r.RunExpiry(ctx, jp.j, a.cfg.Journal.ExpiryInterval.Duration); err != nil && ctx.Err() == nil {
 				a.log.Error("journal expiry job stopped", "err", err)
