@@ -1,0 +1,282 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/internal/testenv/faultproxy"
+)
+
+// need is what a case needs of its broker.
+type need int
+
+const (
+	// shared: a broker the case may share with others.
+	shared need = iota
+	// viaProxy: streamd reaches the broker only through a proxy the case
+	// cuts and slows; the test's own clients go direct.
+	viaProxy
+	// wholeBroker: the case stops or freezes the broker process.
+	wholeBroker
+)
+
+// kenv is one case's Kafka: where streamd connects, where the test's own
+// clients connect, and the faults it can apply.
+type kenv struct {
+	t       *testing.T
+	backend string
+	seeds   []string  // for streamd
+	direct  []string  // for the test's clients: never through the proxy
+	opts    []kgo.Opt // for the test's clients
+	proxy   *faultproxy.Proxy
+	// The broker process, for wholeBroker.
+	stopBroker, startBroker, pauseBroker, resumeBroker func()
+	adm                                                *kadm.Client
+}
+
+func newEnv(t *testing.T, n need) *kenv {
+	t.Helper()
+	e := &kenv{t: t, backend: backend()}
+	if e.backend == "kafka" {
+		e.realKafka(n)
+	} else {
+		e.kfake(n)
+	}
+	e.initAdmin()
+	return e
+}
+
+// initAdmin makes the admin client (once the broker is up).
+func (e *kenv) initAdmin() { e.adm = kadm.NewClient(e.client()) }
+
+func (e *kenv) realKafka(n need) {
+	t := e.t
+	k := theKafka(t)
+	direct := fmt.Sprintf("127.0.0.1:%d", k.port)
+	e.seeds, e.direct = []string{direct}, []string{direct}
+	switch n {
+	case wholeBroker:
+		k.wide.Lock()
+		t.Cleanup(func() {
+			// Leave the broker running for the next case, whatever
+			// happened here.
+			k.script("resume")
+			if _, err := k.script("status"); err != nil {
+				if out, err := k.script("start", "--keep"); err != nil {
+					t.Errorf("restarting the broker after the case: %v\n%s", err, out)
+				}
+			}
+			k.wide.Unlock()
+		})
+		run := func(args ...string) {
+			t.Helper()
+			if out, err := k.script(args...); err != nil {
+				t.Fatalf("scripts/kafka %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		e.stopBroker = func() { run("stop", "--keep") }
+		e.startBroker = func() { run("start", "--keep") }
+		e.pauseBroker = func() { run("pause") }
+		e.resumeBroker = func() { run("resume") }
+	case viaProxy:
+		k.wide.RLock()
+		p := <-k.proxies
+		t.Cleanup(func() {
+			p.Set(faultproxy.Pass)
+			p.Slow(0, 0)
+			k.proxies <- p
+			k.wide.RUnlock()
+		})
+		e.proxy = p
+		e.seeds = []string{p.Addr()}
+	default:
+		k.wide.RLock()
+		t.Cleanup(k.wide.RUnlock)
+	}
+}
+
+func (e *kenv) kfake(n need) {
+	t := e.t
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4)}
+	switch n {
+	case wholeBroker:
+		// A broker process of its own, persisting to disk: `streamd broker`.
+		addr, dir := freeAddr(t), t.TempDir()
+		var (
+			mu  sync.Mutex
+			cmd *exec.Cmd
+		)
+		log := &lockedBuffer{}
+		start := func() {
+			t.Helper()
+			mu.Lock()
+			defer mu.Unlock()
+			c := exec.Command(streamdBin, "broker", "--listen", addr, "--data-dir", dir, "--partitions", "4")
+			c.Stdout, c.Stderr = log, log
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmd = c
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if conn, err := net.Dial("tcp", addr); err == nil {
+					conn.Close()
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("streamd broker did not listen on %s:\n%s", addr, log.String())
+				}
+			}
+		}
+		e.startBroker = start
+		e.stopBroker = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("streamd broker exit: %v\n%s", err, log.String())
+			}
+		}
+		e.pauseBroker = func() { mu.Lock(); cmd.Process.Signal(syscall.SIGSTOP); mu.Unlock() }
+		e.resumeBroker = func() { mu.Lock(); cmd.Process.Signal(syscall.SIGCONT); mu.Unlock() }
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if cmd.ProcessState == nil {
+				cmd.Process.Signal(syscall.SIGCONT)
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		start()
+		e.seeds, e.direct = []string{addr}, []string{addr}
+		return
+	case viaProxy:
+		// kfake advertises its listener's Addr: make that the proxy's.
+		var realAddr string
+		var p *faultproxy.Proxy
+		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			ln, err := net.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			realAddr = ln.Addr().String()
+			if p, err = faultproxy.Listen("127.0.0.1:0", realAddr); err != nil {
+				ln.Close()
+				return nil, err
+			}
+			return faultproxy.Advertise(ln, p.Addr()), nil
+		}))
+		c, err := kfake.NewCluster(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close(); c.Close() })
+		e.proxy = p
+		e.seeds, e.direct = []string{p.Addr()}, []string{realAddr}
+		// The test's clients learn the proxy's address from metadata too:
+		// they dial the broker itself instead.
+		e.opts = []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if host == p.Addr() {
+				host = realAddr
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, host)
+		})}
+		return
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.seeds, e.direct = c.ListenAddrs(), c.ListenAddrs()
+}
+
+// client returns a franz-go client of the test's, closed with the test.
+func (e *kenv) client(opts ...kgo.Opt) *kgo.Client {
+	e.t.Helper()
+	all := append([]kgo.Opt{kgo.SeedBrokers(e.direct...)}, e.opts...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates topic with 4 partitions and configs (name=value).
+func (e *kenv) createTopic(topic string, configs ...string) {
+	e.t.Helper()
+	cfg := map[string]*string{}
+	for _, c := range configs {
+		k, v, _ := strings.Cut(c, "=")
+		cfg[k] = &v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := e.adm.CreateTopic(ctx, 4, 1, cfg, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		e.t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process's output and a
+// test's reads at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// logDir is where daemons' logs are kept for a post-mortem
+// (bin/faults-logs/<backend>).
+func logDir() string {
+	d := filepath.Join(root, "bin", "faults-logs", backend())
+	os.MkdirAll(d, 0o755)
+	return d
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
