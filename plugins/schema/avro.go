@@ -71,6 +71,7 @@ type avroNode struct {
 	fields  []avroField
 	byName  map[string]int // field or symbol index
 	symbols []string
+	quoted  [][]byte  // symbols as JSON strings
 	items   *avroNode // array items, map values
 	union   []*avroNode
 	nullIdx int // index of null in a union, or -1
@@ -78,6 +79,7 @@ type avroNode struct {
 
 type avroField struct {
 	name string
+	key  []byte // "name": as decode writes it
 	node *avroNode
 	// def is the field default as JSON, encoded against the field's type
 	// (for a union, its first branch) when the field is missing; nil when
@@ -177,7 +179,7 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", t.FullName(), f.Name(), err)
 			}
-			af := avroField{name: f.Name(), node: fn}
+			af := avroField{name: f.Name(), node: fn, key: append(record.AppendJSONString(nil, []byte(f.Name())), ':')}
 			if f.HasDefault() {
 				def, branch, err := defaultJSON(f, fn)
 				if err != nil {
@@ -195,6 +197,7 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 		nd.byName = make(map[string]int, len(nd.symbols))
 		for i, s := range nd.symbols {
 			nd.byName[s] = i
+			nd.quoted = append(nd.quoted, record.AppendJSONString(nil, []byte(s)))
 		}
 	case *avro.FixedSchema:
 		nd.kind, nd.name, nd.size = aFixed, t.FullName(), t.Size()
@@ -423,7 +426,7 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 		if i < 0 || i >= int64(len(nd.symbols)) {
 			return nil, fmt.Errorf("enum %s: index %d of %d symbols", nd.name, i, len(nd.symbols))
 		}
-		return strconv.AppendQuote(dst, nd.symbols[i]), nil
+		return append(dst, nd.quoted[i]...), nil
 	case aUnion:
 		i, err := r.long()
 		if err != nil {
@@ -440,8 +443,7 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = strconv.AppendQuote(dst, f.name)
-			dst = append(dst, ':')
+			dst = append(dst, f.key...)
 			var err error
 			if dst, err = r.value(dst, f.node, depth+1); err != nil {
 				return nil, fmt.Errorf("%s: %w", f.name, err)
@@ -1215,6 +1217,61 @@ func jsonString(v []byte) ([]byte, error) {
 	return []byte(s), nil
 }
 
+// skipValid returns the index just after the JSON value at b[i], which is
+// known to be valid (the whole document passed jsonscan.Value once): it
+// only has to find the end, not to check anything on the way.
+func skipValid(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just after the valid JSON string at b[i].
+func skipString(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		// An escaped quote has an odd number of backslashes before it.
+		k := i - 1
+		for k >= 0 && b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			return i + 1
+		}
+		i++
+	}
+}
+
 // eachMember calls fn for each member of the JSON object v (valid JSON).
 func eachMember(v []byte, fn func(key, val []byte) error) error {
 	i := jsonscan.SkipWS(v, 1)
@@ -1222,14 +1279,18 @@ func eachMember(v []byte, fn func(key, val []byte) error) error {
 		return nil
 	}
 	for {
-		ke := jsonscan.String(v, i)
-		key, err := jsonString(v[i:ke])
-		if err != nil {
-			return err
+		ke := skipString(v, i)
+		key := v[i+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			k, err := jsonString(v[i:ke])
+			if err != nil {
+				return err
+			}
+			key = k
 		}
 		i = jsonscan.SkipWS(v, ke)
 		i = jsonscan.SkipWS(v, i+1) // ':'
-		ve := jsonscan.Value(v, i, jsonscan.MaxDepth)
+		ve := skipValid(v, i)
 		if err := fn(key, v[i:ve]); err != nil {
 			return err
 		}
@@ -1248,7 +1309,7 @@ func eachElement(v []byte, fn func(el []byte) error) error {
 		return nil
 	}
 	for {
-		ve := jsonscan.Value(v, i, jsonscan.MaxDepth)
+		ve := skipValid(v, i)
 		if err := fn(v[i:ve]); err != nil {
 			return err
 		}
