@@ -9,6 +9,7 @@
 //	streamd plugin inspect|run|test ...
 //	streamd journal append|read|pointer|delete|purge ...
 //	streamd fluid check DIR
+//	streamd schema check -c config.toml   resolve every subject the config names
 //	streamd version
 package main
 
@@ -35,6 +36,7 @@ func commands() map[string]command {
 		"plugin":  cmdPlugin,
 		"journal": cmdJournal,
 		"fluid":   cmdFluid,
+		"schema":  cmdSchema,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "streamd", version)
 			return 0
@@ -72,6 +74,7 @@ commands:
   plugin             inspect, run or test a plugin (streamd plugin -h)
   journal            append to and read event journals (streamd journal -h)
   fluid              Fluid Messaging metadata tools (streamd fluid -h)
+  schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2
   version            print the version
 `)
 }

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 
@@ -118,4 +120,50 @@ func (a *App) schemaStage(pc *config.Pipeline, s *config.Stage) (pipeline.Stage,
 		return pipeline.Stage{}, err
 	}
 	return pipeline.Stage{Name: s.Name, Transformer: st}, nil
+}
+
+// SchemaCheck is what CheckSchemas found for one schema stage and topic.
+type SchemaCheck struct {
+	Pipeline, Stage, Mode, Topic string
+	schema.CheckResult
+	// Err is why the subject does not resolve (nil: it does).
+	Err error
+}
+
+// CheckSchemas resolves every subject the config's schema stages name, as
+// their first record would, registering nothing (`streamd schema check`):
+// encode stages against their topic (the stage's, else the kafka sink's),
+// decode stages against each source topic's topic-name subject. It loads
+// no plugin.
+func CheckSchemas(ctx context.Context, cfg *config.Config, log *slog.Logger) []SchemaCheck {
+	a := &App{cfg: cfg, log: log}
+	var out []SchemaCheck
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		for j := range pc.Transforms {
+			s := &pc.Transforms[j]
+			if s.Type != "schema" {
+				continue
+			}
+			base := SchemaCheck{Pipeline: pc.Name, Stage: s.Name, Mode: s.Mode}
+			ps, err := a.schemaStage(pc, s)
+			if err != nil {
+				base.Err = err
+				out = append(out, base)
+				continue
+			}
+			st := ps.Transformer.(*schema.Stage)
+			topics := []string{""}
+			if s.Mode == "decode" && pc.Source.Type == "kafka" {
+				topics = pc.Source.Topics
+			}
+			for _, topic := range topics {
+				c := base
+				c.Topic = topic
+				c.CheckResult, c.Err = st.Check(ctx, topic)
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
