@@ -489,3 +489,41 @@ func TestOptimisticWriters(t *testing.T) {
 	checkAcknowledged(t, h, key, acked, "while replicating")
 	t.Logf("%d appends acknowledged, %d refused", len(acked), refused)
 }
+
+// With the replicator stopped, an Append's check folds only the actions
+// since this Journal's last Append to the journal, not the whole
+// unreplicated partition: its cost does not grow with the replicator's lag.
+func TestAppendCheckIndependentOfLag(t *testing.T) {
+	h := newHarness(t, 1, WithoutHeadCache())
+	key := Key{Topic: h.topic, ID: "lag"}
+	other := Key{Topic: h.topic, ID: "other"}
+	next := int64(0)
+	appendOthers := func(n int) {
+		t.Helper()
+		for range n {
+			next++
+			if _, err := h.j.Append(h.ctx, other, ev(next)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendOthers(300) // the unreplicated head the first check reads
+	if _, err := h.j.Append(h.ctx, key, ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	for s := int64(2); s <= 6; s++ {
+		appendOthers(20)
+		before := h.j.Stats().HeadRecords
+		if _, err := h.j.Append(h.ctx, key, ev(s)); err != nil {
+			t.Fatal(err)
+		}
+		// The other journal's 20 Appends, plus this one.
+		if n := h.j.Stats().HeadRecords - before; n > 21 {
+			t.Fatalf("append %d read %d records of the head, want at most 21 (since the last append of the journal)", s, n)
+		}
+	}
+	h.sync(0)
+	if got := h.read(key, 1); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("read %v", got)
+	}
+}

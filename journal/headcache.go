@@ -60,17 +60,18 @@ func (c *headCache) close() {
 }
 
 // actions returns key's actions at offsets start..mark.Offset, from the
-// cache when it covers them (cached true), else from Kafka.
-func (c *headCache) actions(ctx context.Context, key Key, mark Position, start int64) (acts []headAction, cached bool, err error) {
-	p, err := c.partition(key.Topic, mark.Partition, start)
+// cache when it covers them (cached true), else from Kafka. stored (<=
+// start) is the store's pointer + 1: what is below it is replicated and
+// evicted.
+func (c *headCache) actions(ctx context.Context, key Key, mark Position, start, stored int64) (acts []headAction, cached bool, err error) {
+	p, err := c.partition(key.Topic, mark.Partition, stored)
 	if err != nil {
 		return nil, false, err
 	}
 	for {
 		c.mu.Lock()
-		// Evict what the store has: it is at or below start-1.
-		if start > p.from {
-			c.evict(p, start)
+		if stored > p.from {
+			c.evict(p, stored)
 		}
 		if p.from > start {
 			c.mu.Unlock()

@@ -43,6 +43,7 @@ type Journal struct {
 	stats     struct {
 		views, storeOnly, kafkaReads, cacheHits atomic.Int64
 		appends, conflicts, checkReads          atomic.Int64
+		headRecords                             atomic.Int64
 	}
 }
 
@@ -66,12 +67,16 @@ type JournalStats struct {
 	// CheckReads is how many accepted or refused Appends read Kafka (not
 	// the head cache) to learn whether they were accepted.
 	CheckReads int64
+	// HeadRecords is how many records reads of the head from Kafka (by
+	// views and Append checks, not the head cache) consumed.
+	HeadRecords int64
 }
 
 // Stats returns the counters.
 func (j *Journal) Stats() JournalStats {
 	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load(), CacheHits: j.stats.cacheHits.Load(),
-		Appends: j.stats.appends.Load(), Conflicts: j.stats.conflicts.Load(), CheckReads: j.stats.checkReads.Load()}
+		Appends: j.stats.appends.Load(), Conflicts: j.stats.conflicts.Load(), CheckReads: j.stats.checkReads.Load(),
+		HeadRecords: j.stats.headRecords.Load()}
 }
 
 // WithOrigin sets the origin written in every action header (default: the
@@ -256,26 +261,16 @@ var ErrUnverified = errors.New("journal append written but not verified")
 // appendChecked writes the Append and tells whether the journal accepted
 // it. w is held.
 func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h action.Header, value []byte, extra []kgo.RecordHeader) (Position, error) {
-	conflict := func(seqNr int64) error {
-		w.seqNr, w.known = seqNr, true
-		return &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: seqNr}
+	// The state the Append lands on is the journal's after every action
+	// before it in the partition: the store's row at the store's pointer, or
+	// the state this Journal last learnt (if newer), plus the actions after
+	// that. Read the store's part now, in one snapshot, before writing.
+	stored, ptrs, err := j.storeState(ctx, key)
+	if err != nil {
+		return Position{}, err
 	}
-	// The state the Append lands on is the store's (at its pointer of the
-	// partition) plus the partition's actions after that pointer; read the
-	// store's part now, in one snapshot, before writing.
-	var (
-		base store.Head
-		ptrs map[int32]int64
-		err  error
-	)
-	suspect := w.known && !store.Accepts(true, w.seqNr, 0, h.From)
-	if !suspect {
-		if base, ptrs, err = j.storeState(ctx, key); err != nil {
-			return Position{}, err
-		}
-		suspect = !store.Accepts(base.Exists, base.SeqNr, base.DeleteTo, h.From)
-	}
-	if suspect {
+	if !store.Accepts(stored.Exists, stored.SeqNr, stored.DeleteTo, h.From) ||
+		w.known && !store.Accepts(w.state.Exists, w.state.SeqNr, w.state.DeleteTo, h.From) {
 		// Probably a conflict: make sure, with a view up to a Mark, so that a
 		// refused Append is not written at all (a Purge since could make it
 		// right).
@@ -284,27 +279,32 @@ func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h actio
 			return Position{}, err
 		}
 		v.close()
+		w.state, w.asOf, w.known = v.head, v.mark, true
 		if !store.Accepts(v.head.Exists, v.head.SeqNr, v.head.DeleteTo, h.From) {
-			return Position{}, conflict(v.head.Cur())
+			return Position{}, &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: v.head.Cur()}
 		}
-		// Check from the view's store state.
-		base, ptrs = v.stored, map[int32]int64{}
+		stored, ptrs = v.stored, map[int32]int64{}
 		if v.hasPtr {
 			ptrs[v.mark.Partition] = v.ptr
 		}
 	}
+	prev, prevAt, havePrev := w.state, w.asOf, w.known
 	pos, err := j.produce(ctx, key, h, value, extra)
 	if err != nil {
 		return Position{}, err
 	}
-	// Fold the journal's actions between the store's pointer and the
-	// Append, then the Append itself: the fold the replicator and every
-	// reader apply.
-	start := int64(0)
-	if p, ok := ptrs[pos.Partition]; ok {
-		start = p + 1
+	w.known = false // until the fold below gives the state after the Append
+	// Fold the journal's actions from the newer base up to the Append, then
+	// the Append itself: the fold the replicator and every reader apply.
+	storeAt, hasStore := ptrs[pos.Partition]
+	if !hasStore {
+		storeAt = -1
 	}
-	acts, cached, err := j.headActions(ctx, key, pos, start)
+	base, baseAt := stored, storeAt
+	if havePrev && prevAt.Partition == pos.Partition && prevAt.Offset > storeAt && prevAt.Offset < pos.Offset {
+		base, baseAt = prev, prevAt.Offset
+	}
+	acts, cached, err := j.headActions(ctx, key, pos, baseAt+1, storeAt+1)
 	if err != nil {
 		return pos, j.unverified(key, h, pos, err)
 	}
@@ -313,16 +313,17 @@ func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h actio
 	}
 	head := base
 	for _, a := range acts {
-		if a.offset == pos.Offset {
-			before := head.Cur()
-			if !head.Apply(a.header, a.offset) {
-				w.seqNr, w.known = before, true
-				return pos, &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: before, Written: true, Position: pos}
-			}
-			w.seqNr, w.known = h.To, true
-			return pos, nil
+		if a.offset != pos.Offset {
+			head.Apply(a.header, a.offset)
+			continue
 		}
-		head.Apply(a.header, a.offset)
+		before := head.Cur()
+		accepted := head.Apply(a.header, a.offset)
+		w.state, w.asOf, w.known = head, pos, true
+		if !accepted {
+			return pos, &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: before, Written: true, Position: pos}
+		}
+		return pos, nil
 	}
 	return pos, j.unverified(key, h, pos, fmt.Errorf("the append is not in the partition up to its own offset"))
 }
@@ -356,10 +357,11 @@ func (j *Journal) storeState(ctx context.Context, key Key) (store.Head, map[int3
 
 // headActions returns key's actions at offsets start..until.Offset of
 // until's partition, from the head cache if there is one (cached true) or
-// from Kafka.
-func (j *Journal) headActions(ctx context.Context, key Key, until Position, start int64) (acts []headAction, cached bool, err error) {
+// from Kafka. stored is the store's pointer + 1: what is below it is
+// replicated, and the cache may drop it.
+func (j *Journal) headActions(ctx context.Context, key Key, until Position, start, stored int64) (acts []headAction, cached bool, err error) {
 	if j.cache != nil {
-		return j.cache.actions(ctx, key, until, start)
+		return j.cache.actions(ctx, key, until, start, stored)
 	}
 	acts, err = j.readHead(ctx, key, until, start)
 	return acts, false, err
@@ -517,7 +519,7 @@ func (j *Journal) view(ctx context.Context, key Key) (*view, error) {
 	if hasPtr {
 		start = ptr + 1
 	}
-	acts, cached, err := j.headActions(ctx, key, mark, start)
+	acts, cached, err := j.headActions(ctx, key, mark, start, start)
 	if err != nil {
 		v.close()
 		return nil, err
@@ -557,6 +559,7 @@ type headAction struct {
 func (j *Journal) readHead(ctx context.Context, key Key, mark Position, start int64) ([]headAction, error) {
 	var acts []headAction
 	err := j.consume(ctx, key.Topic, mark.Partition, start, mark.Offset, func(r *kgo.Record) {
+		j.stats.headRecords.Add(1)
 		if string(r.Key) != key.ID {
 			return
 		}

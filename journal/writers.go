@@ -1,25 +1,33 @@
 package journal
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/streamd/streamd/journal/internal/store"
+)
 
 // maxWriters bounds how many journals' last known seqNrs a Journal keeps.
 const maxWriters = 1 << 16
 
 // writers serializes a Journal's Appends per journal and remembers, for
-// each journal recently appended to, the seqNr the last Append found: a
-// hint only (another process may have appended or purged since), used to
-// decide whether an Append needs a Mark to be sure it conflicts before it
-// is written.
+// each journal recently appended to, the state the last Append (or its
+// Mark) found: exact as of that offset, so that the next Append folds only
+// the actions after it (not all those the replicator has not stored yet),
+// and a hint of a conflict (made sure with a Mark before refusing without
+// writing: another process may have purged the journal since).
 type writers struct {
 	mu sync.Mutex
 	m  map[Key]*writer
 }
 
 type writer struct {
-	mu    sync.Mutex // held by the Append in progress
-	refs  int        // Appends holding or waiting for mu; guarded by writers.mu
-	seqNr int64      // guarded by mu
-	known bool       // seqNr is set; guarded by mu
+	mu   sync.Mutex // held by the Append in progress
+	refs int        // Appends holding or waiting for mu; guarded by writers.mu
+	// Guarded by mu: if known, state is the journal's after every action up
+	// to asOf (inclusive) in asOf's partition.
+	state store.Head
+	asOf  Position
+	known bool
 }
 
 // acquire returns key's writer, locked.
