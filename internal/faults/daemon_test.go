@@ -32,6 +32,7 @@ type daemon struct {
 	done    chan struct{}
 	waitErr error
 	runs    int
+	saved   int // the run whose log was saved
 	admin   string
 	samples []sample
 	monStop chan struct{}
@@ -138,11 +139,16 @@ func (d *daemon) begin() error {
 	return nil
 }
 
-// saveLog appends the current process's log to bin/faults-logs.
+// saveLog appends the current process's log to bin/faults-logs, once.
 func (d *daemon) saveLog() {
 	d.mu.Lock()
 	log, runs := d.log, d.runs
+	saved := d.saved == runs
+	d.saved = runs
 	d.mu.Unlock()
+	if saved {
+		return
+	}
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(d.t.Name()) + "-" + d.name + ".log"
 	f, err := os.OpenFile(filepath.Join(logDir(), name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -191,7 +191,7 @@ func (o outage) run(t *testing.T) {
 				}
 			}
 		} else {
-			res.RecoverSeconds = r.recovery(pp, restarted, nil)
+			res.RecoverSeconds = r.recovery(pp, restarted, gone)
 			if restarted.Before(start) {
 				res.RecoverSeconds = -1
 			}
