@@ -38,6 +38,8 @@ type Bridge struct {
 	topicsMu sync.Mutex
 	topics   map[string]int // downgrade topics known to exist -> partitions
 
+	mainTopics sync.Map // main topics seen in Kafka -> partitions
+
 	triggerMu sync.Mutex // serialises state changes from HTTP
 	compat    sync.Map   // compatKey -> bool (answers already acted on)
 }
@@ -52,6 +54,14 @@ type runner struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stat   *republishStats
+	fp     string // segments it runs with (view.segmentsFingerprint)
+}
+
+// wantRun is a republisher the state asks for.
+type wantRun struct {
+	spec republishSpec
+	segs map[int32][]segment
+	fp   string
 }
 
 // NewBridge loads the metadata, connects to Kafka, reads the bridge state
@@ -166,6 +176,10 @@ func (b *Bridge) Close(ctx context.Context) error {
 	b.wg.Wait()
 	b.stopAll()
 	err := b.dg.close(ctx)
+	// The last progress records are written asynchronously: let them out.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	b.cl.Flush(fctx)
+	cancel()
 	b.cl.Close()
 	return err
 }
@@ -274,18 +288,25 @@ func (b *Bridge) reconcileLoop() {
 }
 
 // reconcile starts a republisher for every republish entry that some group
-// still needs, stops the others, and (leader only) removes entries nobody
-// needs any more.
+// still needs, restarts those whose segments changed, stops the others, and
+// (leader only) marks entries nobody needs any more as stopped.
 func (b *Bridge) reconcile() {
-	want := map[topicVersion]republishSpec{}
+	want := map[topicVersion]wantRun{}
 	var obsolete []topicVersion
 	b.state.read(func(v *view) {
 		for tv, spec := range v.republish {
-			if len(v.groupsOn(tv.topic, tv.version)) > 0 {
-				want[tv] = spec
-			} else {
-				obsolete = append(obsolete, tv)
+			if spec.Stopped {
+				continue
 			}
+			if len(v.groupsOn(tv.topic, tv.version)) == 0 {
+				obsolete = append(obsolete, tv)
+				continue
+			}
+			segs := map[int32][]segment{}
+			for p, ss := range v.segments[tv] {
+				segs[p] = append([]segment(nil), ss...)
+			}
+			want[tv] = wantRun{spec: spec, segs: segs, fp: v.segmentsFingerprint(tv)}
 		}
 	})
 	b.mu.Lock()
@@ -295,38 +316,48 @@ func (b *Bridge) reconcile() {
 	}
 	var stop []*runner
 	for tv, r := range b.running {
-		if _, ok := want[tv]; !ok {
+		if w, ok := want[tv]; !ok || w.fp != r.fp {
 			stop = append(stop, r)
 			delete(b.running, tv)
 		}
 	}
-	for tv, spec := range want {
-		if _, ok := b.running[tv]; ok {
-			continue
-		}
-		ctx, cancel := context.WithCancel(b.ctx)
-		r := &runner{cancel: cancel, done: make(chan struct{}), stat: &republishStats{}}
-		b.running[tv] = r
-		go func() {
-			defer close(r.done)
-			b.runRepublisher(ctx, tv, spec, r.stat)
-		}()
-	}
 	b.mu.Unlock()
+	// A republisher is stopped (and its writes acknowledged) before its
+	// successor reads where the downgrade topic ends.
 	for _, r := range stop {
 		r.cancel()
 		<-r.done
 	}
+	b.mu.Lock()
+	if b.leader {
+		for tv, w := range want {
+			if _, ok := b.running[tv]; ok {
+				continue
+			}
+			ctx, cancel := context.WithCancel(b.ctx)
+			r := &runner{cancel: cancel, done: make(chan struct{}), stat: &republishStats{}, fp: w.fp}
+			b.running[tv] = r
+			go func() {
+				defer close(r.done)
+				b.runRepublisher(ctx, tv, w.spec, w.segs, r.stat)
+			}()
+		}
+	}
+	b.mu.Unlock()
 	for _, tv := range obsolete {
-		b.log.Info("fluid: no group needs the downgrade topic any more, republishing stopped", "topic", tv.topic, "version", tv.version)
 		b.triggerMu.Lock()
 		// Re-check under the lock: a group may have registered meanwhile.
-		still := false
-		b.state.read(func(v *view) { still = len(v.groupsOn(tv.topic, tv.version)) > 0 })
-		if !still {
+		still, spec, ok := false, republishSpec{}, false
+		b.state.read(func(v *view) {
+			still = len(v.groupsOn(tv.topic, tv.version)) > 0
+			spec, ok = v.republish[tv]
+		})
+		if !still && ok && !spec.Stopped {
+			b.log.Info("fluid: no group needs the downgrade topic any more, republishing stopped", "topic", tv.topic, "version", tv.version)
+			spec.Stopped = true
 			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-			if err := b.state.put(ctx, republishKey(tv), nil); err != nil {
-				b.log.Warn("fluid: remove republish state", "err", err)
+			if err := b.state.put(ctx, republishKey(tv), spec); err != nil {
+				b.log.Warn("fluid: record that republishing stopped", "err", err)
 			}
 			cancel()
 			b.compat.Range(func(k, _ any) bool {
@@ -343,10 +374,10 @@ func (b *Bridge) reconcile() {
 // runRepublisher runs one republisher until ctx ends, restarting it with
 // backoff after errors. A record that cannot be downgraded stops progress
 // there (fail closed) and is retried until the metadata or plugin is fixed.
-func (b *Bridge) runRepublisher(ctx context.Context, tv topicVersion, spec republishSpec, stat *republishStats) {
+func (b *Bridge) runRepublisher(ctx context.Context, tv topicVersion, spec republishSpec, segs map[int32][]segment, stat *republishStats) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		err := b.republish(ctx, tv, spec, stat)
+		err := b.republish(ctx, tv, spec, segs, stat)
 		if ctx.Err() != nil {
 			return
 		}
@@ -441,7 +472,12 @@ var errNoTopic = errors.New("topic does not exist in Kafka")
 // end (nil if there is none), reading backwards in growing windows so that
 // gaps in offsets (transaction markers, compaction) do not matter.
 func (b *Bridge) lastBefore(ctx context.Context, topic string, partition int32, end int64) (*kgo.Record, error) {
-	starts, err := b.adm.ListStartOffsets(ctx, topic)
+	return lastBefore(ctx, b.cfg.kopts, b.adm, topic, partition, end)
+}
+
+// lastBefore is Bridge.lastBefore for any client options.
+func lastBefore(ctx context.Context, kopts []kgo.Opt, adm *kadm.Client, topic string, partition int32, end int64) (*kgo.Record, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -454,7 +490,7 @@ func (b *Bridge) lastBefore(ctx context.Context, topic string, partition int32, 
 		if from >= end {
 			return nil, nil
 		}
-		recs, err := b.readRange(ctx, topic, partition, from, end)
+		recs, err := readRange(ctx, kopts, topic, partition, from, end)
 		if err != nil {
 			return nil, err
 		}
@@ -470,8 +506,8 @@ func (b *Bridge) lastBefore(ctx context.Context, topic string, partition int32, 
 // readRange reads the records of topic/partition with from <= offset < to.
 // It stops at the first record at or past to-1, or after a quiet period
 // (offsets near to may be markers, not records).
-func (b *Bridge) readRange(ctx context.Context, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), b.cfg.kopts...),
+func readRange(ctx context.Context, kopts []kgo.Opt, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), kopts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchMaxWait(100*time.Millisecond),
 	)...)

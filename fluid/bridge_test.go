@@ -30,6 +30,15 @@ type harness struct {
 	suffix string // appended to group names (unique on a shared broker)
 	state  string
 	leader string
+	keys   int // > 0: record id i has key "k<i%keys>" (keys repeat); 0: "order-<i>"
+}
+
+// key is the record key of id.
+func (h *harness) key(id int) string {
+	if h.keys > 0 {
+		return "k" + strconv.Itoa(id%h.keys)
+	}
+	return "order-" + strconv.Itoa(id)
 }
 
 func newHarness(t *testing.T, partitions int32, versions int) *harness {
@@ -72,7 +81,7 @@ func (h *harness) produce(v int, ids ...int) {
 	h.t.Helper()
 	var rs []*kgo.Record
 	for _, id := range ids {
-		r := &kgo.Record{Key: []byte("order-" + strconv.Itoa(id)), Value: order(max(v, 1), id)}
+		r := &kgo.Record{Key: []byte(h.key(id)), Value: order(max(v, 1), id)}
 		if v > 0 {
 			r.Headers = []kgo.RecordHeader{{Key: HeaderSchemaVersion, Value: []byte(strconv.Itoa(v))}}
 		}
@@ -111,11 +120,21 @@ type seen struct {
 	last    map[int32]int   // source partition -> last id
 	lastOff map[int32]int64 // source partition -> last source offset
 	byPart  map[int32][]int // ids in order per source partition
+	byKey   map[string]int  // key -> last id
+	key     func(int) string
 	records []record.Record
 }
 
 func newSeen(t *testing.T, meta *Metadata, topic string, v int) *seen {
-	return &seen{t: t, meta: meta, topic: topic, version: v, ids: map[int]int{}, last: map[int32]int{}, lastOff: map[int32]int64{}, byPart: map[int32][]int{}}
+	return &seen{t: t, meta: meta, topic: topic, version: v, ids: map[int]int{}, last: map[int32]int{}, lastOff: map[int32]int64{},
+		byPart: map[int32][]int{}, byKey: map[string]int{}, key: func(id int) string { return "order-" + strconv.Itoa(id) }}
+}
+
+// seen returns a seen for h's topic and keys.
+func (h *harness) seen(v int) *seen {
+	s := newSeen(h.t, h.meta, h.topic, v)
+	s.key = h.key
+	return s
 }
 
 // add checks one received record: valid at s.version, version header not
@@ -129,23 +148,30 @@ func (s *seen) add(r record.Record) {
 	if v > s.version {
 		s.t.Fatalf("consumer on v%d got a v%d record: %s", s.version, v, r.Value)
 	}
-	tv, err := s.meta.Topic(s.topic, s.version)
+	// A record is in the shape of its version header (the consumer's
+	// version, or an older one: old records are not upgraded).
+	tv, err := s.meta.Topic(s.topic, v)
 	must(s.t, err)
 	if err := tv.Validate(r.Value); err != nil {
-		s.t.Fatalf("record %s/%d@%d is not valid v%d: %v: %s", r.Topic, r.Partition, r.Offset, s.version, err, r.Value)
+		s.t.Fatalf("record %s/%d@%d is not valid v%d: %v: %s", r.Topic, r.Partition, r.Offset, v, err, r.Value)
 	}
 	var m map[string]any
 	must(s.t, json.Unmarshal(r.Value, &m))
 	id := int(m["id"].(float64))
 	// The payload must be the publisher's record, downgraded: check content.
 	want := map[string]any{}
-	must(s.t, json.Unmarshal(order(s.version, id), &want))
+	must(s.t, json.Unmarshal(order(v, id), &want))
 	if fmt.Sprint(m) != fmt.Sprint(want) {
 		s.t.Fatalf("id %d at v%d: got %v, want %v", id, s.version, m, want)
 	}
-	if string(r.Key) != "order-"+strconv.Itoa(id) {
-		s.t.Fatalf("id %d has key %q", id, r.Key)
+	if string(r.Key) != s.key(id) {
+		s.t.Fatalf("id %d has key %q, want %q", id, r.Key, s.key(id))
 	}
+	// Ids were produced in increasing order: per key they must arrive so.
+	if last, ok := s.byKey[string(r.Key)]; ok && id <= last {
+		s.t.Fatalf("key %s: id %d after id %d (out of order or duplicate)", r.Key, id, last)
+	}
+	s.byKey[string(r.Key)] = id
 	p, off := r.Partition, r.Offset
 	if r.Topic != s.topic {
 		p, off, err = sourcePosition(&r)

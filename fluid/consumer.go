@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -44,40 +45,59 @@ type ConsumerConfig struct {
 }
 
 // Consumer reads a topic through Fluid Messaging: it never returns a record
-// of a newer, incompatible schema version. It follows the seed's procedure:
+// of a newer, incompatible schema version. It follows the seed's procedure,
+// per partition:
 //
 //  1. At start it asks the bridge for the downgrade topic of its version
 //     (GET /fluid/downgrade-topic), which registers its group.
-//  2. It reads the main topic and, for every newer schema version it sees,
-//     asks GET /fluid/compatible (answers are cached).
-//  3. At the first incompatible record it discards that record, stops
-//     reading the main topic and reads the downgrade topic's matching
-//     partitions instead, dropping records whose source offset it already
-//     has (by the source headers), so nothing is returned twice or skipped.
+//  2. It reads each assigned partition of the main topic from the group's
+//     committed position and, for every newer schema version it sees, asks
+//     GET /fluid/compatible (answers are cached).
+//  3. At a partition's first incompatible record it discards that record
+//     and reads the same partition of the downgrade topic instead, from
+//     where the bridge says that record's downgraded copy is (GET
+//     /fluid/downgrade-offset). There it takes exactly the records that
+//     continue the main partition from where it was (by the source headers:
+//     HeaderSourceFrom <= position <= HeaderSourceOffset), drops those it
+//     has, and asks the bridge to republish again if its position is
+//     missing, so nothing is returned twice or skipped, whatever the
+//     downgrade topic holds and whenever the group arrives.
 //  4. On restart it does the same again.
 //
 // Commit stores both the downgrade-topic positions and the main-topic
 // positions of the records returned, so a restarted or upgraded consumer
-// resumes where this one stopped. A Consumer is not safe for concurrent use.
+// resumes where this one stopped. A Consumer is not safe for concurrent use
+// (but see Ack).
 type Consumer struct {
 	cfg    ConsumerConfig
 	log    *slog.Logger
 	http   *http.Client
 	dtopic string
+	kopts  []kgo.Opt // the reader's options (for reading the downgrade topic back)
 
-	gc  *kgo.Client // group member, main topic
+	gc  *kgo.Client // group member: assignment and commits only (fetching paused)
 	adm *kadm.Client
-	dc  *kgo.Client // downgrade topic (direct partitions), after the switch
+	rc  *kgo.Client // reads the assigned partitions, each from the main or the downgrade topic
 
-	compat   map[int]bool
-	pending  []*kgo.Record
-	switched bool
+	compat  map[int]bool
+	pending []*kgo.Record
 
 	mu       sync.Mutex // everything below (rebalance callbacks, Ack)
-	assigned map[int32]bool
-	mainNext map[int32]int64 // main topic: next offset not yet returned
-	ackMain  map[int32]int64 // main topic: position after the acknowledged records
-	ackD     map[int32]int64 // downgrade topic: same
+	gen      uint64
+	parts    map[int32]*partState // assigned partitions
+	ackMain  map[int32]int64      // main topic: position after the acknowledged records
+	ackD     map[int32]int64      // downgrade topic: same
+	switched bool
+}
+
+// partState is one assigned partition.
+type partState struct {
+	gen     uint64 // assignment it belongs to
+	down    bool   // reading the downgrade topic
+	next    int64  // main-topic position: the next record to return (-1: the first fetched)
+	seg     int64  // downgrade: the newest segment known
+	asked   int64  // downgrade: segment reported missing at next (-1: none)
+	dCommit int64  // the group's committed downgrade-topic offset at assignment (-1: none)
 }
 
 // NewConsumer registers with the bridge and joins the group.
@@ -92,7 +112,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		cfg.BaselineVersion = 1
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger, http: cfg.HTTPClient, compat: map[int]bool{},
-		assigned: map[int32]bool{}, mainNext: map[int32]int64{}, ackMain: map[int32]int64{}, ackD: map[int32]int64{}}
+		parts: map[int32]*partState{}, ackMain: map[int32]int64{}, ackD: map[int32]int64{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -110,31 +130,47 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		return nil, errors.New("fluid consumer: bridge returned no downgrade topic")
 	}
 	c.dtopic = resp.Topic
-	opts := append(append([]kgo.Opt(nil), cfg.KafkaOptions...),
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.Topic),
-		kgo.DisableAutoCommit(),
+	// Aborted records are not delivered (the bridge reads committed too, so
+	// positions mean the same to both); options given win.
+	c.kopts = append([]kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}, cfg.KafkaOptions...)
+	rc, err := kgo.NewClient(append(append([]kgo.Opt(nil), c.kopts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(defaultFetchMaxWait),
-		kgo.OnPartitionsAssigned(c.onAssigned),
-		kgo.OnPartitionsRevoked(c.onRevoked),
-		kgo.OnPartitionsLost(c.onRevoked),
-	)
-	gc, err := kgo.NewClient(opts...)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("fluid consumer: %w", err)
 	}
+	c.rc = rc
+	c.adm = kadm.NewClient(rc) // before gc: its callbacks use it
+	gc, err := kgo.NewClient(append(append([]kgo.Opt(nil), cfg.KafkaOptions...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+	)...)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("fluid consumer: %w", err)
+	}
+	// The group client only holds the assignment and commits; rc reads.
+	gc.PauseFetchTopics(cfg.Topic)
 	c.gc = gc
-	c.adm = kadm.NewClient(gc)
 	return c, nil
 }
 
 // DowngradeTopic is the downgrade topic the bridge named at start.
 func (c *Consumer) DowngradeTopic() string { return c.dtopic }
 
-// Downgraded reports whether the consumer has switched to the downgrade
-// topic.
-func (c *Consumer) Downgraded() bool { return c.switched }
+// Downgraded reports whether the consumer has switched a partition to the
+// downgrade topic.
+func (c *Consumer) Downgraded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.switched
+}
 
 func (c *Consumer) get(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.BridgeURL+path, nil)
@@ -159,35 +195,114 @@ func (c *Consumer) get(ctx context.Context, path string, out any) error {
 	return nil
 }
 
-func (c *Consumer) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+// onAssigned starts reading newly assigned partitions of the main topic at
+// the group's committed positions.
+func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	ps := m[c.cfg.Topic]
-	c.mu.Lock()
-	for _, p := range ps {
-		c.assigned[p] = true
+	if len(ps) == 0 {
+		return
 	}
-	switched := c.switched
+	var resp kadm.OffsetResponses
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		var err error
+		resp, err = c.adm.FetchOffsets(ctx, c.cfg.Group)
+		if err == nil {
+			err = resp.Error()
+		}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			resp, err = nil, nil // never committed
+		}
+		if err == nil {
+			break
+		}
+		// Without the committed positions a partition cannot start: it
+		// would re-deliver or skip. Retry until the assignment ends.
+		c.log.Warn("fluid consumer: committed offsets; retrying", "group", c.cfg.Group, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+	add := map[int32]kgo.Offset{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range ps {
+		c.gen++
+		st := &partState{gen: c.gen, next: -1, seg: -1, asked: -1, dCommit: -1}
+		off := kgo.NewOffset().AtStart()
+		if o, ok := resp.Lookup(c.cfg.Topic, p); ok && o.Err == nil && o.At >= 0 {
+			st.next = o.At
+			off = kgo.NewOffset().At(o.At)
+		}
+		if o, ok := resp.Lookup(c.dtopic, p); ok && o.Err == nil && o.At >= 0 {
+			st.dCommit = o.At
+		}
+		c.parts[p] = st
+		add[p] = off
+	}
+	c.rc.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.Topic: add})
+}
+
+// onRevoked stops reading partitions taken away and commits what was
+// acknowledged on them (the next owner starts there; records acknowledged
+// later are ignored, and Live says so).
+func (c *Consumer) onRevoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.drop(ctx, cl, m[c.cfg.Topic], true)
+}
+
+// onLost stops reading partitions lost (the group session ended): they
+// cannot be committed any more; the next owner replays from the last
+// commit.
+func (c *Consumer) onLost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.drop(ctx, cl, m[c.cfg.Topic], false)
+}
+
+func (c *Consumer) drop(ctx context.Context, cl *kgo.Client, ps []int32, commitAcked bool) {
+	if len(ps) == 0 {
+		return
+	}
+	c.mu.Lock()
+	var commit map[string]map[int32]kgo.EpochOffset
+	if commitAcked {
+		commit = c.commitMap(ps)
+	}
+	for _, p := range ps {
+		delete(c.parts, p)
+		delete(c.ackMain, p)
+		delete(c.ackD, p)
+	}
+	c.rc.RemoveConsumePartitions(map[string][]int32{c.cfg.Topic: ps, c.dtopic: ps})
 	c.mu.Unlock()
-	if switched {
-		if err := c.addDowngradePartitions(ctx, ps); err != nil {
-			c.log.Error("fluid consumer: add downgrade partitions", "err", err)
+	if len(commit) > 0 && ctx.Err() == nil {
+		if err := commitSync(ctx, cl, commit); err != nil {
+			c.log.Warn("fluid consumer: commit of revoked partitions; the next owner replays from the last commit", "err", err)
 		}
 	}
 }
 
-func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	ps := m[c.cfg.Topic]
-	c.mu.Lock()
-	for _, p := range ps {
-		delete(c.assigned, p)
-		delete(c.mainNext, p)
-		delete(c.ackMain, p)
-		delete(c.ackD, p)
+// commitMap is what Commit commits for partitions ps (all when nil); c.mu
+// is held.
+func (c *Consumer) commitMap(ps []int32) map[string]map[int32]kgo.EpochOffset {
+	want := func(p int32) bool { return ps == nil || slices.Contains(ps, p) }
+	m := map[string]map[int32]kgo.EpochOffset{}
+	for p, o := range c.ackMain {
+		if want(p) {
+			if m[c.cfg.Topic] == nil {
+				m[c.cfg.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			m[c.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
 	}
-	dc := c.dc
-	c.mu.Unlock()
-	if dc != nil {
-		dc.RemoveConsumePartitions(map[string][]int32{c.dtopic: ps})
+	for p, o := range c.ackD {
+		if want(p) {
+			if m[c.dtopic] == nil {
+				m[c.dtopic] = map[int32]kgo.EpochOffset{}
+			}
+			m[c.dtopic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
 	}
+	return m
 }
 
 // compatible asks the bridge (once per version) whether v can be read.
@@ -212,20 +327,37 @@ func (c *Consumer) compatible(ctx context.Context, v int) (bool, error) {
 	return *resp.Compatible, nil
 }
 
+// downgradeOffset asks the bridge where partition p of the downgrade topic
+// holds main-topic position pos (missing: the segment found not to hold it,
+// or -1).
+func (c *Consumer) downgradeOffset(ctx context.Context, p int32, pos, missing int64) (DowngradeOffset, error) {
+	q := url.Values{"topic": {c.cfg.Topic}, "group": {c.cfg.Group}, "compatible-schema-version": {strconv.Itoa(c.cfg.CompatibleVersion)},
+		"partition": {strconv.Itoa(int(p))}, "source-offset": {strconv.FormatInt(pos, 10)}}
+	if missing >= 0 {
+		q.Set("missing-segment", strconv.FormatInt(missing, 10))
+	}
+	var ans DowngradeOffset
+	if err := c.get(ctx, "/fluid/downgrade-offset?"+q.Encode(), &ans); err != nil {
+		return ans, err
+	}
+	if ans.Topic != c.dtopic || ans.Partition != p || ans.Offset < 0 {
+		return ans, fmt.Errorf("fluid bridge: /fluid/downgrade-offset answered %+v for %s/%d", ans, c.dtopic, p)
+	}
+	return ans, nil
+}
+
 // Poll returns the next records (possibly none, when ctx ends first). The
 // records of one partition come in order; their Topic is the main topic or
-// the downgrade topic they were read from.
+// the downgrade topic they were read from. When Poll returns an error, the
+// record it could not handle is handled again by the next Poll (a bridge
+// that did not answer is asked again).
 func (c *Consumer) Poll(ctx context.Context) ([]record.Record, error) {
 	if len(c.pending) == 0 {
-		cl := c.gc
-		if c.switched {
-			cl = c.dc
-		}
 		var fs kgo.Fetches
 		if c.cfg.MaxPollRecords > 0 {
-			fs = cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+			fs = c.rc.PollRecords(ctx, c.cfg.MaxPollRecords)
 		} else {
-			fs = cl.PollFetches(ctx)
+			fs = c.rc.PollFetches(ctx)
 		}
 		if ctx.Err() != nil {
 			return nil, nil
@@ -235,136 +367,175 @@ func (c *Consumer) Poll(ctx context.Context) ([]record.Record, error) {
 		}
 		c.pending = fs.Records()
 	}
-	if c.switched {
-		return c.fromDowngrade()
-	}
-	return c.fromMain(ctx)
-}
-
-func (c *Consumer) fromMain(ctx context.Context) ([]record.Record, error) {
 	var out []record.Record
 	for len(c.pending) > 0 {
 		r := c.pending[0]
-		rec := fromKgo(r)
-		v, err := recordVersion(&rec, c.cfg.BaselineVersion)
-		if err != nil {
-			return out, fmt.Errorf("fluid consumer: %w", err)
+		var rec record.Record
+		var keep bool
+		var err error
+		switch r.Topic {
+		case c.cfg.Topic:
+			rec, keep, err = c.fromMain(ctx, r)
+		case c.dtopic:
+			rec, keep, err = c.fromDowngrade(ctx, r)
 		}
-		ok, err := c.compatible(ctx, v)
 		if err != nil {
-			return out, err // the record stays pending; Poll again retries
-		}
-		if !ok {
-			c.log.Info("fluid consumer: incompatible schema version, switching to the downgrade topic",
-				"topic", c.cfg.Topic, "partition", r.Partition, "offset", r.Offset, "observed", v,
-				"compatible", c.cfg.CompatibleVersion, "downgrade_topic", c.dtopic)
-			if err := c.switchToDowngrade(ctx); err != nil {
-				return out, err
-			}
-			return out, nil
+			return out, err // r stays pending
 		}
 		c.pending = c.pending[1:]
-		c.mu.Lock()
-		c.mainNext[r.Partition] = r.Offset + 1
-		c.mu.Unlock()
-		out = append(out, rec)
+		if keep {
+			out = append(out, rec)
+		}
 	}
 	return out, nil
 }
 
-// switchToDowngrade stops reading the main topic and starts reading the
-// downgrade topic's partitions matching the assigned main partitions.
-func (c *Consumer) switchToDowngrade(ctx context.Context) error {
-	c.pending = nil
-	c.gc.PauseFetchTopics(c.cfg.Topic)
-	dc, err := kgo.NewClient(append(append([]kgo.Opt(nil), c.cfg.KafkaOptions...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{}),
-		kgo.FetchMaxWait(defaultFetchMaxWait),
-	)...)
+// fromMain handles a main-topic record: returned if compatible, else its
+// partition switches to the downgrade topic at it.
+func (c *Consumer) fromMain(ctx context.Context, r *kgo.Record) (record.Record, bool, error) {
+	c.mu.Lock()
+	st := c.parts[r.Partition]
+	if st == nil || st.down || r.Offset < st.next {
+		c.mu.Unlock()
+		return record.Record{}, false, nil // revoked, switched, or stale
+	}
+	gen := st.gen
+	c.mu.Unlock()
+	rec := fromKgo(r)
+	v, err := recordVersion(&rec, c.cfg.BaselineVersion)
 	if err != nil {
-		return fmt.Errorf("fluid consumer: %w", err)
+		return rec, false, fmt.Errorf("fluid consumer: %w", err)
+	}
+	ok, err := c.compatible(ctx, v)
+	if err != nil {
+		return rec, false, err
+	}
+	if !ok {
+		return rec, false, c.switchPartition(ctx, r, v, gen)
 	}
 	c.mu.Lock()
-	c.dc = dc
-	c.switched = true
-	var ps []int32
-	for p := range c.assigned {
-		ps = append(ps, p)
+	defer c.mu.Unlock()
+	if st := c.parts[r.Partition]; st == nil || st.gen != gen || st.down {
+		return rec, false, nil
 	}
-	c.mu.Unlock()
-	return c.addDowngradePartitions(ctx, ps)
+	c.parts[r.Partition].next = r.Offset + 1
+	return rec, true, nil
 }
 
-// addDowngradePartitions starts reading downgrade partitions ps from the
-// group's committed downgrade offsets; the main-topic positions that drop
-// duplicates start at what was returned or committed.
-func (c *Consumer) addDowngradePartitions(ctx context.Context, ps []int32) error {
-	if len(ps) == 0 {
+// switchPartition stops reading partition p of the main topic at its
+// incompatible record r and reads the downgrade topic from where the
+// bridge says r's copy is, or from the group's committed downgrade offset
+// when that is further on and provably before it (the record before it
+// came from below r).
+func (c *Consumer) switchPartition(ctx context.Context, r *kgo.Record, v int, gen uint64) error {
+	p, pos := r.Partition, r.Offset
+	ans, err := c.downgradeOffset(ctx, p, pos, -1)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	st := c.parts[p]
+	if st == nil || st.gen != gen {
+		c.mu.Unlock()
 		return nil
 	}
-	resp, err := c.adm.FetchOffsets(ctx, c.cfg.Group)
-	if err == nil {
-		err = resp.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		resp, err = nil, nil // never committed
-	}
-	if err != nil {
-		return fmt.Errorf("fluid consumer: committed offsets: %w", err)
-	}
-	add := map[int32]kgo.Offset{}
-	c.mu.Lock()
-	for _, p := range ps {
-		if _, ok := c.mainNext[p]; !ok {
-			if o, ok := resp.Lookup(c.cfg.Topic, p); ok && o.Err == nil && o.At >= 0 {
-				c.mainNext[p] = o.At
+	dCommit := st.dCommit
+	c.mu.Unlock()
+	start := ans.Offset
+	if dCommit > start {
+		last, err := lastBefore(ctx, c.kopts, c.adm, c.dtopic, p, dCommit)
+		if err != nil {
+			return fmt.Errorf("fluid consumer: read %s/%d before %d: %w", c.dtopic, p, dCommit, err)
+		}
+		if last != nil {
+			lr := fromKgo(last)
+			if sp, _, so, _, err := sourceRange(&lr); err == nil && sp == p && so < pos {
+				start = dCommit
 			}
 		}
-		off := kgo.NewOffset().AtStart()
-		if o, ok := resp.Lookup(c.dtopic, p); ok && o.Err == nil && o.At >= 0 {
-			off = kgo.NewOffset().At(o.At)
-		}
-		add[p] = off
 	}
-	dc := c.dc
-	c.mu.Unlock()
-	dc.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.dtopic: add})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.parts[p]; st == nil || st.gen != gen || st.down {
+		return nil
+	}
+	st.down, st.next, st.seg, st.asked = true, pos, ans.Segment, -1
+	c.switched = true
+	c.rc.RemoveConsumePartitions(map[string][]int32{c.cfg.Topic: {p}})
+	c.rc.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.dtopic: {p: kgo.NewOffset().At(start)}})
+	c.log.Info("fluid consumer: incompatible schema version, partition switches to the downgrade topic",
+		"topic", c.cfg.Topic, "partition", p, "offset", pos, "observed", v, "compatible", c.cfg.CompatibleVersion,
+		"downgrade_topic", c.dtopic, "from_offset", start, "segment", ans.Segment)
 	return nil
 }
 
-func (c *Consumer) fromDowngrade() ([]record.Record, error) {
-	var out []record.Record
+// fromDowngrade handles a downgrade-topic record: returned when it covers
+// the partition's position, dropped when it is behind it; when it is ahead
+// (the record for the position is not where it should be) the bridge is
+// told, and republishes the partition again from the position.
+func (c *Consumer) fromDowngrade(ctx context.Context, r *kgo.Record) (record.Record, bool, error) {
+	rec := fromKgo(r)
+	c.mu.Lock()
+	st := c.parts[r.Partition]
+	if st == nil || !st.down {
+		c.mu.Unlock()
+		return rec, false, nil
+	}
+	sp, from, so, seg, err := sourceRange(&rec)
+	if err == nil && sp != r.Partition {
+		err = fmt.Errorf("%s/%d@%d came from partition %d", r.Topic, r.Partition, r.Offset, sp)
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return rec, false, fmt.Errorf("fluid consumer: %w", err)
+	}
+	st.seg = max(st.seg, seg)
+	gen, pos := st.gen, st.next
+	switch {
+	case so < pos: // already returned (here, from the main topic, or before a restart)
+		c.mu.Unlock()
+		return rec, false, nil
+	case from > pos: // ahead of the position
+		if seg < st.seg || st.asked == seg {
+			c.mu.Unlock()
+			return rec, false, nil // an older segment's record, or already reported
+		}
+		c.mu.Unlock()
+		ans, err := c.downgradeOffset(ctx, r.Partition, pos, seg)
+		if err != nil {
+			return rec, false, err
+		}
+		c.log.Warn("fluid consumer: the downgrade topic skips this partition's position; the bridge republishes from there",
+			"downgrade_topic", c.dtopic, "partition", r.Partition, "position", pos, "found_source_offset", so,
+			"found_from", from, "segment", seg, "new_segment", ans.Segment)
+		c.mu.Lock()
+		if st := c.parts[r.Partition]; st != nil && st.gen == gen && st.next == pos {
+			st.asked = seg
+			st.seg = max(st.seg, ans.Segment)
+		}
+		c.mu.Unlock()
+		return rec, false, nil
+	}
+	c.mu.Unlock()
+	// from <= pos <= so: the next record of the partition.
+	v, err := recordVersion(&rec, c.cfg.BaselineVersion)
+	if err != nil {
+		return rec, false, fmt.Errorf("fluid consumer: %w", err)
+	}
+	ok, err := c.compatible(ctx, v)
+	if err != nil {
+		return rec, false, err
+	}
+	if !ok {
+		return rec, false, fmt.Errorf("fluid consumer: downgrade topic record %s/%d@%d has version %d, not compatible with %d", r.Topic, r.Partition, r.Offset, v, c.cfg.CompatibleVersion)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.pending) > 0 {
-		r := c.pending[0]
-		if !c.assigned[r.Partition] {
-			c.pending = c.pending[1:]
-			continue
-		}
-		rec := fromKgo(r)
-		sp, so, err := sourcePosition(&rec)
-		if err != nil {
-			return out, fmt.Errorf("fluid consumer: %w", err)
-		}
-		if sp != r.Partition {
-			return out, fmt.Errorf("fluid consumer: %s/%d@%d came from partition %d", r.Topic, r.Partition, r.Offset, sp)
-		}
-		v, err := recordVersion(&rec, c.cfg.BaselineVersion)
-		if err != nil {
-			return out, fmt.Errorf("fluid consumer: %w", err)
-		}
-		if v > c.cfg.CompatibleVersion && !c.compat[v] {
-			return out, fmt.Errorf("fluid consumer: downgrade topic record %s/%d@%d has version %d, newer than %d", r.Topic, r.Partition, r.Offset, v, c.cfg.CompatibleVersion)
-		}
-		c.pending = c.pending[1:]
-		if next, ok := c.mainNext[sp]; ok && so < next {
-			continue // already returned (from the main topic or before a restart)
-		}
-		c.mainNext[sp] = so + 1
-		out = append(out, rec)
+	if st := c.parts[r.Partition]; st == nil || st.gen != gen || st.next != pos {
+		return rec, false, nil
 	}
-	return out, nil
+	st.next = so + 1
+	return rec, true, nil
 }
 
 // Ack marks records returned by Poll as processed; Commit makes that
@@ -376,7 +547,7 @@ func (c *Consumer) Ack(rs []record.Record) {
 	defer c.mu.Unlock()
 	for i := range rs {
 		r := &rs[i]
-		if !c.assigned[r.Partition] {
+		if c.parts[r.Partition] == nil {
 			continue
 		}
 		if r.Topic == c.dtopic {
@@ -394,30 +565,25 @@ func (c *Consumer) Ack(rs []record.Record) {
 func (c *Consumer) Live(r *record.Record) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.assigned[r.Partition]
+	return c.parts[r.Partition] != nil
 }
 
 // Commit commits the positions after the acknowledged records: on the main
 // topic (for downgraded records, the position after their source record)
 // and on the downgrade topic.
 func (c *Consumer) Commit(ctx context.Context) error {
-	m := map[string]map[int32]kgo.EpochOffset{}
 	c.mu.Lock()
-	for p, o := range c.ackMain {
-		if m[c.cfg.Topic] == nil {
-			m[c.cfg.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		m[c.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
-	}
-	for p, o := range c.ackD {
-		if m[c.dtopic] == nil {
-			m[c.dtopic] = map[int32]kgo.EpochOffset{}
-		}
-		m[c.dtopic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
-	}
+	m := c.commitMap(nil)
 	c.mu.Unlock()
+	if err := commitSync(ctx, c.gc, m); err != nil {
+		return fmt.Errorf("fluid consumer: commit: %w", err)
+	}
+	return nil
+}
+
+func commitSync(ctx context.Context, cl *kgo.Client, m map[string]map[int32]kgo.EpochOffset) error {
 	var cerr error
-	c.gc.CommitOffsetsSync(ctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(ctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return
@@ -430,16 +596,12 @@ func (c *Consumer) Commit(ctx context.Context) error {
 			}
 		}
 	})
-	if cerr != nil {
-		return fmt.Errorf("fluid consumer: commit: %w", cerr)
-	}
-	return nil
+	return cerr
 }
 
-// Close leaves the group. Uncommitted positions are lost.
+// Close leaves the group. Call Commit first: what was not committed is
+// delivered again to the group's next member.
 func (c *Consumer) Close() {
-	if c.dc != nil {
-		c.dc.Close()
-	}
 	c.gc.Close()
+	c.rc.Close()
 }

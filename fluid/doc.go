@@ -12,18 +12,24 @@
 //     [Metadata.Check] validates it, [Metadata.Compatible] answers whether two
 //     versions of a topic carry the same payload.
 //   - [Bridge]: the HTTP service (/fluid/downgrade-topic, /fluid/compatible,
-//     DELETE /fluid/topics/{topic}/groups/{group}/schema-version) and the
-//     republisher that fills downgrade topics. Its state lives in a compacted
-//     Kafka topic.
+//     /fluid/downgrade-offset, DELETE
+//     /fluid/topics/{topic}/groups/{group}/schema-version, /fluid/status) and
+//     the republisher that fills downgrade topics. Its state lives in a
+//     compacted Kafka topic.
 //   - [Consumer]: the client side of the protocol for Go applications (and for
 //     streamd's own pipeline source): it reads the main topic, asks the bridge
-//     about every new version it sees, and switches to the downgrade topic at
-//     the first incompatible record.
+//     about every new version it sees, and switches each partition to the
+//     downgrade topic at its first incompatible record.
 //
 // Every record carries its schema version in the [HeaderSchemaVersion] header
 // (decimal). Records without it are taken to be of the baseline version.
 // Records the bridge writes to a downgrade topic also carry the partition and
 // offset of the main-topic record they came from ([HeaderSourcePartition],
-// [HeaderSourceOffset]), which is how consumers detect duplicates and how the
-// bridge fast-forwards an upgraded group, never by offset arithmetic.
+// [HeaderSourceOffset]), the position from which that record is the
+// partition's next one ([HeaderSourceFrom]) and the republishing segment that
+// wrote it ([HeaderSegment]). That is how consumers find their place, drop
+// duplicates and notice a record missing, and how the bridge resumes after a
+// crash and fast-forwards an upgraded group, never by offset arithmetic; so a
+// consumer group may arrive, leave, upgrade or roll back at any time and
+// still receive every record exactly once (docs/fluid.md has the cases).
 package fluid

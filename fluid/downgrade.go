@@ -114,6 +114,15 @@ func parseVersion(s string) (int, error) {
 // nobody modifies. Per batch, not per record: one slab of headers for the
 // plugins' inputs, one for the outputs, one buffer for the offset headers.
 func (d *downgrader) toVersion(ctx context.Context, topic string, target int, batch []record.Record) ([]record.Record, error) {
+	return d.toVersionAt(ctx, topic, target, batch, -1, nil)
+}
+
+// toVersionAt is toVersion for the republisher: batch is a run of
+// consecutive records of one partition, the first fetched from main-topic
+// position from; unless seg is nil every output also carries
+// HeaderSourceFrom (from for the first, the position after the previous
+// source record for the others) and HeaderSegment = seg.
+func (d *downgrader) toVersionAt(ctx context.Context, topic string, target int, batch []record.Record, from int64, seg []byte) ([]record.Record, error) {
 	out := make([]record.Record, len(batch))
 	versions := make([]int, len(batch))
 	type group struct {
@@ -221,12 +230,16 @@ func (d *downgrader) toVersion(ctx context.Context, topic string, target int, ba
 	// Headers: each output's own, minus the ones the bridge sets, then
 	// HeaderSchemaVersion (downgraded records) and the source headers, in
 	// that order. Values are shared between records where they are equal.
+	extra, obytes := 4, 20
+	if seg != nil {
+		extra, obytes = 6, 40
+	}
 	nh := 0
 	for i := range out {
-		nh += len(out[i].Headers) + 4
+		nh += len(out[i].Headers) + extra
 	}
 	slab := make([]record.Header, 0, nh)
-	offsets := make([]byte, 0, 20*len(out))
+	offsets := make([]byte, 0, obytes*len(out))
 	targetValue := []byte(strconv.Itoa(target))
 	var vcache headerValues
 	var pcache headerValues
@@ -236,7 +249,7 @@ func (d *downgrader) toVersion(ctx context.Context, topic string, target int, ba
 		k := len(slab)
 		for _, h := range out[i].Headers {
 			switch h.Key {
-			case HeaderSourcePartition, HeaderSourceOffset, HeaderSourceVersion:
+			case HeaderSourcePartition, HeaderSourceOffset, HeaderSourceVersion, HeaderSourceFrom, HeaderSegment:
 				continue
 			case HeaderSchemaVersion:
 				if downgraded {
@@ -255,6 +268,18 @@ func (d *downgrader) toVersion(ctx context.Context, topic string, target int, ba
 			record.Header{Key: HeaderSourceOffset, Value: offsets[o:len(offsets):len(offsets)]},
 			record.Header{Key: HeaderSourceVersion, Value: vcache.get(int64(versions[i]))},
 		)
+		if seg != nil {
+			f := from
+			if i > 0 {
+				f = batch[i-1].Offset + 1
+			}
+			o := len(offsets)
+			offsets = strconv.AppendInt(offsets, f, 10)
+			slab = append(slab,
+				record.Header{Key: HeaderSourceFrom, Value: offsets[o:len(offsets):len(offsets)]},
+				record.Header{Key: HeaderSegment, Value: seg},
+			)
+		}
 		out[i].Headers = slab[k:len(slab):len(slab)]
 		out[i].Topic, out[i].Partition, out[i].Offset = "", src.Partition, 0
 		out[i].Key = src.Key
@@ -280,6 +305,31 @@ func (c *headerValues) get(n int64) []byte {
 	c.i++
 	c.n[j], c.v[j] = n, []byte(strconv.FormatInt(n, 10))
 	return c.v[j]
+}
+
+// sourceRange reads a downgrade-topic record's source partition and offset,
+// the position it covers from (HeaderSourceFrom; its source offset when the
+// header is absent, which claims nothing about the records before) and its
+// segment (HeaderSegment; 0 when absent).
+func sourceRange(r *record.Record) (partition int32, from, offset, seg int64, err error) {
+	partition, offset, err = sourcePosition(r)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	from = offset
+	if h, ok := r.Header(HeaderSourceFrom); ok {
+		from, err = strconv.ParseInt(string(h), 10, 64)
+		if err != nil || from < 0 || from > offset {
+			return 0, 0, 0, 0, fmt.Errorf("record %s/%d@%d: bad %s %q", r.Topic, r.Partition, r.Offset, HeaderSourceFrom, h)
+		}
+	}
+	if h, ok := r.Header(HeaderSegment); ok {
+		seg, err = strconv.ParseInt(string(h), 10, 64)
+		if err != nil || seg < 0 {
+			return 0, 0, 0, 0, fmt.Errorf("record %s/%d@%d: bad %s %q", r.Topic, r.Partition, r.Offset, HeaderSegment, h)
+		}
+	}
+	return partition, from, offset, seg, nil
 }
 
 // sourcePosition reads the HeaderSource* headers of a downgrade-topic record.

@@ -135,10 +135,40 @@ func FuzzStateApply(f *testing.F) {
 	f.Add("g/orders/a/b", []byte(nil))
 	f.Add("x", []byte(`{}`))
 	f.Add("r/orders/zz", []byte(`{"start":{"a":1}}`))
+	f.Add("r/orders/3", []byte(`{"observed":4,"start":{"0":12},"stopped":true}`))
+	f.Add("s/orders/3/0/1796116800655", []byte(`{"from":7,"offset":40,"group":"late"}`))
+	f.Add("s/orders/3/0/5", []byte(nil))
+	f.Add("s/orders/3/x/5", []byte(`{}`))
+	f.Add("s/orders/3/0", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, key string, value []byte) {
 		v := newView()
+		// Applying twice (a state record read again) must not change the
+		// view; a segment key then its tombstone leaves no segment.
+		v.apply(key, value)
 		v.apply(key, value)
 		v.groupsOn("orders", 3)
+		for tv, ps := range v.segments {
+			for p, ss := range ps {
+				for i := 1; i < len(ss); i++ {
+					if ss[i-1].ID >= ss[i].ID {
+						t.Fatalf("segments of %v/%d not sorted by id: %+v", tv, p, ss)
+					}
+				}
+				if len(ss) != 1 {
+					t.Fatalf("one segment key applied twice gave %d segments", len(ss))
+				}
+				v.newest(tv, p)
+			}
+			v.segmentsFingerprint(tv)
+		}
+		v.apply(key, nil)
+		for tv, ps := range v.segments {
+			for p, ss := range ps {
+				if len(ss) != 0 {
+					t.Fatalf("%v/%d: segment left after its tombstone: %+v", tv, p, ss)
+				}
+			}
+		}
 	})
 }
 
@@ -153,6 +183,11 @@ func FuzzHeaders(f *testing.F) {
 		}
 		if p, o, err := sourcePosition(&r); err == nil && (p < 0 || o < 0) {
 			t.Fatalf("position %d/%d accepted", p, o)
+		}
+		// The same bytes as HeaderSourceFrom and HeaderSegment.
+		r.Headers = append(r.Headers, record.Header{Key: HeaderSourceFrom, Value: part}, record.Header{Key: HeaderSegment, Value: version})
+		if p, from, o, seg, err := sourceRange(&r); err == nil && (p < 0 || from < 0 || from > o || seg < 0) {
+			t.Fatalf("range %d/[%d,%d] segment %d accepted", p, from, o, seg)
 		}
 	})
 }

@@ -18,18 +18,63 @@ import (
 //
 //	GET    /fluid/downgrade-topic?topic=T&group=G&compatible-schema-version=V  -> {"topic": "..."}
 //	GET    /fluid/compatible?topic=T&observed-schema-version=O&compatible-schema-version=C -> {"compatible": bool}
+//	GET    /fluid/downgrade-offset?topic=T&group=G&compatible-schema-version=V&partition=P&source-offset=F
 //	DELETE /fluid/topics/{topic}/groups/{group}/schema-version
 //	GET    /fluid/status
 //
-// Bad parameters get 400 and unknown topics or versions 404, with a JSON
-// body {"error": "...", "parameter": "..."}.
-func (b *Bridge) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /fluid/downgrade-topic", b.handleDowngradeTopic)
-	mux.HandleFunc("GET /fluid/compatible", b.handleCompatible)
-	mux.HandleFunc("DELETE /fluid/topics/{topic}/groups/{group}/schema-version", b.handleUpgrade)
-	mux.HandleFunc("GET /fluid/status", b.handleStatus)
-	return mux
+// Every error is a JSON body {"error": "...", "parameter": "..."}: bad
+// parameters (missing, malformed or repeated; an empty path segment) 400,
+// unknown topics, versions, groups or paths 404, a wrong method 405 (with
+// Allow), a busy group 409, Kafka failures 502. Paths are taken as sent
+// (not cleaned or redirected); a group name may contain "/" as %2F.
+func (b *Bridge) Handler() http.Handler { return http.HandlerFunc(b.serveHTTP) }
+
+func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	get := func(h func(http.ResponseWriter, *http.Request)) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeErr(w, http.StatusMethodNotAllowed, "", "%s %s: method not allowed (use GET)", r.Method, path)
+			return
+		}
+		h(w, r)
+	}
+	switch path {
+	case "/fluid/downgrade-topic":
+		get(b.handleDowngradeTopic)
+		return
+	case "/fluid/compatible":
+		get(b.handleCompatible)
+		return
+	case "/fluid/downgrade-offset":
+		get(b.handleDowngradeOffset)
+		return
+	case "/fluid/status":
+		get(b.handleStatus)
+		return
+	}
+	if rest, ok := strings.CutPrefix(path, "/fluid/topics/"); ok {
+		seg := strings.Split(rest, "/")
+		if len(seg) == 4 && seg[1] == "groups" && seg[3] == "schema-version" {
+			if r.Method != http.MethodDelete {
+				w.Header().Set("Allow", "DELETE")
+				writeErr(w, http.StatusMethodNotAllowed, "", "%s %s: method not allowed (use DELETE)", r.Method, path)
+				return
+			}
+			topic, err1 := url.PathUnescape(seg[0])
+			group, err2 := url.PathUnescape(seg[2])
+			switch {
+			case err1 != nil || topic == "":
+				writeErr(w, http.StatusBadRequest, "topic", "%s: the topic (path segment after /fluid/topics/) is empty or badly escaped", path)
+			case err2 != nil || group == "":
+				writeErr(w, http.StatusBadRequest, "group", "%s: the group (path segment after /groups/) is empty or badly escaped", path)
+			default:
+				b.handleUpgrade(w, r, topic, group)
+			}
+			return
+		}
+	}
+	writeErr(w, http.StatusNotFound, "", "%s: no such endpoint (see docs/fluid.md)", path)
 }
 
 type apiError struct {
@@ -62,6 +107,23 @@ func versionParam(w http.ResponseWriter, q interface{ Get(string) string }, name
 	return v, true
 }
 
+// query parses the query of r; a parameter given twice is an error (which
+// one would count is not obvious), answered 400 naming it.
+func query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "", "query %q: %v", r.URL.RawQuery, err)
+		return nil, false
+	}
+	for _, n := range names {
+		if len(q[n]) > 1 {
+			writeErr(w, http.StatusBadRequest, n, "parameter %s is given %d times; give it once", n, len(q[n]))
+			return nil, false
+		}
+	}
+	return q, true
+}
+
 func requiredParam(w http.ResponseWriter, q url.Values, name string) (string, bool) {
 	s := q.Get(name)
 	if s == "" {
@@ -84,8 +146,30 @@ func (b *Bridge) knownTopicVersion(w http.ResponseWriter, topic string, v int, p
 	return true
 }
 
+// inKafka answers 404 when topic (in the metadata) does not exist in Kafka,
+// 502 when Kafka cannot tell. Topics found are remembered.
+func (b *Bridge) inKafka(w http.ResponseWriter, ctx context.Context, topic string) bool {
+	if _, ok := b.mainTopics.Load(topic); ok {
+		return true
+	}
+	n, err := b.partitions(ctx, topic)
+	if err != nil {
+		writeErr(w, http.StatusBadGateway, "", "topic %q: %v", topic, err)
+		return false
+	}
+	if n == 0 {
+		writeErr(w, http.StatusNotFound, "topic", "topic %q does not exist in Kafka", topic)
+		return false
+	}
+	b.mainTopics.Store(topic, n)
+	return true
+}
+
 func (b *Bridge) handleDowngradeTopic(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := query(w, r, "topic", "group", "compatible-schema-version")
+	if !ok {
+		return
+	}
 	topic, ok := requiredParam(w, q, "topic")
 	if !ok {
 		return
@@ -109,7 +193,8 @@ func (b *Bridge) handleDowngradeTopic(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadGateway, "", "downgrade topic: %v", err)
 		return
 	}
-	if err := b.register(ctx, topic, group, v); err != nil {
+	prev, err := b.register(ctx, topic, group, v)
+	if err != nil {
 		if errors.Is(err, errGroupActive) {
 			writeErr(w, http.StatusConflict, "group", "%v", err)
 			return
@@ -117,26 +202,38 @@ func (b *Bridge) handleDowngradeTopic(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadGateway, "", "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"topic": name})
+	resp := map[string]any{"topic": name}
+	if prev != 0 && prev != v {
+		resp["previous-schema-version"] = prev
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
-// register records that group reads topic at version v. A group moving to
-// a higher version is upgraded first (fast-forwarded past what it read from
-// its old downgrade topic).
-func (b *Bridge) register(ctx context.Context, topic, group string, v int) error {
+// register records that group reads topic at version v and returns the
+// version it was on before (0: none). A group moving to a higher version
+// is upgraded first (fast-forwarded past what it read from its old
+// downgrade topic). A group moving to a lower version (a rolled-back
+// consumer) keeps its committed positions: what it processed at the higher
+// version is not delivered again, and from there it reads like any group
+// on v (the downgrade topic serves any position, see downgradeOffset).
+func (b *Bridge) register(ctx context.Context, topic, group string, v int) (int, error) {
 	b.triggerMu.Lock()
 	defer b.triggerMu.Unlock()
 	prev, had := 0, false
 	b.state.read(func(vw *view) { prev, had = vw.groups[topic][group] })
 	if had && prev == v {
-		return nil
+		return prev, nil
 	}
 	if had && prev < v {
 		if _, err := b.fastForward(ctx, topic, group, prev); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return b.state.put(ctx, groupKey(topic, group), groupState{Version: v})
+	if had && prev > v {
+		b.log.Info("fluid: group moved down to an older schema version; it resumes at its committed positions",
+			"topic", topic, "group", group, "from_version", prev, "to_version", v)
+	}
+	return prev, b.state.put(ctx, groupKey(topic, group), groupState{Version: v})
 }
 
 var (
@@ -145,8 +242,9 @@ var (
 )
 
 // compatParams are the parameters of /fluid/compatible, parsed without
-// building a url.Values (this is the hot endpoint).
-type compatParams struct{ topic, observed, compatible string }
+// building a url.Values (this is the hot endpoint). dup names a parameter
+// given more than once.
+type compatParams struct{ topic, observed, compatible, dup string }
 
 func (p compatParams) Get(name string) string {
 	switch name {
@@ -181,8 +279,14 @@ func parseCompatParams(raw string) compatParams {
 		case "compatible-schema-version":
 			i = 2
 		}
-		if i < 0 || seen[i] {
-			continue // url.Values.Get semantics: the first value wins
+		if i < 0 {
+			continue
+		}
+		if seen[i] {
+			if p.dup == "" {
+				p.dup = k
+			}
+			continue
 		}
 		seen[i] = true
 		if strings.ContainsAny(v, "%+") {
@@ -206,6 +310,10 @@ func parseCompatParams(raw string) compatParams {
 
 func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 	q := parseCompatParams(r.URL.RawQuery)
+	if q.dup != "" {
+		writeErr(w, http.StatusBadRequest, q.dup, "parameter %s is given more than once; give it once", q.dup)
+		return
+	}
 	topic := q.Get("topic")
 	if topic == "" {
 		writeErr(w, http.StatusBadRequest, "topic", "parameter topic is required")
@@ -221,6 +329,14 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 	}
 	if !b.knownTopicVersion(w, topic, o, "observed-schema-version") || !b.knownTopicVersion(w, topic, c, "compatible-schema-version") {
 		return
+	}
+	if _, ok := b.mainTopics.Load(topic); !ok { // a Kafka round trip only until the topic was seen once
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		ok := b.inKafka(w, ctx, topic)
+		cancel()
+		if !ok {
+			return
+		}
 	}
 	compatible, err := b.meta.Compatible(topic, o, c)
 	if err != nil { // cannot happen after the checks above
@@ -257,18 +373,34 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 func (b *Bridge) trigger(ctx context.Context, topic string, o, c int) (bool, error) {
 	b.triggerMu.Lock()
 	defer b.triggerMu.Unlock()
+	return b.triggerLocked(ctx, topic, o, c)
+}
+
+// triggerLocked is trigger with triggerMu held. Republishing that stopped
+// (no group needed it) resumes where it was: the downgrade topic keeps
+// what it holds, and a group needing more gets it through
+// downgradeOffset.
+func (b *Bridge) triggerLocked(ctx context.Context, topic string, o, c int) (bool, error) {
 	tv := topicVersion{topic, c}
 	var groups []string
-	running := false
+	spec, exists := republishSpec{}, false
 	b.state.read(func(vw *view) {
-		_, running = vw.republish[tv]
+		spec, exists = vw.republish[tv]
 		groups = vw.groupsOn(topic, c)
 	})
-	if running {
+	if exists && !spec.Stopped {
 		return true, nil
 	}
 	if len(groups) == 0 {
 		return false, nil
+	}
+	if exists {
+		spec.Stopped = false
+		if o > c {
+			spec.Observed = o
+		}
+		b.log.Info("fluid: incompatible version observed, republishing resumes", "topic", topic, "observed", o, "compatible", c, "groups", groups)
+		return true, b.state.put(ctx, republishKey(tv), spec)
 	}
 	_, n, err := b.ensureDowngradeTopic(ctx, topic, c)
 	if err != nil {
@@ -306,8 +438,7 @@ func (b *Bridge) trigger(ctx context.Context, topic string, o, c int) (bool, err
 
 var errGroupActive = errors.New("group has active members; offsets can only be moved while it is empty")
 
-func (b *Bridge) handleUpgrade(w http.ResponseWriter, r *http.Request) {
-	topic, group := r.PathValue("topic"), r.PathValue("group")
+func (b *Bridge) handleUpgrade(w http.ResponseWriter, r *http.Request, topic, group string) {
 	if !b.meta.HasTopic(topic) {
 		writeErr(w, http.StatusNotFound, "topic", "topic %q is not in the fluid metadata", topic)
 		return
@@ -404,15 +535,35 @@ type Status struct {
 
 // RepublishStatus describes one downgrade topic being filled.
 type RepublishStatus struct {
-	Topic          string          `json:"topic"`
-	Version        int             `json:"version"`
-	DowngradeTopic string          `json:"downgrade_topic"`
-	Observed       int             `json:"observed"`
-	Start          map[int32]int64 `json:"start"`
-	Running        bool            `json:"running"`
-	Records        int64           `json:"records"`
-	Next           map[int32]int64 `json:"next,omitempty"`
-	Error          string          `json:"error,omitempty"`
+	Topic          string `json:"topic"`
+	Version        int    `json:"version"`
+	DowngradeTopic string `json:"downgrade_topic"`
+	Observed       int    `json:"observed"`
+	// Start is where republishing first began, per partition (segment 0).
+	Start map[int32]int64 `json:"start"`
+	// Segments are the later segments per partition: republishing started
+	// again at From for a group that needed a position the downgrade topic
+	// did not hold (the newest is the one being written).
+	Segments map[int32][]SegmentStatus `json:"segments,omitempty"`
+	// Running: this instance republishes (it is the leader).
+	Running bool  `json:"running"`
+	Records int64 `json:"records"`
+	// Resumed is where this instance's run began, per partition: after the
+	// last record in the downgrade topic, or at the newest segment's start.
+	Resumed map[int32]int64 `json:"resumed,omitempty"`
+	// Next is the main-topic position after the last record written, per
+	// partition: live on the leader; elsewhere the progress the leader last
+	// recorded (at most about a second old while it runs).
+	Next  map[int32]int64 `json:"next,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// SegmentStatus is one segment of a downgrade partition.
+type SegmentStatus struct {
+	ID     int64  `json:"id"`
+	From   int64  `json:"from"`
+	Offset int64  `json:"offset"`
+	Group  string `json:"group,omitempty"`
 }
 
 // Status returns the bridge's state as this instance sees it.
@@ -429,10 +580,22 @@ func (b *Bridge) Status() Status {
 			}
 		}
 		for tv, spec := range vw.republish {
-			st.Republishing = append(st.Republishing, RepublishStatus{
+			if spec.Stopped {
+				continue
+			}
+			rs := RepublishStatus{
 				Topic: tv.topic, Version: tv.version, DowngradeTopic: b.DowngradeTopic(tv.topic, tv.version),
-				Observed: spec.Observed, Start: spec.Start, Next: vw.progress[tv],
-			})
+				Observed: spec.Observed, Start: spec.Start, Next: copyMap(vw.progress[tv]),
+			}
+			for p, ss := range vw.segments[tv] {
+				for _, sg := range ss {
+					if rs.Segments == nil {
+						rs.Segments = map[int32][]SegmentStatus{}
+					}
+					rs.Segments[p] = append(rs.Segments[p], SegmentStatus{ID: sg.ID, From: sg.From, Offset: sg.Offset, Group: sg.Group})
+				}
+			}
+			st.Republishing = append(st.Republishing, rs)
 		}
 	})
 	b.mu.Lock()
@@ -445,6 +608,9 @@ func (b *Bridge) Status() Status {
 			r.stat.mu.Lock()
 			if r.stat.next != nil {
 				rs.Next = copyMap(r.stat.next)
+			}
+			if r.stat.resumed != nil {
+				rs.Resumed = copyMap(r.stat.resumed)
 			}
 			rs.Error = r.stat.lastErr
 			r.stat.mu.Unlock()

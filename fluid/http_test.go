@@ -40,16 +40,40 @@ func TestHTTPErrors(t *testing.T) {
 		{"GET", "/fluid/compatible?topic=" + missing + "&observed-schema-version=1&compatible-schema-version=1", 404, "topic"},
 		{"DELETE", "/fluid/topics/" + missing + "/groups/g/schema-version", 404, "topic"},
 		{"DELETE", "/fluid/topics/" + h.topic + "/groups/nobody/schema-version", 404, "group"},
+		// Issue 20, finding 3: answers that differed from the docs.
+		{"GET", "/fluid/compatible?topic=payments&observed-schema-version=1&compatible-schema-version=1", 404, "topic"},
+		{"GET", "/fluid/compatible?topic=payments&observed-schema-version=2&compatible-schema-version=1", 404, "topic"},
+		{"POST", "/fluid/downgrade-topic?topic=" + h.topic + "&group=g&compatible-schema-version=1", 405, ""},
+		{"PUT", "/fluid/compatible?topic=" + h.topic + "&observed-schema-version=1&compatible-schema-version=1", 405, ""},
+		{"GET", "/fluid/topics/" + h.topic + "/groups/g/schema-version", 405, ""},
+		{"POST", "/fluid/status", 405, ""},
+		{"DELETE", "/fluid/topics//groups/g/schema-version", 400, "topic"},
+		{"DELETE", "/fluid/topics/" + h.topic + "/groups//schema-version", 400, "group"},
+		{"DELETE", "/fluid/topics/" + h.topic + "/groups/g", 404, ""},
+		{"GET", "/fluid/nothing", 404, ""},
+		{"GET", "/fluid/downgrade-topic?topic=" + h.topic + "&topic=" + missing + "&group=g&compatible-schema-version=1", 400, "topic"},
+		{"GET", "/fluid/downgrade-topic?topic=" + h.topic + "&group=g&group=h&compatible-schema-version=1", 400, "group"},
+		{"GET", "/fluid/downgrade-topic?topic=" + h.topic + "&group=g&compatible-schema-version=1&compatible-schema-version=2", 400, "compatible-schema-version"},
+		{"GET", "/fluid/compatible?topic=" + h.topic + "&topic=" + h.topic + "&observed-schema-version=1&compatible-schema-version=1", 400, "topic"},
+		{"GET", "/fluid/compatible?topic=" + h.topic + "&observed-schema-version=1&observed-schema-version=2&compatible-schema-version=1", 400, "observed-schema-version"},
 	}
+	// Redirects are answers too: do not follow them.
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, h.srv.URL+tt.path, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := cl.Do(req)
 		must(t, err)
 		var e apiError
-		json.NewDecoder(resp.Body).Decode(&e)
+		jerr := json.NewDecoder(resp.Body).Decode(&e)
 		resp.Body.Close()
-		if resp.StatusCode != tt.code || e.Parameter != tt.param || e.Error == "" {
-			t.Errorf("%s %s: %d %+v, want %d naming %q", tt.method, tt.path, resp.StatusCode, e, tt.code, tt.param)
+		if resp.StatusCode != tt.code || e.Parameter != tt.param || e.Error == "" || jerr != nil {
+			t.Errorf("%s %s: %d %+v (JSON: %v), want %d naming %q", tt.method, tt.path, resp.StatusCode, e, jerr, tt.code, tt.param)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: Content-Type %q", tt.method, tt.path, ct)
+		}
+		if tt.code == 405 && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tt.method, tt.path)
 		}
 	}
 }
@@ -154,6 +178,52 @@ func TestTwoBridges(t *testing.T) {
 	_ = kgo.Record{}
 }
 
+// TestStatusAfterRestart is finding 2: after a bridge restart /fluid/status
+// must show where republishing really is (the position after the last
+// record of each downgrade partition), not the last progress the previous
+// instance happened to record.
+func TestStatusAfterRestart(t *testing.T) {
+	h := newHarness(t, 2, 4)
+	var dt struct{ Topic string }
+	httpGetJSON(t, h.srv.URL+"/fluid/downgrade-topic?topic="+h.topic+"&group="+h.g("g")+"&compatible-schema-version=3", &dt)
+	var cp struct{ Compatible bool }
+	httpGetJSON(t, h.srv.URL+"/fluid/compatible?topic="+h.topic+"&observed-schema-version=4&compatible-schema-version=3", &cp)
+	// Bursts in quick succession: progress is recorded in the state topic
+	// at most once a second, so the last bursts are not in it.
+	total := 0
+	for i := 0; i < 5; i++ {
+		h.produce(4, seq(total, total+40)...)
+		total += 40
+		waitFor(t, "republished", func() bool { return len(readAll(t, h.prod, dt.Topic)) >= total })
+	}
+	// Where republishing is: after the last downgrade record's source.
+	want := map[int32]int64{}
+	for _, r := range readAll(t, h.prod, dt.Topic) {
+		rec := fromKgo(r)
+		_, so, err := sourcePosition(&rec)
+		must(t, err)
+		want[r.Partition] = so + 1
+	}
+	h.srv.Close()
+	must(t, h.bridge.Close(context.Background()))
+	h.startBridge()
+	waitFor(t, "the restarted bridge to republish", func() bool {
+		st := h.bridge.Status()
+		return st.Leader && len(st.Republishing) == 1 && st.Republishing[0].Running
+	})
+	waitFor(t, "status to show the resumed positions", func() bool {
+		st := h.bridge.Status()
+		return len(st.Republishing) == 1 && st.Republishing[0].Next != nil
+	})
+	st := h.bridge.Status().Republishing[0]
+	for p, o := range want {
+		if st.Next[p] != o {
+			t.Errorf("status after restart: next %v, but republishing resumed at %v", st.Next, want)
+			break
+		}
+	}
+}
+
 func FuzzCompatParams(f *testing.F) {
 	for _, s := range []string{"topic=orders&observed-schema-version=4&compatible-schema-version=3",
 		"topic=a%2Bb&topic=x&observed-schema-version=+4", "%zz=1&topic=%zz", "&&=&topic", ""} {
@@ -165,7 +235,13 @@ func FuzzCompatParams(f *testing.F) {
 		if err != nil {
 			return // url.ParseQuery rejects what the fast parser tolerates
 		}
+		if got.dup != "" && len(q[got.dup]) < 2 {
+			t.Fatalf("%q: %s reported repeated, url.ParseQuery has %q", raw, got.dup, q[got.dup])
+		}
 		for _, k := range []string{"topic", "observed-schema-version", "compatible-schema-version"} {
+			if got.dup == "" && len(q[k]) > 1 {
+				t.Fatalf("%q: %s repeated (%q) but not reported", raw, k, q[k])
+			}
 			if got.Get(k) != q.Get(k) {
 				t.Fatalf("%q: %s = %q, url.ParseQuery says %q", raw, k, got.Get(k), q.Get(k))
 			}

@@ -30,6 +30,19 @@ const (
 	HeaderSourceOffset    = "fluid-source-offset"
 	// HeaderSourceVersion is the schema version of that main-topic record.
 	HeaderSourceVersion = "fluid-source-schema-version"
+	// HeaderSourceFrom, on downgrade-topic records, is a main-topic position
+	// (decimal offset) from which the record's source is the first record of
+	// its partition: the partition holds no record at offsets from <= o <
+	// HeaderSourceOffset. A reader whose next main-topic position is pos takes
+	// the record when from <= pos <= its source offset, drops it when its
+	// source offset is below pos, and knows that a record is missing when
+	// from > pos. Offsets are never computed by arithmetic: from is where the
+	// bridge's fetch stood, the position after the record before.
+	HeaderSourceFrom = "fluid-source-from"
+	// HeaderSegment, on downgrade-topic records, is the id of the
+	// republishing segment that wrote the record (see GET
+	// /fluid/downgrade-offset in docs/fluid.md).
+	HeaderSegment = "fluid-segment"
 )
 
 // ManifestFile is the name of the manifest in each version folder.

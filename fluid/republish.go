@@ -3,6 +3,7 @@ package fluid
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,8 @@ type republishStats struct {
 	records atomic.Int64
 	mu      sync.Mutex
 	lastErr string
-	next    map[int32]int64
+	next    map[int32]int64 // position after the last record written, per partition
+	resumed map[int32]int64 // where this run started, per partition
 }
 
 func (s *republishStats) setErr(err error) {
@@ -33,10 +35,15 @@ func (s *republishStats) setErr(err error) {
 // republish copies topic tv.topic into its downgrade topic for tv.version,
 // downgrading records that need it, until ctx ends or an error occurs.
 //
-// Where it starts, per partition: after the main-topic record named by the
-// source headers of the downgrade topic's last record (so a restarted
-// bridge never writes a record twice), or at spec.Start for a fresh topic.
-func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishSpec, stat *republishStats) error {
+// Where it starts, per partition, is read from the downgrade topic itself:
+// the newest segment (segs, or segment 0 from spec.Start) is being written
+// when the downgrade partition's last record carries its id (or a larger
+// one), and then republishing resumes after that record's source, so a
+// restarted bridge never leaves a hole and rewrites at most what was in
+// flight. Otherwise the newest segment starts: at its From, or right after
+// the last record's source if that is earlier (never leaving a hole for
+// readers at the end).
+func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishSpec, segs map[int32][]segment, stat *republishStats) error {
 	dtopic, nparts, err := b.ensureDowngradeTopic(ctx, tv.topic, tv.version)
 	if err != nil {
 		return err
@@ -47,11 +54,13 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 	}
 	offsets := map[int32]kgo.Offset{}
 	next := map[int32]int64{}
+	segID := map[int32][]byte{}
 	for p := int32(0); p < int32(nparts); p++ {
-		start, ok := spec.Start[p]
-		if !ok {
-			start = 0
+		newest := segment{ID: 0, From: spec.Start[p]}
+		if ss := segs[p]; len(ss) > 0 {
+			newest = ss[len(ss)-1]
 		}
+		start, seg := newest.From, newest.ID
 		e, ok := ends.Lookup(dtopic, p)
 		if !ok || e.Err != nil {
 			return fmt.Errorf("end offset of %s/%d: %v", dtopic, p, e.Err)
@@ -63,23 +72,36 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 			}
 			if last != nil {
 				rec := fromKgo(last)
-				sp, so, err := sourcePosition(&rec)
+				sp, _, so, lseg, err := sourceRange(&rec)
 				if err != nil {
 					return fmt.Errorf("resume %s/%d: %w", dtopic, p, err)
 				}
 				if sp != p {
 					return fmt.Errorf("resume %s/%d: last record came from partition %d", dtopic, p, sp)
 				}
-				start = max(start, so+1)
+				if lseg >= newest.ID {
+					start, seg = so+1, lseg
+				} else {
+					start = min(start, so+1)
+				}
 			}
 		}
 		offsets[p] = kgo.NewOffset().At(start)
 		next[p] = start
+		segID[p] = []byte(strconv.FormatInt(seg, 10))
 	}
-	b.log.Info("fluid: republishing", "topic", tv.topic, "version", tv.version, "downgrade_topic", dtopic, "from", next)
+	startAt := copyMap(next) // read by the fetch loop; next is the workers'
+	stat.mu.Lock()
+	stat.next, stat.resumed = copyMap(next), copyMap(next)
+	stat.mu.Unlock()
+	b.state.putAsync(progressKey(tv), progressState{Next: copyMap(next)})
+	b.log.Info("fluid: republishing", "topic", tv.topic, "version", tv.version, "downgrade_topic", dtopic, "from", next, "segments", segmentIDs(segID))
 	cons, err := kgo.NewClient(append(append([]kgo.Opt(nil), b.cfg.kopts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tv.topic: offsets}),
 		kgo.FetchMaxWait(defaultFetchMaxWait),
+		// Aborted records are not records of the topic; consumers read
+		// committed too, so positions mean the same on both sides.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)...)
 	if err != nil {
 		return err
@@ -108,8 +130,12 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 			close(ch)
 		}
 		wg.Wait()
+		// Where this run stopped, for the next instance's status.
+		progressMu.Lock()
+		b.state.putAsync(progressKey(tv), progressState{Next: copyMap(next)})
+		progressMu.Unlock()
 	}()
-	work := func(p int32, ch <-chan []*kgo.Record) {
+	work := func(p int32, from int64, ch <-chan []*kgo.Record) {
 		defer wg.Done()
 		var batch []record.Record
 		// The previous batch, written but not yet known to be acknowledged:
@@ -147,12 +173,13 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 		// acknowledged; last says nothing else is queued (wait now).
 		step := func(recs []*kgo.Record, last bool) bool {
 			batch = fromKgoBatch(batch[:0], recs)
-			out, err := b.dg.toVersion(wctx, tv.topic, tv.version, batch)
+			out, err := b.dg.toVersionAt(wctx, tv.topic, tv.version, batch, from, segID[p])
 			if err != nil {
 				settle()
 				fail(err)
 				return false
 			}
+			from = recs[len(recs)-1].Offset + 1
 			if !settle() {
 				return false
 			}
@@ -199,7 +226,7 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 				ch = make(chan []*kgo.Record, 2)
 				workers[fp.Partition] = ch
 				wg.Add(1)
-				go work(fp.Partition, ch)
+				go work(fp.Partition, startAt[fp.Partition], ch)
 			}
 			// The whole fetch goes to the partition's worker (which cuts it
 			// in chunks), so one busy partition does not hold up the others.
@@ -256,7 +283,18 @@ func (b *Bridge) produceAsync(ctx context.Context, topic string, recs []record.R
 	}
 }
 
+func segmentIDs(m map[int32][]byte) map[int32]string {
+	out := make(map[int32]string, len(m))
+	for p, v := range m {
+		out[p] = string(v)
+	}
+	return out
+}
+
 func copyMap(m map[int32]int64) map[int32]int64 {
+	if m == nil {
+		return nil
+	}
 	out := make(map[int32]int64, len(m))
 	for k, v := range m {
 		out[k] = v

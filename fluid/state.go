@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +18,15 @@ import (
 
 // The bridge's state is a compacted topic with one partition. Keys:
 //
-//	g/<topic>/<group>   {"version":V}                  group is on version V (tombstone: upgraded)
-//	r/<topic>/<V>       {"observed":O,"start":{p:off}}  republishing for version V is on
-//	p/<topic>/<V>       {"next":{p:off}}                republishing progress (informational)
+//	g/<topic>/<group>        {"version":V}                   group is on version V (tombstone: upgraded)
+//	r/<topic>/<V>            {"observed":O,"start":{p:off}}  republishing for version V (stopped: true
+//	                                                          while no group needs it; never deleted, so
+//	                                                          where segment 0 began is kept)
+//	s/<topic>/<V>/<p>/<id>   {"from":F,"offset":D}           segment id of partition p: republishing
+//	                                                          restarted at main-topic position F for a
+//	                                                          group that needed it; its records follow
+//	                                                          downgrade offset D
+//	p/<topic>/<V>            {"next":{p:off}}                republishing progress (informational)
 //
 // Topic names cannot contain "/", so the group (last) may.
 
@@ -31,6 +38,23 @@ type topicVersion struct {
 type republishSpec struct {
 	Observed int             `json:"observed"`
 	Start    map[int32]int64 `json:"start"`
+	// Stopped: no group needs the downgrade topic; the entry is kept so
+	// that republishing resumes where it was if one does again.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// segment is one run of republishing on a partition of a downgrade topic:
+// every main-topic record from position From on, in order, each record
+// carrying HeaderSegment = ID. Segment 0 starts at the republishSpec's
+// Start; a later one (a larger ID) is started for a reader that needs a
+// main-topic position the downgrade topic does not hold (never did, or no
+// longer does), and replaces the one being written. Its records are
+// written after downgrade-topic offset Offset.
+type segment struct {
+	ID     int64  `json:"-"`
+	From   int64  `json:"from"`
+	Offset int64  `json:"offset"`
+	Group  string `json:"group,omitempty"` // who needed it (for the log and status)
 }
 
 type groupState struct {
@@ -45,11 +69,42 @@ type progressState struct {
 type view struct {
 	groups    map[string]map[string]int // topic -> group -> version
 	republish map[topicVersion]republishSpec
+	segments  map[topicVersion]map[int32][]segment // sorted by ID
 	progress  map[topicVersion]map[int32]int64
 }
 
 func newView() *view {
-	return &view{groups: map[string]map[string]int{}, republish: map[topicVersion]republishSpec{}, progress: map[topicVersion]map[int32]int64{}}
+	return &view{groups: map[string]map[string]int{}, republish: map[topicVersion]republishSpec{},
+		segments: map[topicVersion]map[int32][]segment{}, progress: map[topicVersion]map[int32]int64{}}
+}
+
+func segmentKey(tv topicVersion, p int32, id int64) string {
+	return "s/" + tv.topic + "/" + strconv.Itoa(tv.version) + "/" + strconv.Itoa(int(p)) + "/" + strconv.FormatInt(id, 10)
+}
+
+// newest returns the segment being written on partition p of tv's
+// downgrade topic: the one with the largest ID, or segment 0 (from the
+// republishing start).
+func (v *view) newest(tv topicVersion, p int32) segment {
+	if ss := v.segments[tv][p]; len(ss) > 0 {
+		return ss[len(ss)-1]
+	}
+	return segment{ID: 0, From: v.republish[tv].Start[p]}
+}
+
+// segmentsFingerprint identifies the newest segment of every partition of
+// tv (a running republisher restarts when it changes).
+func (v *view) segmentsFingerprint(tv topicVersion) string {
+	var ps []int
+	for p := range v.segments[tv] {
+		ps = append(ps, int(p))
+	}
+	sort.Ints(ps)
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%d:%d ", p, v.newest(tv, int32(p)).ID)
+	}
+	return b.String()
 }
 
 func groupKey(topic, group string) string { return "g/" + topic + "/" + group }
@@ -97,6 +152,42 @@ func (v *view) apply(key string, value []byte) error {
 			return fmt.Errorf("state key %q: %w", key, err)
 		}
 		v.republish[tv] = r
+	case "s":
+		rest := strings.Split(parts[2], "/")
+		if len(rest) != 3 {
+			return fmt.Errorf("bad state key %q", key)
+		}
+		tv, err := parseTV(parts[1], rest[0])
+		if err != nil {
+			return fmt.Errorf("bad state key %q: %w", key, err)
+		}
+		p, err1 := strconv.ParseInt(rest[1], 10, 32)
+		id, err2 := strconv.ParseInt(rest[2], 10, 64)
+		if err1 != nil || err2 != nil || p < 0 || id < 0 {
+			return fmt.Errorf("bad state key %q", key)
+		}
+		ss := v.segments[tv][int32(p)]
+		i := sort.Search(len(ss), func(i int) bool { return ss[i].ID >= id })
+		if value == nil {
+			if i < len(ss) && ss[i].ID == id {
+				v.segments[tv][int32(p)] = append(ss[:i:i], ss[i+1:]...)
+			}
+			return nil
+		}
+		var sg segment
+		if err := json.Unmarshal(value, &sg); err != nil {
+			return fmt.Errorf("state key %q: %w", key, err)
+		}
+		sg.ID = id
+		if v.segments[tv] == nil {
+			v.segments[tv] = map[int32][]segment{}
+		}
+		if i < len(ss) && ss[i].ID == id {
+			ss[i] = sg
+		} else {
+			ss = append(ss[:i:i], append([]segment{sg}, ss[i:]...)...)
+		}
+		v.segments[tv][int32(p)] = ss
 	case "p":
 		tv, err := parseTV(parts[1], parts[2])
 		if err != nil {

@@ -26,6 +26,7 @@ commands:
                                every changed topic, and every downgrade plugin loads.
                                Exit 0 when valid, 1 when not, 2 on usage errors.
   bridge --brokers B [--listen A] [--metadata DIR] [--state-topic T] [--instance-id ID]
+         [--baseline-version N]
                                run the Fluid bridge alone, serving /fluid/ on --listen
                                (streamd run serves it on the admin address with [fluid])
 `)

@@ -8,7 +8,7 @@
 //	streamd broker [--listen A] [--data-dir D]   the embedded broker alone
 //	streamd plugin inspect|run|test ...
 //	streamd journal append|read|pointer|delete|purge ...
-//	streamd fluid check DIR
+//	streamd fluid check|bridge ...
 //	streamd schema check -c config.toml   resolve every subject the config names
 //	streamd version
 package main
@@ -73,7 +73,7 @@ commands:
   broker             run the embedded Kafka broker alone (--listen, --data-dir)
   plugin             inspect, run or test a plugin (streamd plugin -h)
   journal            append to and read event journals (streamd journal -h)
-  fluid              Fluid Messaging metadata tools (streamd fluid -h)
+  fluid              Fluid Messaging: check metadata, run the bridge (streamd fluid -h)
   schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2
   version            print the version
 `)

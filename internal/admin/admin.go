@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 // Server serves the admin API.
 type Server struct {
 	mux       *http.ServeMux
+	prefixes  []prefixRoute
 	srv       *http.Server
 	pipelines func() []*pipeline.Pipeline
 	log       *slog.Logger
@@ -70,8 +72,32 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // Handle mounts h on pattern (http.ServeMux syntax).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
+type prefixRoute struct {
+	prefix string
+	h      http.Handler
+}
+
+// HandlePrefix mounts h on every path that starts with prefix, as sent:
+// unlike Handle, the path is not cleaned first (http.ServeMux answers
+// "/a//b" with a redirect), so h answers every request under prefix
+// itself. Mount before Start.
+func (s *Server) HandlePrefix(prefix string, h http.Handler) {
+	s.prefixes = append(s.prefixes, prefixRoute{prefix, h})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, p := range s.prefixes {
+		if strings.HasPrefix(r.URL.Path, p.prefix) {
+			p.h.ServeHTTP(w, r)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
 // Handler returns the server's handler, for tests.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s }
 
 // Start listens on addr and serves in the background; it returns the
 // address actually bound.
@@ -80,7 +106,7 @@ func (s *Server) Start(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server", "err", err)

@@ -44,7 +44,9 @@ func (a *App) startFluid(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
 	}
-	a.Admin.Handle("/fluid/", b.Handler())
+	// As sent: the bridge answers unclean paths (an empty topic in
+	// /fluid/topics//...) with 400 itself, not the mux's redirect.
+	a.Admin.HandlePrefix("/fluid/", b.Handler())
 	a.closers = append(a.closers, func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10e9)
 		defer cancel()

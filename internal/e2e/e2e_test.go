@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -618,6 +620,30 @@ metadata = %q
 	out, err := demo.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "every one valid v1") {
 		t.Fatalf("demo: %v\n%s", err, tail(string(out), 3000))
+	}
+	// The daemon's admin server hands /fluid/ paths to the bridge as sent:
+	// errors are the bridge's JSON answers, not the mux's redirect or
+	// plain-text 405 (issue 20, finding 3).
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct {
+		method, path string
+		code         int
+	}{
+		{"DELETE", "/fluid/topics//groups/g/schema-version", 400},
+		{"POST", "/fluid/downgrade-topic?topic=orders&group=g&compatible-schema-version=1", 405},
+		{"GET", "/fluid/compatible?topic=orders&topic=orders&observed-schema-version=1&compatible-schema-version=1", 400},
+	} {
+		req, _ := http.NewRequest(tt.method, "http://"+admin+tt.path, nil)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Error string }
+		jerr := json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tt.code || jerr != nil || e.Error == "" {
+			t.Errorf("%s %s: %d (JSON error %q, %v), want %d", tt.method, tt.path, resp.StatusCode, e.Error, jerr, tt.code)
+		}
 	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-d.done; err != nil {
