@@ -374,3 +374,84 @@ func TestGroupMovesDown(t *testing.T) {
 	gv1.Close()
 	g1.Close()
 }
+
+// TestRebalanceMidway: a second member joins a v1 group while the first is
+// half-way through the downgrade topic, and later leaves again; partitions
+// move between them in both modes (main and downgrade topic). Together they
+// receive every record; a record is received twice only when its partition
+// moved after it was returned and before it was acknowledged (at most one
+// poll per move), and each member receives each partition in order.
+func TestRebalanceMidway(t *testing.T) {
+	h := newHarness(t, 4, 2)
+	h.keys = 41
+	h.produce(1, seq(0, 400)...)
+	h.produce(2, seq(400, 800)...)
+	const maxPoll = 20
+	a := h.consumerMax("g", 1, maxPoll)
+	sa := h.seen(1)
+	sa.collect(a, 500)
+	b := h.consumerMax("g", 1, maxPoll)
+	sb := h.seen(1)
+	both := func(n int) {
+		deadline := time.Now().Add(60 * time.Second)
+		for len(sa.ids)+len(sb.ids) < n || distinct(sa, sb) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out: %d distinct of %d", distinct(sa, sb), n)
+			}
+			for _, x := range []struct {
+				c *Consumer
+				s *seen
+			}{{a, sa}, {b, sb}} {
+				if x.c == nil {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				rs, err := x.c.Poll(ctx)
+				cancel()
+				must(t, err)
+				for _, r := range rs {
+					x.s.add(r)
+				}
+				x.c.Ack(rs)
+				ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+				if err := x.c.Commit(ctx); err != nil {
+					t.Logf("commit during a rebalance: %v", err) // retried by the next commit
+				}
+				cancel()
+			}
+		}
+	}
+	h.produce(2, seq(800, 1000)...)
+	both(1000)
+	if len(sb.records) == 0 {
+		t.Fatal("the second member received nothing")
+	}
+	a.Close()
+	a = nil
+	h.produce(2, seq(1000, 1200)...)
+	both(1200)
+	dups := 0
+	for id := range 1200 {
+		switch k := sa.ids[id] + sb.ids[id]; {
+		case k == 0:
+			t.Errorf("id %d lost", id)
+		case k > 1:
+			dups += k - 1
+		}
+	}
+	t.Logf("%d records received twice across the two moves", dups)
+	if dups > 2*4*maxPoll {
+		t.Errorf("%d records received twice; at most a poll's worth per moved partition expected", dups)
+	}
+	b.Close()
+}
+
+func distinct(ss ...*seen) int {
+	all := map[int]bool{}
+	for _, s := range ss {
+		for id := range s.ids {
+			all[id] = true
+		}
+	}
+	return len(all)
+}
