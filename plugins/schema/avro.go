@@ -647,14 +647,194 @@ func appendDuration(dst, b []byte) ([]byte, error) {
 // encode appends the Avro binary encoding of the JSON document js to dst.
 func (s *avroSchema) encode(dst, js []byte) ([]byte, error) {
 	i := jsonscan.SkipWS(js, 0)
-	e := jsonscan.Value(js, i, jsonscan.MaxDepth)
-	if e < 0 {
-		return nil, errors.New("value is not valid JSON")
+	dst, end, err := encodeAt(dst, s.root, js, i, 0)
+	if err != nil {
+		return nil, err
 	}
-	if jsonscan.SkipWS(js, e) != len(js) {
+	if jsonscan.SkipWS(js, end) != len(js) {
 		return nil, errors.New("value is not one JSON document")
 	}
-	return encodeAvro(dst, s.root, js[i:e], 0)
+	return dst, nil
+}
+
+func errJSON(i int) error { return fmt.Errorf("value is not valid JSON (at byte %d)", i) }
+
+// encodeAt encodes the JSON value that starts at b[i] and returns where it
+// ends. Records, arrays and maps are walked in one pass that checks the
+// JSON as it goes; every other value (and a record, array or map met where
+// a union is) is first stepped over with jsonscan.Value, which checks it,
+// and then encoded from its bytes.
+func encodeAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, error) {
+	if depth > maxDepth {
+		return nil, 0, errors.New("nested too deep")
+	}
+	if i >= len(b) {
+		return nil, 0, errJSON(i)
+	}
+	switch {
+	case nd.kind == aRecord && b[i] == '{':
+		return encodeRecordAt(dst, nd, b, i, depth)
+	case (nd.kind == aArray && b[i] == '[') || (nd.kind == aMap && b[i] == '{'):
+		return encodeBlocksAt(dst, nd, b, i, depth)
+	}
+	end := jsonscan.Value(b, i, jsonscan.MaxDepth)
+	if end < 0 {
+		return nil, 0, errJSON(i)
+	}
+	dst, err := encodeAvro(dst, nd, b[i:end], depth)
+	return dst, end, err
+}
+
+// memberKey reads the key of an object member at b[i] (a '"'), and returns
+// it, the index of its value and an error for bad JSON.
+func memberKey(b []byte, i int) (key []byte, val int, err error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, errJSON(i)
+	}
+	ke := jsonscan.String(b, i)
+	if ke < 0 {
+		return nil, 0, errJSON(i)
+	}
+	key = b[i+1 : ke-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		if key, err = jsonString(b[i:ke]); err != nil {
+			return nil, 0, err
+		}
+	}
+	j := jsonscan.SkipWS(b, ke)
+	if j >= len(b) || b[j] != ':' {
+		return nil, 0, errJSON(j)
+	}
+	return key, jsonscan.SkipWS(b, j+1), nil
+}
+
+// nextMember steps over the ',' or the closing c after a member or element
+// at b[i]: more is false at the end of the object or array.
+func nextMember(b []byte, i int, c byte) (next int, more bool, err error) {
+	i = jsonscan.SkipWS(b, i)
+	switch {
+	case i >= len(b):
+		return 0, false, errJSON(i)
+	case b[i] == c:
+		return i + 1, false, nil
+	case b[i] == ',':
+		return jsonscan.SkipWS(b, i+1), true, nil
+	}
+	return 0, false, errJSON(i)
+}
+
+// encodeRecordAt encodes a record from the object at b[i]. Members in the
+// schema's order are encoded as they come; from the first member out of
+// order on, the rest are noted and encoded in the schema's order at the end.
+func encodeRecordAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, error) {
+	var seenStack [32]bool
+	seen := seenStack[:0]
+	if len(nd.fields) <= len(seenStack) {
+		seen = seenStack[:len(nd.fields)]
+	} else {
+		seen = make([]bool, len(nd.fields))
+	}
+	next := 0         // fields [0, next) are written
+	var late [][2]int // value spans of fields met out of order
+	i = jsonscan.SkipWS(b, i+1)
+	more := true
+	if i < len(b) && b[i] == '}' {
+		i, more = i+1, false
+	}
+	var err error
+	for more {
+		var key []byte
+		if key, i, err = memberKey(b, i); err != nil {
+			return nil, 0, err
+		}
+		fi, ok := nd.byName[string(key)]
+		if !ok {
+			return nil, 0, fmt.Errorf("field %q is not in record %s", key, nd.name)
+		}
+		if seen[fi] {
+			return nil, 0, fmt.Errorf("field %q appears twice", key)
+		}
+		seen[fi] = true
+		if late == nil && fi == next {
+			if dst, i, err = encodeAt(dst, nd.fields[fi].node, b, i, depth+1); err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", nd.fields[fi].name, err)
+			}
+			next++
+		} else {
+			if late == nil {
+				late = make([][2]int, len(nd.fields))
+			}
+			end := jsonscan.Value(b, i, jsonscan.MaxDepth)
+			if end < 0 {
+				return nil, 0, errJSON(i)
+			}
+			late[fi] = [2]int{i, end}
+			i = end
+		}
+		if i, more, err = nextMember(b, i, '}'); err != nil {
+			return nil, 0, err
+		}
+	}
+	for k := next; k < len(nd.fields); k++ {
+		f := &nd.fields[k]
+		switch {
+		case seen[k]:
+			dst, _, err = encodeAt(dst, f.node, b[:late[k][1]], late[k][0], depth+1)
+		case f.def == nil:
+			return nil, 0, fmt.Errorf("field %q of record %s is missing (and has no default)", f.name, nd.name)
+		case f.node.kind == aUnion:
+			dst = binary.AppendVarint(dst, int64(f.defBranch))
+			dst, err = encodeAvro(dst, f.node.union[f.defBranch], f.def, depth+1)
+		default:
+			dst, err = encodeAvro(dst, f.node, f.def, depth+1)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return dst, i, nil
+}
+
+// encodeBlocksAt encodes an array (from a JSON array) or a map (from an
+// object) at b[i] as one block.
+func encodeBlocksAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, error) {
+	isMap := nd.kind == aMap
+	closer := byte(']')
+	if isMap {
+		closer = '}'
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, binary.MaxVarintLen64)...)
+	n := 0
+	i = jsonscan.SkipWS(b, i+1)
+	more := true
+	if i < len(b) && b[i] == closer {
+		i, more = i+1, false
+	}
+	var err error
+	for more {
+		if isMap {
+			var key []byte
+			if key, i, err = memberKey(b, i); err != nil {
+				return nil, 0, err
+			}
+			if !utf8.Valid(key) {
+				return nil, 0, errors.New("map key is not UTF-8")
+			}
+			dst = binary.AppendVarint(dst, int64(len(key)))
+			dst = append(dst, key...)
+			if dst, i, err = encodeAt(dst, nd.items, b, i, depth+1); err != nil {
+				return nil, 0, fmt.Errorf("%q: %w", key, err)
+			}
+		} else if dst, i, err = encodeAt(dst, nd.items, b, i, depth+1); err != nil {
+			return nil, 0, fmt.Errorf("[%d]: %w", n, err)
+		}
+		n++
+		if i, more, err = nextMember(b, i, closer); err != nil {
+			return nil, 0, err
+		}
+	}
+	return finishBlock(dst, start, n), i, nil
 }
 
 // jsonKind classifies a JSON value by its first byte.

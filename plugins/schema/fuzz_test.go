@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/streamd/streamd/internal/jsonscan"
 )
 
 // FuzzFrame: the framing and message-index parsers take any bytes without
@@ -93,6 +95,37 @@ func FuzzProtoDecode(f *testing.F) {
 		js, err := decodeProto(nil, md, rest)
 		if err == nil && !json.Valid(js) {
 			t.Fatalf("invalid JSON %s", js)
+		}
+	})
+}
+
+// FuzzAvroEncode: any bytes as the JSON to encode either fail with an
+// error or encode to data that decodes to JSON that encodes to the same
+// data (the encoder checks the JSON as it walks it: it must never panic
+// or accept what jsonscan rejects).
+func FuzzAvroEncode(f *testing.F) {
+	s, err := compileAvro(allTypes, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(allJSON))
+	f.Add([]byte(`{"b":true,"n":null}`))
+	f.Add([]byte(`{"a":[1,2,{"x":1}],"m":{"k":"\u00e9"}}`))
+	f.Fuzz(func(t *testing.T, js []byte) {
+		enc, err := s.encode(nil, js)
+		if err != nil {
+			return
+		}
+		if !jsonscan.Valid(js) {
+			t.Fatalf("accepted invalid JSON %q", js)
+		}
+		out, err := s.decode(nil, enc)
+		if err != nil {
+			t.Fatalf("encoded data does not decode: %v", err)
+		}
+		enc2, err := s.encode(nil, out)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("round trip: %v\n%x\n%x", err, enc, enc2)
 		}
 	})
 }
