@@ -247,13 +247,15 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 	}
 	var a arena
 	a.buf = make([]byte, 0, total+64)
+	slab := make([]record.Record, len(batch)) // one allocation for every output
 	for i := range batch {
 		if out[i].Err != nil {
 			continue
 		}
-		r := batch[i]
+		slab[i] = batch[i]
+		r := &slab[i]
 		if ids[i] < 0 { // a null part stays null
-			out[i].Records = []record.Record{r}
+			out[i].Records = slab[i : i+1 : i+1]
 			continue
 		}
 		if err := verdicts[ids[i]]; err != nil {
@@ -261,10 +263,10 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 			continue
 		}
 		s := schemas[ids[i]]
-		_, payload, _ := ParseFrame(st.part(&r))
+		_, payload, _ := ParseFrame(st.part(r))
 		js, err := st.decodeOne(&a, s, payload)
 		if err != nil {
-			out[i].Err = st.recordErr(ctx, "decode", s, st.topicSubject(&r), err)
+			out[i].Err = st.recordErr(ctx, "decode", s, st.topicSubject(r), err)
 			continue
 		}
 		if st.cfg.Key {
@@ -272,7 +274,7 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 		} else {
 			r.Value = js
 		}
-		out[i].Records = []record.Record{r}
+		out[i].Records = slab[i : i+1 : i+1]
 	}
 	return out, nil
 }
@@ -451,11 +453,19 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 	out := make([]plugins.Result, len(batch))
 	subjects := make([]string, len(batch))
 	targets := map[string]*target{}
+	lastTopic, lastSubject := "", ""
 	for i := range batch {
 		if st.part(&batch[i]) == nil {
 			continue
 		}
-		s, err := st.subject(&batch[i])
+		var s string
+		var err error
+		if i > 0 && batch[i].Topic == lastTopic && lastSubject != "" {
+			s = lastSubject
+		} else {
+			s, err = st.subject(&batch[i])
+			lastTopic, lastSubject = batch[i].Topic, s
+		}
 		if err != nil {
 			out[i].Err = fmt.Errorf("schema encode (%s): %w", st.partName(), err)
 			continue
@@ -475,14 +485,16 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 	}
 	var a arena
 	a.buf = make([]byte, 0, total+64)
+	slab := make([]record.Record, len(batch)) // one allocation for every output
 	for i := range batch {
 		if out[i].Err != nil {
 			continue
 		}
-		r := batch[i]
-		p := st.part(&r)
+		slab[i] = batch[i]
+		r := &slab[i]
+		p := st.part(r)
 		if p == nil {
-			out[i].Records = []record.Record{r}
+			out[i].Records = slab[i : i+1 : i+1]
 			continue
 		}
 		t := targets[subjects[i]]
@@ -500,7 +512,7 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 		} else {
 			r.Value = enc
 		}
-		out[i].Records = []record.Record{r}
+		out[i].Records = slab[i : i+1 : i+1]
 	}
 	return out, nil
 }
