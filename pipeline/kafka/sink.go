@@ -129,6 +129,10 @@ func NewSink(c SinkConfig) (*Sink, error) {
 		kgo.ProducerBatchMaxBytes(c.MaxRecordBytes),
 		kgo.ProducerLinger(0), // the pipeline already batches; lingering here only adds a wait per batch
 		kgo.MaxBufferedRecords(100000),
+		// A deleted topic fails its records after one failed metadata
+		// load instead of four, so that repair re-creates it at once;
+		// they are retried either way.
+		kgo.UnknownTopicRetries(1),
 	}
 	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
 	if err != nil {
