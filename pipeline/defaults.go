@@ -29,4 +29,7 @@ const (
 	// DefaultCommitInterval is how often acknowledged positions are
 	// committed ([WithCommitInterval]).
 	DefaultCommitInterval = time.Second
+	// DefaultStallTimeout is how long a pipeline with work pending may make
+	// no progress before it is reported stalled ([WithStallTimeout]).
+	DefaultStallTimeout = 30 * time.Second
 )

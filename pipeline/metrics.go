@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"strings"
 	"sync"
 
@@ -18,6 +19,8 @@ type Metrics struct {
 	mu        sync.Mutex
 	pipelines []*Pipeline
 	lagDesc   *prometheus.Desc
+	stallDesc *prometheus.Desc
+	readyDesc *prometheus.Desc
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -37,7 +40,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"pipeline"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "streamd_records_in_flight", Help: "Records read and not yet acknowledged."}, []string{"pipeline"}),
-		lagDesc:  prometheus.NewDesc("streamd_consumer_lag", "Records in the source partition not yet consumed.", []string{"pipeline", "topic", "partition"}, nil),
+		lagDesc: prometheus.NewDesc("streamd_consumer_lag", "Records in the source partition not yet consumed; NaN while it cannot be measured (broker unreachable).",
+			[]string{"pipeline", "topic", "partition"}, nil),
+		stallDesc: prometheus.NewDesc("streamd_pipeline_stalled", "1 while the pipeline has work pending and makes no progress (its stall timeout passed).", []string{"pipeline"}, nil),
+		readyDesc: prometheus.NewDesc("streamd_pipeline_ready", "1 while the pipeline is ready (what /readyz says for it).", []string{"pipeline"}, nil),
 	}
 	reg.MustRegister(m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.batch, m.inflight, m)
 	return m
@@ -49,22 +55,37 @@ func (m *Metrics) add(p *Pipeline) {
 	m.pipelines = append(m.pipelines, p)
 }
 
-// Describe implements prometheus.Collector for the lag gauges.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.lagDesc }
+// Describe implements prometheus.Collector for the lag, stall and ready
+// gauges.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.lagDesc
+	ch <- m.stallDesc
+	ch <- m.readyDesc
+}
 
-// Collect implements prometheus.Collector for the lag gauges.
+// Collect implements prometheus.Collector for the lag, stall and ready
+// gauges, from each pipeline's Status.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	ps := append([]*Pipeline(nil), m.pipelines...)
 	m.mu.Unlock()
-	for _, p := range ps {
-		l, ok := p.src.(Lagger)
-		if !ok {
-			continue
+	b := func(v bool) float64 {
+		if v {
+			return 1
 		}
-		for tp, lag := range l.Lag() {
+		return 0
+	}
+	for _, p := range ps {
+		s := p.Status()
+		ch <- prometheus.MustNewConstMetric(m.stallDesc, prometheus.GaugeValue, b(s.Stalled), p.name)
+		ch <- prometheus.MustNewConstMetric(m.readyDesc, prometheus.GaugeValue, b(s.Ready), p.name)
+		for tp, lag := range s.Lag {
 			topic, part, _ := strings.Cut(tp, "/")
-			ch <- prometheus.MustNewConstMetric(m.lagDesc, prometheus.GaugeValue, float64(lag), p.name, topic, part)
+			v := float64(lag)
+			if lag < 0 {
+				v = math.NaN()
+			}
+			ch <- prometheus.MustNewConstMetric(m.lagDesc, prometheus.GaugeValue, v, p.name, topic, part)
 		}
 	}
 }

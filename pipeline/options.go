@@ -62,6 +62,7 @@ type options struct {
 	retryAttempts   int
 	shutdownTimeout time.Duration
 	commitInterval  time.Duration
+	stallTimeout    time.Duration
 	logger          *slog.Logger
 	metrics         *Metrics
 }
@@ -77,6 +78,7 @@ func defaults() options {
 		retryMax:        DefaultRetryMax,
 		shutdownTimeout: DefaultShutdownTimeout,
 		commitInterval:  DefaultCommitInterval,
+		stallTimeout:    DefaultStallTimeout,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -116,6 +118,12 @@ func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.s
 // WithCommitInterval sets how often acknowledged positions are committed;
 // 0 commits after every acknowledged batch.
 func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
+
+// WithStallTimeout sets how long a pipeline with work pending (records in
+// flight, or a partition whose lag cannot be measured) may go without
+// acknowledging a batch before Status reports it stalled and Ready is
+// false; 0 never reports a stall.
+func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stallTimeout = d } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }

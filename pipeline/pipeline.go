@@ -51,11 +51,14 @@ type Pipeline struct {
 	stop     chan struct{} // closed on a fatal error
 	stopOnce sync.Once
 
-	mu     sync.Mutex
-	state  State
-	err    error
-	ready  bool
-	counts Counts
+	lastProgress atomic.Int64 // unix ns
+
+	mu      sync.Mutex
+	state   State
+	err     error
+	ready   bool
+	counts  Counts
+	trouble trouble
 }
 
 // Counts are a pipeline's running totals.
@@ -69,12 +72,22 @@ type Counts struct {
 
 // Status is a snapshot of a pipeline for /pipelines.
 type Status struct {
-	Name     string           `json:"name"`
-	State    State            `json:"state"`
-	Ready    bool             `json:"ready"`
-	Error    string           `json:"error,omitempty"`
-	InFlight int64            `json:"in_flight"`
-	Lag      map[string]int64 `json:"lag,omitempty"`
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	// Ready is what /readyz says: connected, not failed, every part
+	// healthy, and not stalled.
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+	// Stalled is true when the pipeline has work pending and has made no
+	// progress for the stall timeout (see WithStallTimeout).
+	Stalled bool `json:"stalled"`
+	// Reason says why the pipeline is not ready, when it is not.
+	Reason string `json:"reason,omitempty"`
+	// LastProgress is when a batch was last acknowledged, or the pipeline
+	// last had nothing to do.
+	LastProgress time.Time `json:"last_progress"`
+	InFlight     int64     `json:"in_flight"`
+	Lag          LagMap    `json:"lag,omitempty"`
 	Counts
 }
 
@@ -97,21 +110,39 @@ func (p *Pipeline) Name() string { return p.name }
 
 // Status returns a snapshot of the pipeline.
 func (p *Pipeline) Status() Status {
+	now := time.Now()
 	p.mu.Lock()
 	s := Status{Name: p.name, State: p.state, Ready: p.ready, Counts: p.counts, InFlight: p.inflight.Load()}
 	if p.err != nil {
 		s.Error = p.err.Error()
 	}
+	t := p.trouble
 	p.mu.Unlock()
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
+	}
+	switch s.State {
+	case Failed:
+		s.Ready, s.Reason = false, "failed: "+s.Error
+	case Starting:
+		s.Ready, s.Reason = false, errNotConnected.Error()
+		if t.err != nil {
+			s.Reason += ": " + t.err.Error()
+		}
+	case Running, Draining:
+		s.Stalled, s.Reason = p.stall(now, s.InFlight, s.Lag)
+		s.Ready = s.Ready && !s.Stalled
 	}
 	if err := p.health(); err != nil {
 		s.Ready = false
 		if s.Error == "" {
 			s.Error = err.Error()
 		}
+		if s.Reason == "" {
+			s.Reason = err.Error()
+		}
 	}
+	s.LastProgress = time.Unix(0, p.lastProgress.Load())
 	return s
 }
 
@@ -145,13 +176,9 @@ func (p *Pipeline) health() error {
 }
 
 // Ready reports whether the source and sink are connected, the pipeline
-// has not failed, and no stage or sink reports itself unhealthy.
-func (p *Pipeline) Ready() bool {
-	p.mu.Lock()
-	ok := p.ready && p.state != Failed
-	p.mu.Unlock()
-	return ok && p.health() == nil
-}
+// has not failed, no stage or sink reports itself unhealthy, and it is not
+// stalled; Status().Reason says why not.
+func (p *Pipeline) Ready() bool { return p.Status().Ready }
 
 func (p *Pipeline) setState(s State) {
 	p.mu.Lock()
@@ -208,6 +235,7 @@ func (p *Pipeline) waitReady(ctx context.Context) error {
 				return ctx.Err()
 			}
 			p.o.logger.Warn("not ready yet", "pipeline", p.name, "err", err)
+			p.noteTrouble(err)
 			if sleep(ctx, backoff) != nil {
 				return ctx.Err()
 			}
@@ -231,8 +259,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.setState(Stopped)
 		return nil
 	}
+	p.progress()
 	p.setState(Running)
 	log.Info("pipeline running", "stages", len(p.o.stages), "workers", p.o.workers)
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go p.watch(watchDone)
 
 	// work is cancelled only when the shutdown timeout runs out: in-flight
 	// batches finish writing after ctx is done.
@@ -474,9 +506,6 @@ func shard(r *record.Record, n int) int {
 	h.Write(b[:])
 	return int(h.Sum32() % uint32(n))
 }
-
-// noteTrouble records err as the latest transient problem, for Status.
-func (p *Pipeline) noteTrouble(err error) {}
 
 func (p *Pipeline) count(f func(*Counts)) {
 	p.mu.Lock()
@@ -777,6 +806,7 @@ func (p *Pipeline) finish(ctx context.Context, pd *pending) error {
 		return err
 	}
 	p.src.Ack(batch)
+	p.progress()
 	if p.o.commitInterval <= 0 {
 		if err := p.src.Commit(ctx); err != nil {
 			p.o.logger.Warn("commit failed", "pipeline", p.name, "err", err)
@@ -967,6 +997,7 @@ func (p *Pipeline) deliver(ctx context.Context, sink plugins.Sink, recs []record
 // noteRetry logs and counts a retried write.
 func (p *Pipeline) noteRetry(what string, n, attempt int, backoff time.Duration, err error) {
 	p.o.logger.Warn("write failed; retrying", "pipeline", p.name, "to", what, "records", n, "attempt", attempt, "backoff", backoff, "err", err)
+	p.noteTrouble(fmt.Errorf("%s: %w", what, err))
 	if m := p.o.metrics; m != nil {
 		m.retries.WithLabelValues(p.name).Inc()
 	}

@@ -2,14 +2,19 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -769,4 +774,150 @@ func TestOversizeRecordDeadLettered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lagSource is a blocking fakeSource that reports a lag and a condition.
+type lagSource struct {
+	*fakeSource
+	mu   sync.Mutex
+	lag  LagMap
+	cond error
+}
+
+func (s *lagSource) Lag() LagMap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.lag)
+}
+
+func (s *lagSource) Condition() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cond
+}
+
+func (s *lagSource) set(lag LagMap, cond error) {
+	s.mu.Lock()
+	s.lag, s.cond = lag, cond
+	s.mu.Unlock()
+}
+
+// gateSink fails every write (the whole batch) while broken is set.
+type gateSink struct {
+	memSink
+	broken atomic.Bool
+}
+
+func (g *gateSink) Write(ctx context.Context, b []record.Record) ([]error, error) {
+	if g.broken.Load() {
+		return nil, errors.New("unable to dial: connection refused")
+	}
+	return g.memSink.Write(ctx, b)
+}
+
+func waitStatus(t *testing.T, p *Pipeline, what string, ok func(Status) bool) Status {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := p.Status()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never; status %+v", what, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReadinessReportsStall: Ready is false, with the reason, while the
+// pipeline has records in flight that it cannot write, or while its
+// source cannot measure the lag (broker unreachable), or has lag and a
+// failing fetch; it is true again once it progresses. An idle pipeline,
+// or one whose only lag is a partition's trailing transaction marker, is
+// ready. Issue 11 finding 7: /readyz said 200 throughout every stall.
+func TestReadinessReportsStall(t *testing.T) {
+	src := &lagSource{fakeSource: newFakeSource(2, 50, 20)}
+	src.block = true
+	src.set(LagMap{"in/0": 0, "in/1": 0}, nil)
+	sink := &gateSink{}
+	sink.broken.Store(true)
+	p := New("t", src, sink, append(fast(), WithStallTimeout(300*time.Millisecond), WithRetry(time.Millisecond, 20*time.Millisecond, 0))...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	s := waitStatus(t, p, "stalled with records in flight", func(s Status) bool { return s.Stalled })
+	if p.Ready() || s.Ready || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
+		t.Fatalf("stalled status %+v", s)
+	}
+	t.Logf("reason: %s", s.Reason)
+	sink.broken.Store(false)
+	s = waitStatus(t, p, "ready after the sink recovers", func(s Status) bool { return s.Ready && s.Out == 100 })
+	if s.Stalled || s.Reason != "" {
+		t.Fatalf("recovered status %+v", s)
+	}
+
+	// Idle, and a trailing transaction marker: ready however long.
+	src.set(LagMap{"in/0": 1, "in/1": 0}, nil)
+	time.Sleep(500 * time.Millisecond)
+	if s := p.Status(); !s.Ready || s.Stalled {
+		t.Fatalf("idle pipeline with lag 1 reported %+v", s)
+	}
+	// Lag unknown (broker unreachable): stalled.
+	src.set(LagMap{"in/0": LagUnknown, "in/1": LagUnknown}, errors.New("end offsets: dial tcp: connection refused"))
+	s = waitStatus(t, p, "stalled with lag unknown", func(s Status) bool { return s.Stalled })
+	if s.Ready || !strings.Contains(s.Reason, "lag unknown for 2 of 2 partitions") || !strings.Contains(s.Reason, "source: end offsets") {
+		t.Fatalf("status %+v", s)
+	}
+	b, err := json.Marshal(s)
+	if err != nil || !strings.Contains(string(b), `"lag":{"in/0":"unknown","in/1":"unknown"}`) {
+		t.Fatalf("json %s %v", b, err)
+	}
+	// Lag and a failing fetch: stalled. Lag known again and no error: ready.
+	src.set(LagMap{"in/0": 5, "in/1": 0}, nil)
+	waitStatus(t, p, "ready again", func(s Status) bool { return s.Ready })
+	src.set(LagMap{"in/0": 5, "in/1": 0}, errors.New("fetch: TOPIC_AUTHORIZATION_FAILED"))
+	waitStatus(t, p, "stalled with lag and a failing fetch", func(s Status) bool { return s.Stalled && !s.Ready })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMetricsStallAndUnknownLag: streamd_pipeline_stalled and
+// streamd_pipeline_ready follow Status, and an unknown lag is NaN, not 0.
+func TestMetricsStallAndUnknownLag(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	src := &lagSource{fakeSource: newFakeSource(1, 1, 1)}
+	src.block = true
+	src.set(LagMap{"in/0": LagUnknown, "in/1": 3}, errors.New("end offsets: connection refused"))
+	p := New("t", src, &memSink{}, append(fast(), WithMetrics(m), WithStallTimeout(50*time.Millisecond))...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitStatus(t, p, "stalled", func(s Status) bool { return s.Stalled })
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "partition" {
+					name += "/" + l.GetValue()
+				}
+			}
+			got[name] = mt.GetGauge().GetValue()
+		}
+	}
+	if got["streamd_pipeline_stalled"] != 1 || got["streamd_pipeline_ready"] != 0 || !math.IsNaN(got["streamd_consumer_lag/0"]) || got["streamd_consumer_lag/1"] != 3 {
+		t.Fatalf("metrics %v", got)
+	}
+	cancel()
+	<-done
 }

@@ -61,8 +61,10 @@ type Readier interface {
 
 // Lagger is implemented by sources that know how far behind they are.
 type Lagger interface {
-	// Lag returns records not yet consumed, per "topic/partition".
-	Lag() map[string]int64
+	// Lag returns records not yet consumed, per "topic/partition" of the
+	// partitions the source is assigned (or lost and not assigned
+	// again), LagUnknown where it cannot be measured now.
+	Lag() LagMap
 }
 
 // AsyncSink is implemented by sinks that can take the next batch before the

@@ -51,19 +51,24 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	return s
 }
 
+// readyz answers 503 while a pipeline that is not done or stopped is not
+// ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
+// with each one's reason.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var notReady []string
+	reasons := map[string]string{}
 	for _, p := range s.pipelines() {
 		st := p.Status()
 		if st.State == pipeline.Done || st.State == pipeline.Stopped {
 			continue
 		}
-		if !p.Ready() {
+		if !st.Ready {
 			notReady = append(notReady, p.Name())
+			reasons[p.Name()] = st.Reason
 		}
 	}
 	if len(notReady) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady, "reasons": reasons})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

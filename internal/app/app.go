@@ -196,6 +196,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
 		pipeline.WithShutdownTimeout(pc.ShutdownTimeout.Duration),
 		pipeline.WithCommitInterval(pc.CommitInterval.Duration),
+		pipeline.WithStallTimeout(pc.StallTimeout.Duration),
 		pipeline.WithLogger(a.log),
 		pipeline.WithMetrics(a.metrics),
 	}

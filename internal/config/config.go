@@ -88,6 +88,11 @@ type Pipeline struct {
 	CommitInterval *Duration `toml:"commit_interval"`
 	// Workers is how many batches are transformed at once (default 2).
 	Workers int `toml:"workers"`
+	// StallTimeout is how long the pipeline may have work pending (records
+	// in flight, or a source partition whose lag cannot be measured) and
+	// acknowledge nothing before /readyz reports it stalled (default 30s;
+	// "0s" never).
+	StallTimeout *Duration `toml:"stall_timeout"`
 }
 
 // Source is where a pipeline reads.

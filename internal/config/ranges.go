@@ -98,6 +98,7 @@ var (
 	rangeWatch          = durRange{lo: 100 * time.Millisecond, hi: time.Hour, zero: "off"}
 	rangeShutdown       = durRange{lo: 0, hi: time.Hour, zero: "abandon in-flight batches at once"}
 	rangeCommitInterval = durRange{lo: 0, hi: time.Hour, zero: "after every batch"}
+	rangeStallTimeout   = durRange{lo: 0, hi: 24 * time.Hour, zero: "never report a stall"}
 	rangeLinger         = durRange{lo: 0, hi: time.Hour, zero: "write at once"}
 	rangeRetry          = durRange{lo: time.Millisecond, hi: time.Hour}
 	// Apache Kafka's default group.min/max.session.timeout.ms.

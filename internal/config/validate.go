@@ -75,6 +75,9 @@ func (c *Config) setDefaults() {
 		if p.CommitInterval == nil {
 			p.CommitInterval = &Duration{pipeline.DefaultCommitInterval}
 		}
+		if p.StallTimeout == nil {
+			p.StallTimeout = &Duration{pipeline.DefaultStallTimeout}
+		}
 		if unset(at + "workers") {
 			p.Workers = pipeline.DefaultWorkers
 		}
@@ -184,6 +187,7 @@ func (c *Config) validate() error {
 		k.int(at+".workers", int64(p.Workers), rangeWorkers)
 		k.dur(at+".shutdown_timeout", p.ShutdownTimeout.Duration, rangeShutdown)
 		k.dur(at+".commit_interval", p.CommitInterval.Duration, rangeCommitInterval)
+		k.dur(at+".stall_timeout", p.StallTimeout.Duration, rangeStallTimeout)
 		k.int(at+".batch.max_records", int64(p.Batch.MaxRecords), rangeMaxRecords)
 		k.int(at+".batch.max_bytes", int64(p.Batch.MaxBytes), rangeMaxBytes)
 		k.dur(at+".batch.linger", p.Batch.Linger.Duration, rangeLinger)

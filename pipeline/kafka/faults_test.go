@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/testenv/faultproxy"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/record"
@@ -322,7 +323,7 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 		defer dlq.Close()
 		r := &run{name: name, src: newSeqSource(n, 100), done: make(chan error, 1)} // 100 records/s: 30 s of input
 		r.p = pipeline.New(name, r.src, sink, pipeline.WithBatch(50, 1<<20, 5*time.Millisecond),
-			pipeline.WithErrorPolicy(policy, dlq), pipeline.WithRetry(50*time.Millisecond, time.Second, 0))
+			pipeline.WithErrorPolicy(policy, dlq), pipeline.WithRetry(50*time.Millisecond, time.Second, 0), pipeline.WithStallTimeout(5*time.Second))
 		go func() { r.done <- r.p.Run(context.Background()) }()
 		runs = append(runs, r)
 	}
@@ -332,10 +333,15 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 	br.stop()
 	time.Sleep(35 * time.Second)
 	for _, r := range runs {
-		if s := r.p.Status(); s.State != pipeline.Running {
+		s := r.p.Status()
+		if s.State != pipeline.Running {
 			t.Errorf("policy %s: after 35 s of outage the pipeline is %s: %s", r.name, s.State, s.Error)
 		}
+		if s.Ready || !s.Stalled || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
+			t.Errorf("policy %s: during the outage: ready %v, stalled %v, reason %q", r.name, s.Ready, s.Stalled, s.Reason)
+		}
 	}
+	t.Logf("during the outage: %s", runs[0].p.Status().Reason)
 	br.start()
 	for _, r := range runs {
 		var runErr error
@@ -347,7 +353,7 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 		seen := tally(t, br.seeds(), "out-"+r.name, n, time.Second, 30*time.Second)
 		missing, dup := missingDup(seen, n)
 		st := r.p.Status()
-		t.Logf("policy %s: in %d, out %d, missing %d, duplicates %d, dropped %d, dlq %d", r.name, n, st.Out, missing, dup, st.Dropped, st.DLQ)
+		t.Logf("policy %s: in %d, out %d, missing %d, duplicates %d, dropped %d, dlq %d, ready %v", r.name, n, st.Out, missing, dup, st.Dropped, st.DLQ, st.Ready)
 		if runErr != nil || missing != 0 || dup != 0 || st.Dropped != 0 || st.DLQ != 0 || st.Errors != 0 {
 			t.Errorf("policy %s: run err %v; %d missing, %d duplicates; status %+v", r.name, runErr, missing, dup, st)
 		}
@@ -742,5 +748,118 @@ func TestSinkBrokerLostItsState(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// proxiedKfake is a kfake broker that its clients reach only through a
+// fault proxy (it advertises the proxy's address).
+func proxiedKfake(t testing.TB) (*kfake.Cluster, *faultproxy.Proxy) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := faultproxy.Listen("127.0.0.1:0", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4),
+		kfake.ListenFn(func(string, string) (net.Listener, error) { return faultproxy.Advertise(ln, px.Addr()), nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, px
+}
+
+// TestReadinessDuringBrokerFault: while the broker refuses connections
+// (down) or swallows all traffic (frozen: SIGSTOP, a partition), a kafka
+// -> kafka pipeline is not ready, says why, and reports every partition's
+// lag as unknown, never 0 and never missing; after the fault it is ready
+// again and has delivered everything (issue 11 finding 7).
+func TestReadinessDuringBrokerFault(t *testing.T) {
+	for _, mode := range []faultproxy.Mode{faultproxy.Refuse, faultproxy.Blackhole} {
+		t.Run(mode.String(), func(t *testing.T) {
+			_, px := proxiedKfake(t)
+			seeds := []string{px.Addr()}
+			createTopic(t, seeds, "in", 4, nil)
+			createTopic(t, seeds, "out", 4, nil)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fillAt(t, cl, "in", 0, 1000, time.Now())
+			src, err := kafka.NewSource(kafka.SourceConfig{Seeds: seeds, Topics: []string{"in"}, Group: "g", LagInterval: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			p := pipeline.New("ready", src, sink, pipeline.WithStallTimeout(2*time.Second))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			waitFor(t, 30*time.Second, "caught up and ready", func() bool {
+				s := p.Status()
+				return s.Ready && s.Out == 1000 && len(s.Lag) == 4 && s.Lag["in/0"] == 0
+			})
+			t.Logf("before the fault: %+v", p.Status())
+			px.Set(mode)
+			start := time.Now()
+			fillLater := make(chan struct{})
+			go func() { // more input meanwhile, through a client that bypasses nothing: it waits too
+				defer close(fillLater)
+				fillAt(t, cl, "in", 1000, 1000, time.Now())
+			}()
+			var s pipeline.Status
+			waitFor(t, 60*time.Second, "not ready, lag unknown", func() bool {
+				s = p.Status()
+				unknown := 0
+				for _, v := range s.Lag {
+					if v == pipeline.LagUnknown {
+						unknown++
+					}
+				}
+				return !s.Ready && s.Stalled && unknown == 4 && len(s.Lag) == 4
+			})
+			t.Logf("%s: not ready after %s: %s; lag %v", mode, time.Since(start).Round(100*time.Millisecond), s.Reason, s.Lag)
+			if s.Reason == "" {
+				t.Fatal("no reason given")
+			}
+			px.Set(faultproxy.Pass)
+			start = time.Now()
+			<-fillLater
+			waitFor(t, 90*time.Second, "ready again with everything written", func() bool {
+				s := p.Status()
+				return s.Ready && s.Out >= 2000 && s.Lag["in/0"] == 0
+			})
+			t.Logf("%s: ready again %s after the fault healed", mode, time.Since(start).Round(100*time.Millisecond))
+			cl.Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			seen := tally(t, seeds, "out", 2000, 0, 30*time.Second)
+			if missing, _ := missingDup(seen, 2000); missing != 0 {
+				t.Fatalf("%d of 2000 missing", missing)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -67,6 +67,7 @@ type Sink struct {
 	partitions int32
 	maxBytes   int32
 	log        *slog.Logger
+	watch      *brokerWatch
 
 	repairMu   sync.Mutex
 	lastRepair time.Time
@@ -110,6 +111,10 @@ func NewSink(c SinkConfig) (*Sink, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	watch := newBrokerWatch()
 	part := kgo.StickyKeyPartitioner(nil) // nil hasher: Kafka's murmur2, as the Java client
 	if c.SamePartition {
 		part = kgo.ManualPartitioner()
@@ -133,13 +138,18 @@ func NewSink(c SinkConfig) (*Sink, error) {
 		// load instead of four, so that repair re-creates it at once;
 		// they are retried either way.
 		kgo.UnknownTopicRetries(1),
+		kgo.WithHooks(watch),
 	}
 	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger}, nil
+	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger, watch: watch}, nil
 }
+
+// Condition implements pipeline.Conditioner: a broker's recent connection
+// or request error.
+func (s *Sink) Condition() error { return s.watch.condition() }
 
 // Ready implements pipeline.Readier: the brokers answer and the topic exists.
 func (s *Sink) Ready(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,18 +30,35 @@ type partState struct {
 	committed int64 // last committed offset (next to read), -1 unknown
 	fetched   int64 // next offset to fetch
 	hwm       int64
+	hwmAt     time.Time // when hwm was last learnt (a fetch or an end-offset query)
+	logStart  int64     // -1 unknown
 }
 
 // Source reads topics as a member of a consumer group.
+//
+// Its lag (pipeline.Lagger) comes from fetches and from an end-offset query
+// every LagInterval; a partition's lag is pipeline.LagUnknown, never 0, when
+// neither answered for three intervals (at least 15 s): the broker is
+// unreachable or frozen. Partitions lost with the group session stay in
+// the lag, unknown, until the group assigns partitions again.
 type Source struct {
-	cl         *kgo.Client
-	topics     []string
-	partitions int32
-	log        *slog.Logger
+	cl          *kgo.Client
+	topics      []string
+	partitions  int32
+	latest      bool
+	log         *slog.Logger
+	watch       *brokerWatch
+	lagInterval time.Duration
+	lagStale    time.Duration
+	stopLag     context.CancelFunc
+	lagDone     chan struct{}
 
-	mu     sync.Mutex
-	parts  map[tp]*partState
-	epochs uint64
+	mu       sync.Mutex
+	parts    map[tp]*partState
+	lost     map[tp]bool
+	epochs   uint64
+	lagErr   error
+	lagErrAt time.Time
 }
 
 // SourceConfig configures a Source.
@@ -59,13 +77,23 @@ type SourceConfig struct {
 	InstanceID string
 	// SessionTimeout overrides the group session timeout.
 	SessionTimeout time.Duration
+	// LagInterval is how often the end offsets of the assigned partitions
+	// are queried for the lag (default 5s).
+	LagInterval time.Duration
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
 
 // NewSource returns a Source; it connects lazily.
 func NewSource(c SourceConfig) (*Source, error) {
-	s := &Source{topics: c.Topics, partitions: c.Partitions, log: c.Logger, parts: map[tp]*partState{}}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.LagInterval <= 0 {
+		c.LagInterval = 5 * time.Second
+	}
+	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{},
+		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -82,8 +110,9 @@ func NewSource(c SourceConfig) (*Source, error) {
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
-		kgo.OnPartitionsLost(s.lost),
+		kgo.OnPartitionsLost(s.onLost),
 		kgo.FetchMaxWait(100e6), // 100ms: low latency when topics are quiet
+		kgo.WithHooks(s.watch),
 	}
 	if c.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.InstanceID))
@@ -96,6 +125,9 @@ func NewSource(c SourceConfig) (*Source, error) {
 		return nil, err
 	}
 	s.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopLag, s.lagDone = cancel, make(chan struct{})
+	go s.pollLag(ctx)
 	return s, nil
 }
 
@@ -110,10 +142,11 @@ func (s *Source) Ready(ctx context.Context) error {
 func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clear(s.lost) // the group session is back: what is ours is in m (or kept)
 	for t, ps := range m {
 		for _, p := range ps {
 			s.epochs++
-			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1}
+			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1, logStart: -1}
 		}
 	}
 	s.log.Info("partitions assigned", "partitions", m)
@@ -138,12 +171,15 @@ func (s *Source) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int
 	s.log.Info("partitions revoked", "partitions", m)
 }
 
-func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+// onLost forgets the lost partitions' in-flight records, as revoked does
+// without a commit; their lag is unknown until the group assigns again.
+func (s *Source) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, ps := range m {
 		for _, p := range ps {
 			delete(s.parts, tp{t, p})
+			s.lost[tp{t, p}] = true
 		}
 	}
 	s.log.Warn("partitions lost", "partitions", m)
@@ -181,7 +217,7 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		if st == nil {
 			return // revoked since it was fetched
 		}
-		st.hwm = p.HighWatermark
+		st.hwm, st.hwmAt = p.HighWatermark, time.Now()
 		for _, r := range p.Records {
 			msgs = append(msgs, pipeline.Msg{Record: convert(r), Token: st.epoch})
 			st.fetched = r.Offset + 1
@@ -328,18 +364,137 @@ func (s *Source) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	return nil
 }
 
-// Lag implements pipeline.Lagger.
-func (s *Source) Lag() map[string]int64 {
+// Lag implements pipeline.Lagger: per assigned (or lost) partition, the
+// records between the next to fetch and the high watermark, or
+// pipeline.LagUnknown.
+func (s *Source) Lag() pipeline.LagMap {
+	type snap struct {
+		k        tp
+		pos, hwm int64
+		logStart int64
+		known    bool
+	}
+	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.parts))
+	snaps := make([]snap, 0, len(s.parts))
+	needCommitted := false
 	for k, st := range s.parts {
-		if st.hwm < 0 || st.fetched < 0 {
+		sn := snap{k: k, hwm: st.hwm, logStart: st.logStart, known: !st.hwmAt.IsZero() && now.Sub(st.hwmAt) <= s.lagStale}
+		sn.pos = st.fetched
+		if sn.pos < 0 {
+			sn.pos = st.committed
+		}
+		needCommitted = needCommitted || (sn.known && sn.pos < 0)
+		snaps = append(snaps, sn)
+	}
+	out := make(pipeline.LagMap, len(s.parts)+len(s.lost))
+	for k := range s.lost {
+		out[k.topic+"/"+strconv.Itoa(int(k.partition))] = pipeline.LagUnknown
+	}
+	s.mu.Unlock()
+	var committed map[string]map[int32]kgo.EpochOffset
+	if needCommitted {
+		committed = s.cl.CommittedOffsets() // not under s.mu: franz-go may hold its lock while it calls our callbacks
+	}
+	for _, sn := range snaps {
+		key := sn.k.topic + "/" + strconv.Itoa(int(sn.k.partition))
+		if !sn.known {
+			out[key] = pipeline.LagUnknown
 			continue
 		}
-		out[k.topic+"/"+strconv.Itoa(int(k.partition))] = max(0, st.hwm-st.fetched)
+		pos := sn.pos
+		if pos < 0 {
+			if eo, ok := committed[sn.k.topic][sn.k.partition]; ok {
+				pos = eo.Offset
+			} else if s.latest {
+				pos = sn.hwm // nothing committed: starts at the end
+			} else {
+				pos = sn.logStart // nothing committed: starts at the beginning
+			}
+		}
+		if pos < 0 {
+			out[key] = pipeline.LagUnknown
+			continue
+		}
+		out[key] = max(0, sn.hwm-pos)
 	}
 	return out
+}
+
+// pollLag queries the assigned partitions' end (and, while some have
+// nothing fetched yet, start) offsets every lagInterval.
+func (s *Source) pollLag(ctx context.Context) {
+	defer close(s.lagDone)
+	adm := kadm.NewClient(s.cl)
+	t := time.NewTicker(s.lagInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		seen := map[string]bool{}
+		var topics []string
+		needStart := false
+		for k, st := range s.parts {
+			if !seen[k.topic] {
+				seen[k.topic] = true
+				topics = append(topics, k.topic)
+			}
+			needStart = needStart || st.fetched < 0
+		}
+		s.mu.Unlock()
+		if len(topics) == 0 {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, max(s.lagInterval, 2*time.Second))
+		ends, err := adm.ListEndOffsets(qctx, topics...)
+		var starts kadm.ListedOffsets
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && needStart {
+			if starts, err = adm.ListStartOffsets(qctx, topics...); err == nil {
+				err = starts.Error()
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		if err != nil {
+			s.lagErr, s.lagErrAt = err, now
+		} else {
+			s.lagErr = nil
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if st := s.parts[tp{o.Topic, o.Partition}]; st != nil && o.Err == nil {
+				st.hwm, st.hwmAt = o.Offset, now
+			}
+		})
+		starts.Each(func(o kadm.ListedOffset) {
+			if st := s.parts[tp{o.Topic, o.Partition}]; st != nil && o.Err == nil {
+				st.logStart = o.Offset
+			}
+		})
+		s.mu.Unlock()
+	}
+}
+
+// Condition implements pipeline.Conditioner: the last end-offset query's
+// error, or a broker's recent connection or request error.
+func (s *Source) Condition() error {
+	s.mu.Lock()
+	lagErr, at := s.lagErr, s.lagErrAt
+	s.mu.Unlock()
+	if lagErr != nil && time.Since(at) <= s.lagStale {
+		return fmt.Errorf("end offsets: %w", lagErr)
+	}
+	return s.watch.condition()
 }
 
 // closeTimeout bounds leaving the group on Close: with the coordinator
@@ -350,6 +505,8 @@ const closeTimeout = 5 * time.Second
 // Close implements pipeline.Source: it leaves the group (within 5 s) and
 // closes the client.
 func (s *Source) Close() {
+	s.stopLag()
+	<-s.lagDone
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if err := s.cl.LeaveGroupContext(ctx); err != nil {

@@ -1,0 +1,164 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LagUnknown is the lag a Lagger reports for a partition whose lag cannot
+// be measured now: the broker is unreachable or frozen, or the partition
+// was lost with the group session. It is never reported as 0.
+const LagUnknown int64 = -1
+
+// LagMap is a source's lag per "topic/partition". In JSON a LagUnknown
+// value is the string "unknown".
+type LagMap map[string]int64
+
+// MarshalJSON implements json.Marshaler, with sorted keys.
+func (m LagMap) MarshalJSON() ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte(':')
+		if v := m[k]; v < 0 {
+			b.WriteString(`"unknown"`)
+		} else {
+			b.WriteString(strconv.FormatInt(v, 10))
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Conditioner is implemented by sources and sinks that know why they
+// cannot make progress now (the broker refuses connections, a lag query
+// fails). Condition returns nil when nothing is wrong. Status gives it as
+// part of the reason a pipeline is stalled.
+type Conditioner interface {
+	Condition() error
+}
+
+func condition(part any) error {
+	if c, ok := part.(Conditioner); ok {
+		return c.Condition()
+	}
+	return nil
+}
+
+// trouble is the pipeline's latest transient error.
+type trouble struct {
+	err error
+	at  time.Time
+}
+
+// noteTrouble records err as the latest transient problem, for Status.
+func (p *Pipeline) noteTrouble(err error) {
+	p.mu.Lock()
+	p.trouble = trouble{err, time.Now()}
+	p.mu.Unlock()
+}
+
+// progress records acknowledged progress.
+func (p *Pipeline) progress() { p.lastProgress.Store(time.Now().UnixNano()) }
+
+// stall says whether a running pipeline is stalled, and why: it has work
+// pending and has acknowledged nothing for the stall timeout. Work is
+// pending when records are in flight, when the lag of an assigned
+// partition is unknown (the broker cannot be reached), or when a
+// partition has lag and the source reports a condition (its fetches
+// fail). Lag alone is not pending work: at the end of a topic written
+// with transactions, the commit markers keep the lag at 1 or more
+// forever, as in Kafka's own tools. An idle pipeline counts as
+// progressing.
+func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (bool, string) {
+	unknown, behind := 0, 0
+	for _, v := range lag {
+		switch {
+		case v < 0:
+			unknown++
+		case v > 0:
+			behind++
+		}
+	}
+	srcCond := condition(p.src)
+	pending := inflight > 0 || unknown > 0 || (behind > 0 && srcCond != nil)
+	if !pending {
+		p.lastProgress.Store(now.UnixNano())
+		return false, ""
+	}
+	since := now.Sub(time.Unix(0, p.lastProgress.Load()))
+	if p.o.stallTimeout <= 0 || since < p.o.stallTimeout {
+		return false, ""
+	}
+	var why []string
+	what := fmt.Sprintf("no progress for %s with %d records in flight", roughly(since), inflight)
+	if unknown > 0 {
+		what += fmt.Sprintf(", lag unknown for %d of %d partitions", unknown, len(lag))
+	}
+	why = append(why, what)
+	if srcCond != nil {
+		why = append(why, "source: "+srcCond.Error())
+	}
+	if err := condition(p.sink); err != nil {
+		why = append(why, "sink: "+err.Error())
+	}
+	if err := condition(p.o.dlq); err != nil {
+		why = append(why, "dlq: "+err.Error())
+	}
+	p.mu.Lock()
+	t := p.trouble
+	p.mu.Unlock()
+	if t.err != nil && now.Sub(t.at) <= since {
+		why = append(why, fmt.Sprintf("last error %s ago: %v", roughly(now.Sub(t.at)), t.err))
+	}
+	return true, strings.Join(why, "; ")
+}
+
+// roughly rounds d for a message: to the second from 10 s, else to 100 ms.
+func roughly(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+// watch logs when the pipeline stalls and when it progresses again.
+func (p *Pipeline) watch(done <-chan struct{}) {
+	if p.o.stallTimeout <= 0 {
+		return
+	}
+	t := time.NewTicker(min(time.Second, max(p.o.stallTimeout/4, 10*time.Millisecond)))
+	defer t.Stop()
+	stalled := false
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		s := p.Status()
+		switch {
+		case s.Stalled && !stalled:
+			p.o.logger.Warn("pipeline stalled", "pipeline", p.name, "reason", s.Reason)
+		case !s.Stalled && stalled:
+			p.o.logger.Info("pipeline progressing again", "pipeline", p.name)
+		}
+		stalled = s.Stalled
+	}
+}
+
+var errNotConnected = errors.New("not connected yet")

@@ -1,0 +1,72 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// brokerWatch is a franz-go hook that remembers, per broker, whether the
+// last connection attempt or request failed, so that a sink or source can
+// say why it makes no progress (pipeline.Conditioner).
+type brokerWatch struct {
+	mu    sync.Mutex
+	state map[int32]brokerState
+}
+
+type brokerState struct {
+	err  error
+	at   time.Time
+	addr string
+}
+
+// conditionTTL is how long a broker's error counts after it last
+// happened: franz-go retries a broker it needs every few seconds, so an
+// outage keeps the error fresh, and one that is not retried is stale.
+const conditionTTL = 30 * time.Second
+
+func newBrokerWatch() *brokerWatch { return &brokerWatch{state: map[int32]brokerState{}} }
+
+func (w *brokerWatch) note(meta kgo.BrokerMetadata, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+		return // the client's own doing, not the broker's
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		delete(w.state, meta.NodeID)
+		return
+	}
+	w.state[meta.NodeID] = brokerState{err: err, at: time.Now(), addr: net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port))}
+}
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (w *brokerWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	w.note(meta, err)
+}
+
+// OnBrokerE2E implements kgo.HookBrokerE2E.
+func (w *brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	w.note(meta, e2e.Err())
+}
+
+// condition returns the most recent broker error that is still fresh.
+func (w *brokerWatch) condition() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last brokerState
+	for _, s := range w.state {
+		if time.Since(s.at) <= conditionTTL && s.at.After(last.at) {
+			last = s
+		}
+	}
+	if last.err == nil {
+		return nil
+	}
+	return fmt.Errorf("broker %s: %w", last.addr, last.err)
+}
