@@ -1,18 +1,18 @@
-// Package admin is streamd's admin HTTP server: /healthz, /readyz,
-// /metrics, /pipelines, pprof, and the routes other parts mount (fluid,
-// journal).
 package admin
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,15 +24,33 @@ import (
 type Server struct {
 	mux       *http.ServeMux
 	prefixes  []prefixRoute
+	guarded   http.Handler
 	srv       *http.Server
 	pipelines func() []*pipeline.Pipeline
 	log       *slog.Logger
+
+	tls        *tls.Config
+	tokens     *Tokens
+	probesOpen bool
+	allowOpen  bool
+	timeouts   Timeouts
+	maxHeader  int
+	maxBody    int64
 }
 
 // New returns a server for the pipelines that pipelines returns, with
 // metrics from gatherer.
-func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, log *slog.Logger) *Server {
-	s := &Server{mux: http.NewServeMux(), pipelines: pipelines, log: log}
+func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, log *slog.Logger, opts ...Option) *Server {
+	s := &Server{mux: http.NewServeMux(), pipelines: pipelines, log: log, probesOpen: true,
+		timeouts:  Timeouts{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout},
+		maxHeader: DefaultMaxHeaderBytes, maxBody: DefaultMaxBodyBytes}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.guarded = s.guard(http.HandlerFunc(s.route))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -90,8 +108,12 @@ func (s *Server) HandlePrefix(prefix string, h http.Handler) {
 	s.prefixes = append(s.prefixes, prefixRoute{prefix, h})
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements http.Handler: the server's routes behind its guards
+// (body limit, tokens), as Start serves them.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guarded.ServeHTTP(w, r) }
+
+// route dispatches a request that has passed the guards.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.prefixes {
 		if strings.HasPrefix(r.URL.Path, p.prefix) {
 			p.h.ServeHTTP(w, r)
@@ -101,17 +123,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Handler returns the server's handler, for tests.
+// Handler returns the server's handler with its guards, as Start serves
+// it; for tests.
 func (s *Server) Handler() http.Handler { return s }
 
 // Start listens on addr and serves in the background; it returns the
-// address actually bound.
+// address actually bound. An address that is not loopback is refused
+// unless tokens or mutual TLS are configured, or WithAllowUnauthenticated.
 func (s *Server) Start(addr string) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	if err := s.exposed(addr, ln.Addr()); err != nil {
+		ln.Close()
+		return "", err
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		ReadTimeout:       s.timeouts.Read,
+		WriteTimeout:      s.timeouts.Write,
+		IdleTimeout:       s.timeouts.Idle,
+		MaxHeaderBytes:    s.maxHeader,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.tls != nil {
+		s.srv.TLSConfig = s.tls
+		ln = tls.NewListener(ln, s.tls)
+	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server", "err", err)
@@ -119,6 +159,24 @@ func (s *Server) Start(addr string) (string, error) {
 	}()
 	return ln.Addr().String(), nil
 }
+
+// exposed refuses a listener that other hosts can reach when nothing
+// authenticates its clients.
+func (s *Server) exposed(addr string, bound net.Addr) error {
+	if s.tokens != nil || mutualTLS(s.tls) || s.allowOpen {
+		return nil
+	}
+	if ta, ok := bound.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("admin listen %q (bound %s) is not a loopback address, and no auth is configured: anyone who can reach it "+
+		"could append, delete and purge journals and move fluid consumer groups. Configure [admin.auth] tokens_file = \"/path/to/tokens\" "+
+		"(lines \"ROLE NAME TOKEN\", ROLE read or write), or [admin.tls] client_ca_file for mutual TLS; or set [admin] allow_unauthenticated = true "+
+		"to serve it without auth anyway; or listen on 127.0.0.1", addr, bound)
+}
+
+// TLS reports whether the server serves HTTPS.
+func (s *Server) TLS() bool { return s.tls != nil }
 
 // Shutdown stops the server.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -134,4 +192,56 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// InProcess returns a RoundTripper that serves requests with the server's
+// routes inside this process, without the network and without tokens
+// (the body limit still applies): for the process's own clients, such as
+// a fluid consumer whose bridge is this server. The request's host is
+// ignored.
+func (s *Server) InProcess() http.RoundTripper { return inProcess{s} }
+
+type inProcess struct{ s *Server }
+
+func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	in := r.Clone(r.Context())
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	if t.s.maxBody > 0 && in.Body != http.NoBody {
+		in.Body = http.MaxBytesReader(nil, in.Body, t.s.maxBody)
+	}
+	in.RequestURI = r.URL.RequestURI()
+	in.RemoteAddr = "in-process"
+	w := &memResponse{header: http.Header{}, code: http.StatusOK}
+	t.s.route(w, in)
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)), StatusCode: w.code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: w.header, Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r,
+	}, nil
+}
+
+// memResponse is an http.ResponseWriter into memory.
+type memResponse struct {
+	header http.Header
+	code   int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (m *memResponse) Header() http.Header { return m.header }
+
+func (m *memResponse) WriteHeader(code int) {
+	if !m.wrote {
+		m.code, m.wrote = code, true
+	}
+}
+
+func (m *memResponse) Write(p []byte) (int, error) {
+	m.WriteHeader(http.StatusOK)
+	return m.body.Write(p)
 }

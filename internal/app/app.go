@@ -85,7 +85,12 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 		a.Close()
 		return nil, err
 	}
-	a.Admin = admin.New(a.reg, a.Pipelines, log)
+	opts, err := adminOptions(cfg, log)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
 	return a, nil
 }
 
@@ -375,7 +380,7 @@ func (a *App) Run(ctx context.Context) error {
 			return fmt.Errorf("admin listen %s: %w", a.cfg.Admin.Listen, err)
 		}
 		a.AdminAddr = addr
-		a.log.Info("admin server listening", "addr", addr)
+		a.log.Info("admin server listening", "addr", addr, "tls", a.Admin.TLS(), "auth", a.cfg.Admin.Auth != nil)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(a.pipes))

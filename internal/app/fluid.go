@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -89,13 +91,21 @@ func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.So
 		if s.Fluid.Bridge != "" {
 			return s.Fluid.Bridge
 		}
-		if a.AdminAddr != "" {
-			return "http://" + a.AdminAddr
-		}
-		return "http://" + a.cfg.Admin.Listen
+		// This process's own admin server, called in process: no
+		// network, and no token or TLS of [admin] to present.
+		return "http://streamd.in-process"
+	}
+	if s.Fluid.Bridge == "" {
+		fs.cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return a.Admin.InProcess().RoundTrip(r)
+		})}
 	}
 	return fs, nil
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (s *fluidSource) source() *fluidsource.Source {
 	s.mu.Lock()

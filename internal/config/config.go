@@ -29,8 +29,25 @@ type Config struct {
 // Admin configures the admin HTTP server.
 type Admin struct {
 	// Listen is the HTTP address for /healthz /readyz /metrics /pipelines.
-	// Empty disables the server.
+	// Empty disables the server. An address that is not loopback needs
+	// Auth, TLS with a client CA, or AllowUnauthenticated.
 	Listen string `toml:"listen"`
+	// TLS serves HTTPS (optionally requiring client certificates).
+	TLS *AdminTLS `toml:"tls"`
+	// Auth requires bearer tokens.
+	Auth *AdminAuth `toml:"auth"`
+	// ProbesOpen leaves /healthz and /readyz open when Auth is set
+	// (default true).
+	ProbesOpen bool `toml:"probes_open"`
+	// AllowUnauthenticated serves a non-loopback Listen without auth.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+	// Server limits (defaults: admin.Default*).
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	ReadTimeout       Duration `toml:"read_timeout"`
+	WriteTimeout      Duration `toml:"write_timeout"`
+	IdleTimeout       Duration `toml:"idle_timeout"`
+	MaxHeaderBytes    int      `toml:"max_header_bytes"`
+	MaxBodyBytes      int64    `toml:"max_body_bytes"`
 }
 
 // Log configures logging.

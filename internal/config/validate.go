@@ -124,6 +124,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	c.schemaRegistryDefaults()
+	c.adminDefaults()
 	if c.Journal != nil && unset("journal.expiry_interval") {
 		c.Journal.ExpiryInterval.Duration = defaultExpiryInterval
 	}
@@ -340,6 +341,7 @@ func (c *Config) validate() error {
 		k.int(at+".errors.retry_attempts", int64(e.RetryAttempts), rangeRetryAttempts)
 	}
 	c.checkLoops(k)
+	c.validateAdmin(k)
 	c.validateSchemaRegistry(bad)
 	if j := c.Journal; j != nil {
 		if j.Store != "" && !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&

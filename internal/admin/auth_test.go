@@ -1,0 +1,445 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/pipeline"
+)
+
+const (
+	readToken  = "r-0123456789abcdef-read"
+	writeToken = "w-0123456789abcdef-write"
+)
+
+func writeTokens(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func tokens(t *testing.T) *Tokens {
+	t.Helper()
+	toks, err := LoadTokens(writeTokens(t, "# role name token\nread grafana "+readToken+"\n\nwrite deployer "+writeToken+"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+// newServer is a server with a fake journal and fluid mounted: each
+// answers 200 with what it was asked.
+func newServer(log *slog.Logger, opts ...Option) *Server {
+	s := New(prometheus.NewRegistry(), func() []*pipeline.Pipeline { return nil }, log, opts...)
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, r.Method+" "+r.URL.Path)
+	})
+	s.Handle("/journal/", echo)
+	s.Handle("/fluid/", echo)
+	return s
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		method, path string
+		want         access
+	}{
+		{"GET", "/healthz", accessProbe},
+		{"GET", "/readyz", accessProbe},
+		{"HEAD", "/readyz", accessProbe},
+		{"POST", "/healthz", accessWrite},
+		{"GET", "/pipelines", accessRead},
+		{"GET", "/metrics", accessRead},
+		{"GET", "/journal/orders/o-1", accessRead},
+		{"GET", "/journal/orders/o-1/pointer", accessRead},
+		{"POST", "/journal/orders/o-1", accessWrite},
+		{"POST", "/journal/orders/o-1/delete", accessWrite},
+		{"POST", "/journal/orders/o-1/purge", accessWrite},
+		{"GET", "/fluid/status", accessRead},
+		{"GET", "/fluid/compatible", accessRead},
+		{"DELETE", "/fluid/topics/t/groups/g/schema-version", accessWrite},
+		{"PUT", "/anything", accessWrite},
+		{"OPTIONS", "/pipelines", accessWrite},
+		{"GET", "/debug/pprof/", accessWrite},
+		{"GET", "/debug/pprof/profile", accessWrite},
+	}
+	for _, tc := range tests {
+		if got := classify(tc.method, tc.path); got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+type answer struct {
+	code int
+	body string
+	json map[string]string
+}
+
+func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader) answer {
+	t.Helper()
+	req := httptest.NewRequest(method, path, body)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	a := answer{code: rec.Code, body: rec.Body.String()}
+	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+		json.Unmarshal(rec.Body.Bytes(), &a.json)
+	}
+	return a
+}
+
+// TestTokens (must-show 4): without a token 401, with a read token a
+// journal purge is 403, with a write token it works; reads need a read
+// token; probes stay open unless told otherwise; every refusal is JSON
+// naming what is missing, and no log line has a token.
+func TestTokens(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	h := newServer(log, WithTokens(tokens(t))).Handler()
+	purge := "/journal/orders/o-1/purge"
+	tests := []struct {
+		name, method, path, token string
+		code                      int
+		err                       string // the JSON error, for refusals
+	}{
+		{"purge without a token", "POST", purge, "", 401, "missing bearer token"},
+		{"purge with a read token", "POST", purge, readToken, 403, "role write needed"},
+		{"purge with a write token", "POST", purge, writeToken, 200, ""},
+		{"purge with an unknown token", "POST", purge, "x-0123456789abcdef-unknown", 401, "unknown token"},
+		{"journal read without a token", "GET", "/journal/orders/o-1", "", 401, "missing bearer token"},
+		{"journal read with a read token", "GET", "/journal/orders/o-1", readToken, 200, ""},
+		{"journal read with a write token", "GET", "/journal/orders/o-1", writeToken, 200, ""},
+		{"fluid DELETE with a read token", "DELETE", "/fluid/topics/t/groups/g/schema-version", readToken, 403, "role write needed"},
+		{"fluid DELETE with a write token", "DELETE", "/fluid/topics/t/groups/g/schema-version", writeToken, 200, ""},
+		{"status with a read token", "GET", "/pipelines", readToken, 200, ""},
+		{"metrics without a token", "GET", "/metrics", "", 401, "missing bearer token"},
+		{"pprof with a read token", "GET", "/debug/pprof/", readToken, 403, "role write needed"},
+		{"healthz without a token", "GET", "/healthz", "", 200, ""},
+		{"readyz without a token", "GET", "/readyz", "", 200, ""},
+	}
+	for _, tc := range tests {
+		a := do(t, h, tc.method, tc.path, tc.token, nil)
+		if a.code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.name, a.code, a.body, tc.code)
+			continue
+		}
+		if tc.err != "" && (a.json["error"] != tc.err || a.json["detail"] == "") {
+			t.Errorf("%s: body %s, want JSON error %q with a detail", tc.name, a.body, tc.err)
+		}
+	}
+	a := do(t, h, "POST", purge, readToken, nil)
+	if d := a.json["detail"]; !strings.Contains(d, `"grafana"`) || !strings.Contains(d, "role read") || !strings.Contains(d, "needs a token of role write") {
+		t.Errorf("403 detail %q: want the token's name, its role and the role needed", d)
+	}
+	req := httptest.NewRequest("GET", "/pipelines", nil)
+	req.Header.Set("Authorization", "Basic "+readToken)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") == "" {
+		t.Errorf("basic auth: %d, WWW-Authenticate %q; want 401 with a challenge", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+	closed := newServer(log, WithTokens(tokens(t)), WithProbesOpen(false)).Handler()
+	if a := do(t, closed, "GET", "/readyz", "", nil); a.code != 401 {
+		t.Errorf("probes_open = false: readyz without a token %d, want 401", a.code)
+	}
+	if a := do(t, closed, "GET", "/readyz", readToken, nil); a.code != 200 {
+		t.Errorf("probes_open = false: readyz with a read token %d, want 200", a.code)
+	}
+	for _, tok := range []string{readToken, writeToken} {
+		if strings.Contains(logs.String(), tok) || strings.Contains(logs.String(), tok[2:]) {
+			t.Fatalf("a token is in the log:\n%s", logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "admin request refused") || !strings.Contains(logs.String(), "token=grafana") {
+		t.Errorf("refusals are not logged with the token's name:\n%s", logs.String())
+	}
+}
+
+// TestTokensFile: a bad line is named by file and line, never with its
+// fields (a token written first would be logged); rotation and
+// revocation through the file need no restart.
+func TestTokensFile(t *testing.T) {
+	secret := "s3cr3t-0123456789abcdef"
+	for _, tc := range []struct{ name, content, want string }{
+		{"token first", secret + " read grafana\n", ":1: the role (first field) must be read or write"},
+		{"two fields", "read " + secret + "\n", ":1: want ROLE NAME TOKEN"},
+		{"short", "# x\nread grafana short-" + "\n", ":2: the token (third field) is 6 characters; use at least 16"},
+		{"duplicate", "read a " + secret + "\nwrite b " + secret + "\n", ":2: the token is the token of line 1 too"},
+		{"empty", "# nothing\n", "no tokens in it"},
+	} {
+		_, err := LoadTokens(writeTokens(t, tc.content), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		} else if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "short-") {
+			t.Errorf("%s: the error has the token: %v", tc.name, err)
+		}
+	}
+	if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+		t.Error("a missing tokens file loaded")
+	}
+
+	path := writeTokens(t, "read a "+readToken+"\n")
+	var logs bytes.Buffer
+	toks, err := LoadTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := toks.Lookup(readToken); r != RoleRead {
+		t.Fatalf("role %v", r)
+	}
+	rewrite := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A different mtime and size; the reload check runs at most once
+		// a second.
+		later := time.Now().Add(time.Duration(len(content)) * time.Second)
+		os.Chtimes(path, later, later)
+		toks.mu.Lock()
+		toks.checked = time.Time{}
+		toks.mu.Unlock()
+	}
+	rewrite("write a " + writeToken + "\n")
+	if _, r := toks.Lookup(readToken); r != RoleNone {
+		t.Errorf("a removed token still has role %v", r)
+	}
+	if name, r := toks.Lookup(writeToken); r != RoleWrite || name != "a" {
+		t.Errorf("a rotated-in token: %q %v", name, r)
+	}
+	// A typo on reload: the good lines count, the bad one gives nothing.
+	rewrite("write a " + writeToken + "\nread b\n")
+	if _, r := toks.Lookup(writeToken); r != RoleWrite {
+		t.Errorf("after a bad line: the good token has role %v", r)
+	}
+	if !strings.Contains(logs.String(), ":2: want ROLE NAME TOKEN") {
+		t.Errorf("the bad line is not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), writeToken) {
+		t.Fatalf("a token is in the log:\n%s", logs.String())
+	}
+}
+
+// TestBodyLimit: a body over max_body_bytes is cut off with a
+// *http.MaxBytesError the handler turns into 413.
+func TestBodyLimit(t *testing.T) {
+	h := newServer(nil, WithMaxBodyBytes(1024)).Handler()
+	if a := do(t, h, "POST", "/journal/t/i", "", strings.NewReader(strings.Repeat("x", 1024))); a.code != 200 {
+		t.Errorf("1024 bytes: %d %s", a.code, a.body)
+	}
+	if a := do(t, h, "POST", "/journal/t/i", "", strings.NewReader(strings.Repeat("x", 1025))); a.code != 413 {
+		t.Errorf("1025 bytes: %d %s, want 413", a.code, a.body)
+	}
+}
+
+// TestExposedListenRefused (must-show 4): a listen address that is not
+// loopback is refused at start without auth, with a message saying how
+// to configure it; tokens, mutual TLS or allow_unauthenticated let it
+// start.
+func TestExposedListenRefused(t *testing.T) {
+	certs := testenv.NewCerts(t)
+	mtls, err := tlsconf.Server(tlsconf.Files{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, CAFile: certs.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyTLS, err := tlsconf.Server(tlsconf.Files{CertFile: certs.ServerCert, KeyFile: certs.ServerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		addr   string
+		opts   []Option
+		refuse bool
+	}{
+		{"all interfaces, no auth", "0.0.0.0:0", nil, true},
+		{"all interfaces (empty host), no auth", ":0", nil, true},
+		{"all interfaces, TLS without client CA", "0.0.0.0:0", []Option{WithTLS(onlyTLS)}, true},
+		{"loopback, no auth", "127.0.0.1:0", nil, false},
+		{"all interfaces, tokens", "0.0.0.0:0", []Option{WithTokens(tokens(t))}, false},
+		{"all interfaces, mutual TLS", "0.0.0.0:0", []Option{WithTLS(mtls)}, false},
+		{"all interfaces, allow_unauthenticated", "0.0.0.0:0", []Option{WithAllowUnauthenticated(true)}, false},
+	} {
+		s := newServer(nil, tc.opts...)
+		addr, err := s.Start(tc.addr)
+		if tc.refuse {
+			if err == nil {
+				s.Shutdown(context.Background())
+				t.Errorf("%s: started on %s", tc.name, addr)
+				continue
+			}
+			for _, want := range []string{"not a loopback address", "[admin.auth] tokens_file", "client_ca_file", "allow_unauthenticated = true"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: %v\nwant it to say %q", tc.name, err, want)
+				}
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		s.Shutdown(context.Background())
+	}
+}
+
+// TestSlowHeadersCutOff (must-show 4): a client that sends its headers
+// one byte a second is cut off by the header timeout, long before it
+// finishes.
+func TestSlowHeadersCutOff(t *testing.T) {
+	// The whole-request timeout is far away: the header timeout is what
+	// must act.
+	s := newServer(nil, WithTimeouts(Timeouts{ReadHeader: time.Second, Read: 10 * time.Minute}))
+	addr, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 40) + "\r\n\r\n"
+	start := time.Now()
+	sent := 0
+	cut := false
+	for sent < len(req) {
+		if _, err := conn.Write([]byte{req[sent]}); err != nil {
+			cut = true
+			break
+		}
+		sent++
+		// Between bytes, see whether the server has hung up (the 408 it
+		// writes, then EOF).
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 512)
+		n, err := conn.Read(buf)
+		if n > 0 || err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			cut = true
+			break
+		}
+	}
+	took := time.Since(start)
+	if !cut {
+		t.Fatalf("the server read all %d header bytes sent one a second (%s) without cutting the client off", len(req), took.Round(time.Second))
+	}
+	if took < 500*time.Millisecond || took > 20*time.Second || sent >= len(req) {
+		t.Fatalf("cut off after %s and %d of %d bytes: want soon after the 1s header timeout, before the end", took, sent, len(req))
+	}
+	t.Logf("cut off after %s, %d of %d header bytes sent", took.Round(100*time.Millisecond), sent, len(req))
+}
+
+// TestAdminTLSWithCurl (must-show 4): the admin listener over TLS works
+// with curl given the CA; with a client CA, curl without a client
+// certificate is refused and with one it gets through.
+func TestAdminTLSWithCurl(t *testing.T) {
+	curl := testenv.Tool(t, "curl")
+	certs := testenv.NewCerts(t)
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(curl, append([]string{"-sS", "--max-time", "20"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	tc, err := tlsconf.Server(tlsconf.Files{CertFile: certs.ServerCert, KeyFile: certs.ServerKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(nil, WithTLS(tc), WithTokens(tokens(t)))
+	addr, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	url := "https://" + addr
+	if out, err := run("--cacert", certs.CA, url+"/healthz"); err != nil || !strings.Contains(out, `"ok"`) {
+		t.Fatalf("curl --cacert: %v %s", err, out)
+	}
+	if out, err := run("--cacert", certs.CA, "-H", "Authorization: Bearer "+readToken, url+"/pipelines"); err != nil || strings.Contains(out, "error") {
+		t.Fatalf("curl --cacert with a token: %v %s", err, out)
+	}
+	if out, err := run("--cacert", certs.OtherCA, url+"/healthz"); err == nil {
+		t.Fatalf("curl trusting another CA got through: %s", out)
+	}
+	if out, err := run(url + "/healthz"); err == nil {
+		t.Fatalf("curl without the CA got through: %s", out)
+	}
+
+	mtls, err := tlsconf.Server(tlsconf.Files{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, CAFile: certs.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newServer(nil, WithTLS(mtls))
+	maddr, err := m.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	murl := "https://" + maddr + "/pipelines"
+	if out, err := run("--cacert", certs.CA, murl); err == nil {
+		t.Fatalf("mutual TLS: curl without a client certificate got through: %s", out)
+	}
+	if out, err := run("--cacert", certs.CA, "--cert", certs.OtherCert, "--key", certs.OtherKey, murl); err == nil {
+		t.Fatalf("mutual TLS: a certificate of another CA got through: %s", out)
+	}
+	if out, err := run("--cacert", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey, murl); err != nil {
+		t.Fatalf("mutual TLS with a client certificate: %v %s", err, out)
+	}
+}
+
+// TestInProcess: the process's own clients (a fluid consumer whose bridge
+// is this server) are served without the network and without a token,
+// while the same request from outside needs one.
+func TestInProcess(t *testing.T) {
+	s := newServer(nil, WithTokens(tokens(t)), WithMaxBodyBytes(1024))
+	cl := &http.Client{Transport: s.InProcess()}
+	resp, err := cl.Get("http://streamd.in-process/fluid/compatible?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "GET /fluid/compatible" {
+		t.Fatalf("in process: %d %q", resp.StatusCode, b)
+	}
+	resp, err = cl.Post("http://streamd.in-process/journal/t/i", "text/plain", strings.NewReader(strings.Repeat("x", 2000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 413 {
+		t.Fatalf("in process, a body over the limit: %d", resp.StatusCode)
+	}
+	if a := do(t, s.Handler(), "GET", "/fluid/compatible", "", nil); a.code != 401 {
+		t.Fatalf("from outside without a token: %d", a.code)
+	}
+}

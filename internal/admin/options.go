@@ -1,0 +1,90 @@
+package admin
+
+import (
+	"crypto/tls"
+	"time"
+)
+
+// Defaults of the server's limits, used for the options not given (and by
+// streamd's config for the keys a file leaves out).
+const (
+	// DefaultReadHeaderTimeout bounds reading a request's headers: a
+	// client that sends them slowly is cut off.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included.
+	DefaultReadTimeout = time.Minute
+	// DefaultWriteTimeout bounds writing a response (from the end of the
+	// request's headers); above pprof's default 30 s profile.
+	DefaultWriteTimeout = time.Minute
+	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// its next request.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxHeaderBytes bounds a request's headers.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxBodyBytes bounds a request's body (the journal's own
+	// limit, 64 MiB, is the largest a mounted handler takes).
+	DefaultMaxBodyBytes = 64 << 20
+)
+
+// Timeouts are the HTTP server's timeouts; zero fields get the defaults.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTLS serves HTTPS with c (certificates, and for mutual TLS ClientCAs
+// with ClientAuth tls.RequireAndVerifyClientCert).
+func WithTLS(c *tls.Config) Option { return func(s *Server) { s.tls = c } }
+
+// WithTokens requires a bearer token from t on every request but the
+// probes (see WithProbesOpen).
+func WithTokens(t *Tokens) Option { return func(s *Server) { s.tokens = t } }
+
+// WithProbesOpen says whether /healthz and /readyz answer without a token
+// when tokens are required (default true: for load balancers and
+// orchestrators).
+func WithProbesOpen(open bool) Option { return func(s *Server) { s.probesOpen = open } }
+
+// WithAllowUnauthenticated lets Start listen on an address that is not
+// loopback without tokens or mutual TLS.
+func WithAllowUnauthenticated(allow bool) Option { return func(s *Server) { s.allowOpen = allow } }
+
+// WithTimeouts sets the server's timeouts; zero fields keep the defaults.
+func WithTimeouts(t Timeouts) Option {
+	return func(s *Server) {
+		if t.ReadHeader > 0 {
+			s.timeouts.ReadHeader = t.ReadHeader
+		}
+		if t.Read > 0 {
+			s.timeouts.Read = t.Read
+		}
+		if t.Write > 0 {
+			s.timeouts.Write = t.Write
+		}
+		if t.Idle > 0 {
+			s.timeouts.Idle = t.Idle
+		}
+	}
+}
+
+// WithMaxHeaderBytes bounds a request's headers (default
+// DefaultMaxHeaderBytes).
+func WithMaxHeaderBytes(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxHeader = n
+		}
+	}
+}
+
+// WithMaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes);
+// a handler that reads more gets an *http.MaxBytesError.
+func WithMaxBodyBytes(n int64) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxBody = n
+		}
+	}
+}

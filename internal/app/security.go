@@ -1,0 +1,42 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/streamd/streamd/internal/admin"
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/tlsconf"
+)
+
+// adminOptions turns [admin] into the admin server's options, reading the
+// tokens file and the TLS files (so that lint reports them).
+func adminOptions(cfg *config.Config, log *slog.Logger) ([]admin.Option, error) {
+	ac := &cfg.Admin
+	opts := []admin.Option{
+		admin.WithProbesOpen(ac.ProbesOpen),
+		admin.WithAllowUnauthenticated(ac.AllowUnauthenticated),
+		admin.WithTimeouts(admin.Timeouts{ReadHeader: ac.ReadHeaderTimeout.Duration, Read: ac.ReadTimeout.Duration,
+			Write: ac.WriteTimeout.Duration, Idle: ac.IdleTimeout.Duration}),
+		admin.WithMaxHeaderBytes(ac.MaxHeaderBytes),
+		admin.WithMaxBodyBytes(ac.MaxBodyBytes),
+	}
+	if t := ac.TLS; t != nil {
+		tc, err := tlsconf.Server(tlsconf.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.ClientCAFile, MinVersion: t.MinVersion})
+		if err != nil {
+			return nil, fmt.Errorf("%s: [admin.tls]: %w", cfg.File, err)
+		}
+		opts = append(opts, admin.WithTLS(tc))
+	}
+	if au := ac.Auth; au != nil {
+		toks, err := admin.LoadTokens(au.TokensFile, log.With("component", "admin"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: [admin.auth] tokens_file: %w", cfg.File, err)
+		}
+		opts = append(opts, admin.WithTokens(toks))
+	}
+	if ac.AllowUnauthenticated && ac.Auth == nil {
+		log.Warn("admin server without auth (allow_unauthenticated = true): whoever reaches it can change journals and fluid groups", "listen", ac.Listen)
+	}
+	return opts, nil
+}
