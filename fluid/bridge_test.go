@@ -43,10 +43,15 @@ func (h *harness) key(id int) string {
 
 func newHarness(t *testing.T, partitions int32, versions int) *harness {
 	t.Helper()
-	h := &harness{t: t, broker: testenv.Kafka(t)}
-	var err error
-	h.meta, err = LoadMetadata(writeMetadata(t, versions))
+	meta, err := LoadMetadata(writeMetadata(t, versions))
 	must(t, err)
+	return newHarnessMeta(t, partitions, meta)
+}
+
+// newHarnessMeta is newHarness on metadata already loaded.
+func newHarnessMeta(t *testing.T, partitions int32, meta *Metadata) *harness {
+	t.Helper()
+	h := &harness{t: t, broker: testenv.Kafka(t), meta: meta}
 	// The metadata names the topic "orders"; on a shared real broker every
 	// test needs its own, so rename through a metadata copy.
 	h.topic = "orders"
@@ -234,9 +239,9 @@ func seq(from, to int) []int {
 }
 
 // TestSeedStory is Must-show 1: consumer C1 on v3, publisher moves to v4.
-func TestSeedStory(t *testing.T) {
-	h := newHarness(t, 2, 4)
+func TestSeedStory(t *testing.T) { seedStory(t, newHarness(t, 2, 4)) }
 
+func seedStory(t *testing.T, h *harness) {
 	// C1 on v3 works through v3 records.
 	h.produce(3, seq(0, 40)...)
 	c1 := h.consumerMax("c1", 3, 7)

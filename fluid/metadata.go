@@ -67,7 +67,11 @@ type manifest struct {
 
 type manifestTopic struct {
 	// Schema is the JSON Schema file, relative to the version folder.
-	Schema string `json:"schema"`
+	Schema string `json:"schema,omitempty"`
+	// Subject, instead of Schema, takes the schema from a Schema Registry:
+	// version folder vN's schema is the subject's registry version N (a
+	// JSON Schema). Needs LoadMetadataFrom with a SchemaSource.
+	Subject string `json:"subject,omitempty"`
 	// Downgrade is the plugin reference turning this version's records of
 	// the topic into the previous version's.
 	Downgrade string `json:"downgrade,omitempty"`
@@ -77,7 +81,8 @@ type manifestTopic struct {
 
 // TopicVersion is one topic at one schema version.
 type TopicVersion struct {
-	// SchemaFile is the absolute path of the JSON Schema.
+	// SchemaFile is the absolute path of the JSON Schema, or for a schema
+	// from a registry "registry:SUBJECT/versions/N".
 	SchemaFile string
 	// Normalized is the schema in canonical form (see Compatible).
 	Normalized []byte
@@ -230,7 +235,16 @@ func (m *Metadata) Chain(topic string, from, to int) ([]Step, error) {
 // LoadMetadata reads and validates the structure of a metadata directory:
 // version folders v1, v2, ... (contiguous), each with a manifest.json whose
 // schemas parse and compile. It does not load plugins (see Check).
-func LoadMetadata(dir string) (*Metadata, error) {
+func LoadMetadata(dir string) (*Metadata, error) { return LoadMetadataFrom(dir, nil) }
+
+// SchemaSource returns the schema text of a registry subject's version.
+type SchemaSource func(subject string, version int) (string, error)
+
+// LoadMetadataFrom is LoadMetadata where a manifest topic may name a
+// registry "subject" instead of a "schema" file: version folder vN's schema
+// of that topic is the subject's version N, taken from src (nil: such a
+// manifest is an error). Downgrade plugins still come from the manifests.
+func LoadMetadataFrom(dir string, src SchemaSource) (*Metadata, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("fluid metadata %s: %w", dir, err)
@@ -261,7 +275,7 @@ func LoadMetadata(dir string) (*Metadata, error) {
 	}
 	m := &Metadata{dir: abs, first: nums[0], last: nums[len(nums)-1], versions: map[int]map[string]*TopicVersion{}}
 	for _, n := range nums {
-		ts, err := loadVersion(filepath.Join(abs, "v"+strconv.Itoa(n)), n)
+		ts, err := loadVersion(filepath.Join(abs, "v"+strconv.Itoa(n)), n, src)
 		if err != nil {
 			return nil, err
 		}
@@ -288,7 +302,7 @@ func LoadMetadata(dir string) (*Metadata, error) {
 	return m, nil
 }
 
-func loadVersion(dir string, n int) (map[string]*TopicVersion, error) {
+func loadVersion(dir string, n int, src SchemaSource) (map[string]*TopicVersion, error) {
 	path := filepath.Join(dir, ManifestFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -311,22 +325,41 @@ func loadVersion(dir string, n int) (map[string]*TopicVersion, error) {
 		if err := validTopicName(topic); err != nil {
 			return nil, fmt.Errorf("fluid metadata %s: topics: %w", path, err)
 		}
-		if mt.Schema == "" {
-			return nil, fmt.Errorf("fluid metadata %s: topics.%s.schema is missing", path, topic)
+		if (mt.Schema == "") == (mt.Subject == "") {
+			return nil, fmt.Errorf("fluid metadata %s: topics.%s: set schema (a file) or subject (a schema registry subject)", path, topic)
 		}
 		sf := mt.Schema
-		if !filepath.IsAbs(sf) {
-			sf = filepath.Join(dir, sf)
-		}
-		raw, err := os.ReadFile(sf)
-		if err != nil {
-			return nil, fmt.Errorf("fluid metadata %s: topics.%s.schema: %w", path, topic, err)
+		c := jsonschema.NewCompiler()
+		var raw []byte
+		if mt.Subject != "" {
+			if src == nil {
+				return nil, fmt.Errorf("fluid metadata %s: topics.%s.subject needs a schema registry ([fluid] registry)", path, topic)
+			}
+			text, err := src(mt.Subject, n)
+			if err != nil {
+				return nil, fmt.Errorf("fluid metadata %s: topics.%s.subject %s version %d: %w", path, topic, mt.Subject, n, err)
+			}
+			raw, sf = []byte(text), fmt.Sprintf("registry:%s/versions/%d", mt.Subject, n)
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err != nil {
+				return nil, fmt.Errorf("fluid metadata %s: %s is not JSON: %w", path, sf, err)
+			}
+			if err := c.AddResource(sf, doc); err != nil {
+				return nil, fmt.Errorf("fluid metadata %s: %s: %w", path, sf, err)
+			}
+		} else {
+			if !filepath.IsAbs(sf) {
+				sf = filepath.Join(dir, sf)
+			}
+			var err error
+			if raw, err = os.ReadFile(sf); err != nil {
+				return nil, fmt.Errorf("fluid metadata %s: topics.%s.schema: %w", path, topic, err)
+			}
 		}
 		norm, err := schemanorm.Normalize(raw)
 		if err != nil {
 			return nil, fmt.Errorf("fluid metadata %s: %w", sf, err)
 		}
-		c := jsonschema.NewCompiler()
 		sch, err := c.Compile(sf)
 		if err != nil {
 			return nil, fmt.Errorf("fluid metadata %s: schema does not compile: %w", sf, err)

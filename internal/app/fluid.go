@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/fluid/fluidsource"
@@ -28,8 +29,12 @@ func (a *App) startFluid(ctx context.Context) error {
 	if a.cfg.Admin.Listen == "" {
 		return fmt.Errorf("%s: [fluid] needs [admin] listen: the bridge is served on the admin address", a.cfg.File)
 	}
+	meta, err := a.fluidMetadata(ctx, fc)
+	if err != nil {
+		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
+	}
 	opts := []fluid.Option{
-		fluid.WithMetadataDir(fc.Metadata),
+		fluid.WithMetadata(meta),
 		fluid.WithLoader(fluid.Loader(a.open)),
 		fluid.WithPluginOptions(a.pluginOpts(plugins.KindTransform, "fluid-downgrade", config.PluginSettings{}, 0)),
 		fluid.WithBrokers(a.cfg.Kafka.Brokers...),
@@ -55,6 +60,31 @@ func (a *App) startFluid(ctx context.Context) error {
 		return b.Close(cctx)
 	})
 	return nil
+}
+
+// fluidMetadata loads [fluid] metadata; a manifest may name subjects of
+// [fluid] registry (or [schema_registry]) instead of schema files.
+func (a *App) fluidMetadata(ctx context.Context, fc *config.Fluid) (*fluid.Metadata, error) {
+	var src fluid.SchemaSource
+	if a.cfg.Registry(fc.Registry) != nil {
+		cl, err := a.registryClient(fc.Registry)
+		if err != nil {
+			return nil, err
+		}
+		src = func(subject string, version int) (string, error) {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			ss, err := cl.SchemaByVersion(rctx, subject, version)
+			if err != nil {
+				return "", err
+			}
+			if ss.Type != sr.TypeJSON {
+				return "", fmt.Errorf("subject %s version %d is a %s schema; Fluid metadata needs JSON Schema", subject, version, ss.Type)
+			}
+			return ss.Schema.Schema, nil
+		}
+	}
+	return fluid.LoadMetadataFrom(fc.Metadata, src)
 }
 
 // fluidSource is a kafka source that is a Fluid Messaging consumer

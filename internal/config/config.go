@@ -269,6 +269,9 @@ type Fluid struct {
 	BaselineVersion int    `toml:"baseline_version"`
 	StateTopic      string `toml:"state_topic"`  // default "_streamd_fluid_state"
 	TopicSuffix     string `toml:"topic_suffix"` // downgrade topic name suffix
+	// Registry is the [schema_registry.NAME] whose subjects a manifest may
+	// name instead of schema files ("": [schema_registry], if set).
+	Registry string `toml:"registry"`
 }
 
 // Duration is a time.Duration written as a string such as "5s" or "250ms".

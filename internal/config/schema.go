@@ -217,7 +217,13 @@ func (c *Config) schemaRegistryDefaults() {
 func (c *Config) validateSchemaRegistry(bad func(path, format string, args ...any)) {
 	s := c.SchemaRegistry
 	if s == nil {
+		if f := c.Fluid; f != nil && f.Registry != "" {
+			bad("fluid.registry", "no [schema_registry.%s] is configured", f.Registry)
+		}
 		return
+	}
+	if f := c.Fluid; f != nil && f.Registry != "" && c.Registry(f.Registry) == nil {
+		bad("fluid.registry", "no [schema_registry.%s] is configured", f.Registry)
 	}
 	for _, p := range s.problems {
 		bad(p.path, "%s", p.msg)

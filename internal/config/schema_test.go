@@ -115,3 +115,16 @@ func TestSchemaRegistryConfigErrors(t *testing.T) {
 		t.Fatalf("no registry: %v", err)
 	}
 }
+
+func TestFluidRegistryConfig(t *testing.T) {
+	src := srBase + "[fluid]\nregistry = \"eu\"\n"
+	c, err := Parse("c.toml", []byte(src), env(map[string]string{"SR_PASSWORD": "p", "SR_TOKEN": "t"}))
+	if err != nil || c.Fluid.Registry != "eu" {
+		t.Fatalf("%v", err)
+	}
+	src = strings.Replace(src, `registry = "eu"`+"\n[pipeline.sink]", "[pipeline.sink]", 1)
+	_, err = Parse("c.toml", []byte(strings.Replace(src, "[fluid]\nregistry = \"eu\"", "[fluid]\nregistry = \"us\"", 1)), env(map[string]string{"SR_PASSWORD": "p", "SR_TOKEN": "t"}))
+	if err == nil || !strings.Contains(err.Error(), "fluid.registry: no [schema_registry.us] is configured") {
+		t.Fatalf("unknown fluid registry: %v", err)
+	}
+}

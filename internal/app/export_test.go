@@ -1,0 +1,4 @@
+package app
+
+// FluidMetadata is (*App).fluidMetadata, for tests.
+var FluidMetadata = (*App).fluidMetadata
