@@ -10,11 +10,12 @@
 //	<!-- fault-table:end -->
 //
 // of that file (docs/reliability.md) instead of printing, so that the
-// document's figures come from a run and are never typed in.
+// document's figures come from a run and are never typed in; -marker
+// names another pair of lines (<!-- NAME:begin --> ... <!-- NAME:end -->).
 //
 // Usage:
 //
-//	go run ./scripts/faultreport [-doc docs/reliability.md] [-note TEXT] bin/faults-kafka.json bin/faults-kfake.json
+//	go run ./scripts/faultreport [-doc docs/reliability.md [-marker NAME]] [-note TEXT] bin/faults-kafka.json bin/faults-kfake.json
 package main
 
 import (
@@ -47,15 +48,13 @@ type result struct {
 	Failures       []string `json:"failures"`
 }
 
-const (
-	begin = "<!-- fault-table:begin -->"
-	end   = "<!-- fault-table:end -->"
-)
 
 func main() {
 	doc := flag.String("doc", "", "replace the fault table in this Markdown file")
 	note := flag.String("note", "", "a line to print above the tables (when and how they were measured)")
+	marker := flag.String("marker", "fault-table", "with -doc: replace between <!-- MARKER:begin --> and <!-- MARKER:end -->")
 	flag.Parse()
+	begin, end := "<!-- "+*marker+":begin -->", "<!-- "+*marker+":end -->"
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: faultreport [-doc FILE] [-note TEXT] RESULTS.json...")
 		os.Exit(2)
