@@ -231,6 +231,7 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			var next atomic.Int64
 			lat := make([][]time.Duration, writers)
+			cpu0 := cpuTime()
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			errs := make(chan error, writers)
@@ -265,8 +266,12 @@ func BenchmarkAppend(b *testing.B) {
 			all := slices.Concat(lat...)
 			slices.Sort(all)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/append")
 			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+			if st := h.j.Stats(); st.Appends > 0 {
+				b.ReportMetric(float64(st.CheckLocal)*100/float64(st.Appends), "local-%")
+			}
 		})
 	}
 }

@@ -497,12 +497,16 @@ func TestAppendCheckIndependentOfLag(t *testing.T) {
 	h := newHarness(t, 1, WithoutHeadCache())
 	key := Key{Topic: h.topic, ID: "lag"}
 	other := Key{Topic: h.topic, ID: "other"}
+	// Another process writes the other journal, so that the checks cannot
+	// rely on knowing every record between (TestAppendCheckLocal).
+	j2 := New(h.broker.Client(t), h.store)
+	t.Cleanup(j2.Close)
 	next := int64(0)
 	appendOthers := func(n int) {
 		t.Helper()
 		for range n {
 			next++
-			if _, err := h.j.Append(h.ctx, other, ev(next)); err != nil {
+			if _, err := j2.Append(h.ctx, other, ev(next)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -525,5 +529,47 @@ func TestAppendCheckIndependentOfLag(t *testing.T) {
 	h.sync(0)
 	if got := h.read(key, 1); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6}) {
 		t.Fatalf("read %v", got)
+	}
+}
+
+// When every record between an Append's base and itself was produced by
+// the same Journal (one process writing the topic), the check reads
+// nothing; the verdicts are the same (TestConcurrentAppendsAcrossJournals
+// mixes both kinds of checks).
+func TestAppendCheckLocal(t *testing.T) {
+	h := newHarness(t, 1)
+	keys := []Key{{Topic: h.topic, ID: "a"}, {Topic: h.topic, ID: "b"}, {Topic: h.topic, ID: "c"}}
+	n := 0
+	for s := int64(1); s <= 20; s++ {
+		for _, k := range keys {
+			if _, err := h.j.Append(h.ctx, k, ev(s)); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if s == 10 {
+			if _, err := h.j.Purge(h.ctx, keys[0]); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := h.j.Delete(h.ctx, keys[1], 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A refused Append, found by the local check (written) or before.
+	_, err := h.j.Append(h.ctx, keys[2], ev(3))
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("append 3 after 20: %v", err)
+	}
+	st := h.j.Stats()
+	if st.CheckLocal != int64(n) || st.CheckReads != 0 {
+		t.Fatalf("stats %+v: want all %d checks local, none reading Kafka", st, n)
+	}
+	h.sync(0)
+	if got := h.read(keys[0], 1); !slices.Equal(got, []int64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}) {
+		t.Fatalf("purged then appended journal reads %v", got)
+	}
+	if got := h.read(keys[1], 1); len(got) != 15 || got[0] != 6 {
+		t.Fatalf("journal deleted to 5 reads %v", got)
 	}
 }

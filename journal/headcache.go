@@ -163,6 +163,19 @@ func (c *headCache) run(topic string, t *topicTail) {
 				ferr = err
 			}
 		})
+		// Decode before taking the lock that reads and Append checks wait on.
+		type decoded struct {
+			a  headAction
+			ok bool
+		}
+		var dec [][]decoded
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			d := make([]decoded, len(ftp.Records))
+			for i, r := range ftp.Records {
+				d[i].a, d[i].ok = c.j.decodeHead(r)
+			}
+			dec = append(dec, d)
+		})
 		c.mu.Lock()
 		if ferr != nil {
 			// Drop the topic: reads fall back to Kafka and a later read starts
@@ -178,12 +191,15 @@ func (c *headCache) run(topic string, t *topicTail) {
 			t.cl.Close()
 			return
 		}
+		k := 0
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			d := dec[k]
+			k++
 			p := t.parts[ftp.Partition]
 			if p == nil || len(ftp.Records) == 0 {
 				return
 			}
-			for _, r := range ftp.Records {
+			for i, r := range ftp.Records {
 				if r.Offset < p.next {
 					continue
 				}
@@ -191,7 +207,7 @@ func (c *headCache) run(topic string, t *topicTail) {
 				if r.Offset < p.from {
 					continue
 				}
-				a, ok := c.j.decodeHead(r)
+				a, ok := d[i].a, d[i].ok
 				if !ok {
 					continue
 				}

@@ -38,12 +38,13 @@ type Journal struct {
 	// a replicator catch up at exactly that point).
 	afterMark func()
 	writers   writers
+	own       ownLog
 	maxRecord int32    // the producer's per-record limit
 	topics    sync.Map // topic -> time.Time it was found to exist
 	stats     struct {
 		views, storeOnly, kafkaReads, cacheHits atomic.Int64
 		appends, conflicts, checkReads          atomic.Int64
-		headRecords                             atomic.Int64
+		headRecords, checkLocal                 atomic.Int64
 	}
 }
 
@@ -67,6 +68,10 @@ type JournalStats struct {
 	// CheckReads is how many accepted or refused Appends read Kafka (not
 	// the head cache) to learn whether they were accepted.
 	CheckReads int64
+	// CheckLocal is how many Appends learnt whether they were accepted
+	// without reading anything: every record from their base to them was
+	// this Journal's.
+	CheckLocal int64
 	// HeadRecords is how many records reads of the head from Kafka (by
 	// views and Append checks, not the head cache) consumed.
 	HeadRecords int64
@@ -76,7 +81,7 @@ type JournalStats struct {
 func (j *Journal) Stats() JournalStats {
 	return JournalStats{Views: j.stats.views.Load(), StoreOnly: j.stats.storeOnly.Load(), KafkaReads: j.stats.kafkaReads.Load(), CacheHits: j.stats.cacheHits.Load(),
 		Appends: j.stats.appends.Load(), Conflicts: j.stats.conflicts.Load(), CheckReads: j.stats.checkReads.Load(),
-		HeadRecords: j.stats.headRecords.Load()}
+		HeadRecords: j.stats.headRecords.Load(), CheckLocal: j.stats.checkLocal.Load()}
 }
 
 // WithOrigin sets the origin written in every action header (default: the
@@ -262,15 +267,27 @@ var ErrUnverified = errors.New("journal append written but not verified")
 // it. w is held.
 func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h action.Header, value []byte, extra []kgo.RecordHeader) (Position, error) {
 	// The state the Append lands on is the journal's after every action
-	// before it in the partition: the store's row at the store's pointer, or
-	// the state this Journal last learnt (if newer), plus the actions after
-	// that. Read the store's part now, in one snapshot, before writing.
-	stored, ptrs, err := j.storeState(ctx, key)
-	if err != nil {
-		return Position{}, err
+	// before it in the partition: the store's row at the store's pointer,
+	// or the state this Journal last learnt (prev, when newer), plus the
+	// actions after that. The store's part is read now, in one snapshot,
+	// before writing, unless every record after prev is known to be this
+	// Journal's (one process writing the topic): then prev is as good.
+	prev, prevAt, havePrev := w.state, w.asOf, w.known
+	w.known = false // until this Append's fold gives the state after it
+	var (
+		stored    store.Head
+		ptrs      map[int32]int64
+		haveStore bool
+		err       error
+	)
+	if !havePrev || !j.own.onlyOurs(key.Topic, prevAt.Partition, prevAt.Offset+1) {
+		if stored, ptrs, err = j.storeState(ctx, key); err != nil {
+			return Position{}, err
+		}
+		haveStore = true
 	}
-	if !store.Accepts(stored.Exists, stored.SeqNr, stored.DeleteTo, h.From) ||
-		w.known && !store.Accepts(w.state.Exists, w.state.SeqNr, w.state.DeleteTo, h.From) {
+	if haveStore && !store.Accepts(stored.Exists, stored.SeqNr, stored.DeleteTo, h.From) ||
+		havePrev && !store.Accepts(prev.Exists, prev.SeqNr, prev.DeleteTo, h.From) {
 		// Probably a conflict: make sure, with a view up to a Mark, so that a
 		// refused Append is not written at all (a Purge since could make it
 		// right).
@@ -279,37 +296,65 @@ func (j *Journal) appendChecked(ctx context.Context, key Key, w *writer, h actio
 			return Position{}, err
 		}
 		v.close()
-		w.state, w.asOf, w.known = v.head, v.mark, true
+		prev, prevAt, havePrev = v.head, v.mark, true
+		w.state, w.asOf, w.known = prev, prevAt, true
 		if !store.Accepts(v.head.Exists, v.head.SeqNr, v.head.DeleteTo, h.From) {
 			return Position{}, &ConflictError{Key: key, From: h.From, To: h.To, SeqNr: v.head.Cur()}
 		}
-		stored, ptrs = v.stored, map[int32]int64{}
+		w.known = false
+		stored, ptrs, haveStore = v.stored, map[int32]int64{}, true
 		if v.hasPtr {
 			ptrs[v.mark.Partition] = v.ptr
 		}
 	}
-	prev, prevAt, havePrev := w.state, w.asOf, w.known
 	pos, err := j.produce(ctx, key, h, value, extra)
 	if err != nil {
 		return Position{}, err
 	}
-	w.known = false // until the fold below gives the state after the Append
-	// Fold the journal's actions from the newer base up to the Append, then
-	// the Append itself: the fold the replicator and every reader apply.
-	storeAt, hasStore := ptrs[pos.Partition]
-	if !hasStore {
-		storeAt = -1
-	}
-	base, baseAt := stored, storeAt
-	if havePrev && prevAt.Partition == pos.Partition && prevAt.Offset > storeAt && prevAt.Offset < pos.Offset {
+	// Fold the journal's actions from the base up to the Append, then the
+	// Append itself: the fold the replicator and every reader apply.
+	prevOK := havePrev && prevAt.Partition == pos.Partition && prevAt.Offset < pos.Offset
+	var (
+		acts   []headAction
+		local  bool
+		base   store.Head
+		baseAt int64
+	)
+	if prevOK {
 		base, baseAt = prev, prevAt.Offset
+		acts, local = j.own.actions(ctx, key.Topic, pos.Partition, key.ID, baseAt+1, pos.Offset)
 	}
-	acts, cached, err := j.headActions(ctx, key, pos, baseAt+1, storeAt+1)
-	if err != nil {
-		return pos, j.unverified(key, h, pos, err)
+	if !local {
+		if !haveStore {
+			if stored, ptrs, err = j.storeState(ctx, key); err != nil {
+				return pos, j.unverified(key, h, pos, err)
+			}
+		}
+		storeAt, hasStore := ptrs[pos.Partition]
+		if !hasStore {
+			storeAt = -1
+		}
+		switch {
+		case storeAt < pos.Offset && (!prevOK || storeAt > prevAt.Offset):
+			base, baseAt = stored, storeAt
+			acts, local = j.own.actions(ctx, key.Topic, pos.Partition, key.ID, baseAt+1, pos.Offset)
+		case !prevOK:
+			// No state before the Append (the topic grew partitions since the
+			// store's row was read).
+			return pos, j.unverified(key, h, pos, errors.New("no state of the journal before the append"))
+		}
+		if !local {
+			var cached bool
+			if acts, cached, err = j.headActions(ctx, key, pos, baseAt+1, max(0, min(storeAt+1, baseAt+1))); err != nil {
+				return pos, j.unverified(key, h, pos, err)
+			}
+			if !cached {
+				j.stats.checkReads.Add(1)
+			}
+		}
 	}
-	if !cached {
-		j.stats.checkReads.Add(1)
+	if local {
+		j.stats.checkLocal.Add(1)
 	}
 	head := base
 	for _, a := range acts {
@@ -657,7 +702,10 @@ func (j *Journal) produce(ctx context.Context, key Key, h action.Header, value [
 	if err != nil {
 		return Position{}, err
 	}
-	if err := j.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	j.own.start(rec.Topic)
+	err = j.client.ProduceSync(ctx, rec).FirstErr()
+	j.own.done(rec.Topic, err == nil, rec.Partition, rec.Offset, key.ID, h)
+	if err != nil {
 		switch {
 		case errors.Is(err, kerr.MessageTooLarge):
 			// Under the producer's limit (record checked it), so the broker's:

@@ -61,6 +61,9 @@ const (
 // Store is a relational journal store.
 type Store struct {
 	stmts map[stmtKey]*sql.Stmt // batch statements prepared at open
+	// Snapshot statements prepared on the read pool: meta, pointer,
+	// pointers, events.
+	rMeta, rPointer, rPointers, rEvents *sql.Stmt
 
 	d     dialect
 	name  string // "sqlite:PATH" or "postgres HOST/DB", for errors
@@ -113,6 +116,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8) // kept open: each Append and read takes a snapshot
 	s := newStore(sqlite, w, r, opts)
 	s.name = "sqlite:" + path
 	err = s.migrateSQLite(ctx)
@@ -455,6 +459,11 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	for _, st := range []*sql.Stmt{s.rMeta, s.rPointer, s.rPointers, s.rEvents} {
+		if st != nil {
+			st.Close()
+		}
+	}
 	err := s.write.Close()
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
@@ -480,17 +489,20 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 
 // Pointer implements store.Store.
 func (s *Store) Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error) {
-	return pointer(ctx, s.read, s.q.pointer, topic, partition)
+	return pointer(ctx, queryRow(s.read, s.q.pointer), topic, partition)
 }
 
-type queryer interface {
-	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+// rowFunc runs a one-row query with args.
+type rowFunc func(ctx context.Context, args ...any) *sql.Row
+
+// queryRow is a rowFunc of q on db.
+func queryRow(db *sql.DB, q string) rowFunc {
+	return func(ctx context.Context, args ...any) *sql.Row { return db.QueryRowContext(ctx, q, args...) }
 }
 
-func pointer(ctx context.Context, db queryer, q, topic string, partition int32) (int64, bool, error) {
+func pointer(ctx context.Context, row rowFunc, topic string, partition int32) (int64, bool, error) {
 	var off int64
-	err := db.QueryRowContext(ctx, q, topic, partition).Scan(&off)
+	err := row(ctx, topic, partition).Scan(&off)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -538,11 +550,11 @@ type snapshot struct {
 }
 
 func (r *snapshot) Pointer(ctx context.Context, topic string, partition int32) (int64, bool, error) {
-	return pointer(ctx, r.tx, r.s.q.pointer, topic, partition)
+	return pointer(ctx, r.tx.StmtContext(ctx, r.s.rPointer).QueryRowContext, topic, partition)
 }
 
 func (r *snapshot) Pointers(ctx context.Context, topic string) (map[int32]int64, error) {
-	rows, err := r.tx.QueryContext(ctx, r.s.q.pointers, topic)
+	rows, err := r.tx.StmtContext(ctx, r.s.rPointers).QueryContext(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("journal store: pointers %s: %w", topic, err)
 	}
@@ -562,11 +574,11 @@ func (r *snapshot) Pointers(ctx context.Context, topic string) (map[int32]int64,
 }
 
 func (r *snapshot) Meta(ctx context.Context, key store.Key) (store.Meta, bool, error) {
-	return meta(ctx, r.tx, r.s.q.meta, key)
+	return meta(ctx, r.tx.StmtContext(ctx, r.s.rMeta).QueryRowContext, key)
 }
 
 func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn func(store.Event) error) error {
-	rows, err := r.tx.QueryContext(ctx, r.s.q.events, key.Topic, key.ID, from)
+	rows, err := r.tx.StmtContext(ctx, r.s.rEvents).QueryContext(ctx, key.Topic, key.ID, from)
 	if err != nil {
 		return fmt.Errorf("journal store: events %s/%s: %w", key.Topic, key.ID, err)
 	}
@@ -661,8 +673,8 @@ func decodeTagsJSON(s string) ([]string, error) {
 	return out, nil
 }
 
-func meta(ctx context.Context, db queryer, q string, key store.Key) (store.Meta, bool, error) {
-	m, err := scanMeta(db.QueryRowContext(ctx, q, key.Topic, key.ID).Scan)
+func meta(ctx context.Context, row rowFunc, key store.Key) (store.Meta, bool, error) {
+	m, err := scanMeta(row(ctx, key.Topic, key.ID).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Meta{}, false, nil
 	}
@@ -741,6 +753,16 @@ func (t *sqlTx) query(ctx context.Context, k stmtKey, args []any) (*sql.Rows, er
 // prepare prepares the batch statements of every chunk size on the write
 // pool (outside any transaction: SQLite's pool has one connection).
 func (s *Store) prepare(ctx context.Context) error {
+	for _, x := range []struct {
+		st **sql.Stmt
+		q  string
+	}{{&s.rMeta, s.q.meta}, {&s.rPointer, s.q.pointer}, {&s.rPointers, s.q.pointers}, {&s.rEvents, s.q.events}} {
+		st, err := s.read.PrepareContext(ctx, x.q)
+		if err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		*x.st = st
+	}
 	s.stmts = map[stmtKey]*sql.Stmt{}
 	for _, n := range chunkSizes {
 		for k, q := range map[stmtKind]string{stmtMetas: s.metasQuery(n), stmtPutMetas: s.putMetasQuery(n), stmtInsertEvents: s.insertEventsQuery(n)} {
