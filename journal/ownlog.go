@@ -32,7 +32,7 @@ type ownLog struct {
 
 type ownPart struct {
 	ivs  []interval // offsets produced, merged, by lo
-	keys map[string][]headAction
+	keys map[string][]headAction // by offset
 	high int64 // the highest offset added
 	adds int   // since the last sweep of keys
 }
@@ -79,7 +79,13 @@ func (l *ownLog) done(topic string, ok bool, partition int32, offset int64, id s
 		if h.Kind == action.KindAppend {
 			h.Metadata = nil // only the range counts here
 		}
-		p.keys[id] = append(p.keys[id], headAction{offset: offset, header: h})
+		// Kept in offset order (acks can come out of order).
+		acts := p.keys[id]
+		i := len(acts)
+		for i > 0 && acts[i-1].offset > offset {
+			i--
+		}
+		p.keys[id] = slices.Insert(acts, i, headAction{offset: offset, header: h})
 	}
 	p.high = max(p.high, offset)
 	if p.adds++; p.adds >= ownWindow {
@@ -174,12 +180,14 @@ func (l *ownLog) actions(ctx context.Context, topic string, partition int32, id 
 		}
 		missing := p.missing(from, to)
 		if missing == 0 {
-			for _, a := range p.keys[id] {
-				if a.offset >= from && a.offset <= to {
-					acts = append(acts, a)
+			all := p.keys[id]
+			lo, _ := slices.BinarySearchFunc(all, from, func(a headAction, off int64) int { return cmp.Compare(a.offset, off) })
+			for _, a := range all[lo:] {
+				if a.offset > to {
+					break
 				}
+				acts = append(acts, a)
 			}
-			slices.SortFunc(acts, func(a, b headAction) int { return cmp.Compare(a.offset, b.offset) })
 			return acts, true
 		}
 		if missing > int64(l.inflight[topic]) {
