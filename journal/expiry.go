@@ -29,11 +29,18 @@ func (r *Replicator) PurgeExpired(ctx context.Context, j *Journal, now time.Time
 	return n, nil
 }
 
-// RunExpiry calls PurgeExpired every interval until ctx ends. A journal is
-// purged again only if it is still expired an interval later (the first
-// Purge not yet replicated, or lost).
+// DefaultExpiryInterval is how often RunExpiry looks for expired journals
+// when given 0 (streamd's [journal] expiry_interval default).
+const DefaultExpiryInterval = time.Minute
+
+// RunExpiry calls PurgeExpired every interval (0: DefaultExpiryInterval)
+// until ctx ends. A journal is purged again only if it is still expired an
+// interval later (the first Purge not yet replicated, or lost).
 func (r *Replicator) RunExpiry(ctx context.Context, j *Journal, every time.Duration) error {
-	if every <= 0 {
+	if every == 0 {
+		every = DefaultExpiryInterval
+	}
+	if every < 0 {
 		return fmt.Errorf("journal expiry: interval %v must be > 0", every)
 	}
 	t := time.NewTicker(every)

@@ -79,7 +79,9 @@ func Handler(j *Journal) http.Handler {
 		evs, err := decodeEvents(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d MiB, the limit of one Append (which must also fit one Kafka record, 1,000,012 bytes by default): split the events over several requests", MaxBodyBytes>>20))
+			// The limit is MaxBodyBytes, or a lower one of the server around
+			// the handler (streamd's admin max_body_bytes).
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %s, the limit of one request (an Append must also fit one Kafka record, 1,000,012 bytes by default): split the events over several requests", byteSize(mbe.Limit)))
 			return
 		}
 		if err != nil {
@@ -125,6 +127,15 @@ func Handler(j *Journal) http.Handler {
 // MaxBodyBytes is the largest request body the HTTP API reads (an Append's
 // events); a larger one is refused whole with 413.
 const MaxBodyBytes = 64 << 20
+
+// byteSize writes n as "64 MiB" when it is a whole number of MiB, else
+// "N bytes".
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // decodeEvents reads JSON-lines events (a JSON array is accepted too).
 func decodeEvents(r io.Reader) ([]Event, error) {

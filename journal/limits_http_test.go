@@ -172,3 +172,20 @@ func TestHandlerUnknownTopic(t *testing.T) {
 		t.Fatalf("topic %s was created by the requests", missing)
 	}
 }
+
+// A lower body limit of the server around the handler (streamd's admin
+// max_body_bytes) is the one the 413 names.
+func TestHandlerBodyOverServerLimit(t *testing.T) {
+	h := newHarness(t, 1)
+	inner := Handler(h.j)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1000)
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	status, b := httpDo(t, srv, "POST", "/journal/"+h.topic+"/x", strings.NewReader(`{"seqNr":1,"payload":"`+strings.Repeat("x", 2000)+`"}`))
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("POST of 2 kB under a 1000-byte server limit: %d %s", status, b)
+	}
+	jsonError(t, "413", b, "1000 bytes")
+}
