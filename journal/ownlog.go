@@ -31,10 +31,10 @@ type ownLog struct {
 }
 
 type ownPart struct {
-	ivs  []interval // offsets produced, merged, by lo
+	ivs  []interval              // offsets produced, merged, by lo
 	keys map[string][]headAction // by offset
-	high int64 // the highest offset added
-	adds int   // since the last sweep of keys
+	high int64                   // the highest offset added
+	adds int                     // since the last sweep of keys
 }
 
 // interval is the offsets lo..hi (inclusive).
