@@ -466,3 +466,39 @@ func TestProtoSerializedDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStageKeys: part = "key" decodes and encodes keys and leaves values
+// alone; a null key passes.
+func TestStageKeys(t *testing.T) {
+	_, cl := fakeRegistry(t)
+	ctx := context.Background()
+	keySchema := `{"type":"record","name":"Key","fields":[{"name":"id","type":"long"}]}`
+	enc := newStage(t, cl, Config{Mode: Encode, Key: true, Schema: &sr.Schema{Schema: keySchema}, AutoRegister: true})
+	in := []record.Record{{Topic: "orders", Key: []byte(`{"id":7}`), Value: []byte("v")}, {Topic: "orders", Value: []byte("w")}}
+	res, err := enc.Transform(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := one(t, res, 0)
+	if id, _, err := ParseFrame(r.Key); err != nil || string(r.Value) != "v" {
+		t.Fatalf("key %x (id %d, %v), value %q", r.Key, id, err, r.Value)
+	}
+	if ss, err := cl.SchemaByVersion(ctx, "orders-key", -1); err != nil || ss.Schema.Schema == "" {
+		t.Fatalf("subject orders-key: %v", err)
+	}
+	if r1 := one(t, res, 1); r1.Key != nil {
+		t.Fatalf("null key became %q", r1.Key)
+	}
+	out, err := newStage(t, cl, Config{Key: true}).Transform(ctx, []record.Record{r, one(t, res, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := one(t, out, 0); string(k.Key) != `{"id":7}` || string(k.Value) != "v" {
+		t.Fatalf("decoded key %q value %q", k.Key, k.Value)
+	}
+	// A value stage does not touch the framed key.
+	v, err := newStage(t, cl, Config{}).Transform(ctx, []record.Record{{Key: r.Key}})
+	if err != nil || string(one(t, v, 0).Key) != string(r.Key) {
+		t.Fatalf("value stage on a null value: %v", err)
+	}
+}
