@@ -229,10 +229,14 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 		if s.Fluid != nil {
 			return a.newFluidSource(pc, log)
 		}
+		instanceID, instanceDir := s.InstanceID, ""
+		if instanceID == config.AutoInstanceID {
+			instanceID, instanceDir = "", filepath.Join(a.cfg.DataDir, "instances")
+		}
 		return kafka.NewSource(kafka.SourceConfig{
 			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topics: s.Topics, Group: s.Group,
 			Latest: s.Start == "latest", Partitions: a.cfg.Kafka.Partitions, Logger: log,
-			InstanceID: s.InstanceID, SessionTimeout: s.SessionTimeout.Duration,
+			InstanceID: instanceID, InstanceDir: instanceDir, SessionTimeout: s.SessionTimeout.Duration,
 		})
 	case "generate":
 		return pipeline.NewGenerateSource(s.Rate, s.Count, s.Keys), nil

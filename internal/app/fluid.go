@@ -103,7 +103,7 @@ func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.So
 		return nil, errors.New("a fluid consumer reads exactly one topic")
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Kafka.Brokers...), kgo.ClientID(a.cfg.Kafka.ClientID)}
-	if s.InstanceID != "" {
+	if s.InstanceID != "" && s.InstanceID != config.AutoInstanceID { // auto: not for fluid consumers yet
 		kopts = append(kopts, kgo.InstanceID(s.InstanceID))
 	}
 	if s.SessionTimeout.Duration > 0 {

@@ -112,6 +112,10 @@ type Pipeline struct {
 	StallTimeout *Duration `toml:"stall_timeout"`
 }
 
+// AutoInstanceID is the instance_id that asks for a generated static
+// instance ID kept under data_dir (the default).
+const AutoInstanceID = "auto"
+
 // Source is where a pipeline reads.
 type Source struct {
 	Type string `toml:"type"` // kafka | generate | file
@@ -120,8 +124,12 @@ type Source struct {
 	Topics []string `toml:"topics"`
 	Group  string   `toml:"group"`
 	Start  string   `toml:"start"` // earliest | latest (default earliest)
-	// InstanceID makes this a static group member: a restarted process
-	// takes its partitions back at once instead of after session_timeout.
+	// InstanceID makes this a static group member (KIP-345), so that a
+	// restarted process takes its partitions back at once instead of
+	// after session_timeout. "auto" (the default): an ID generated once
+	// and kept under <data_dir>/instances, one per live process (a second
+	// process with the same data_dir gets another); "" (set explicitly):
+	// a dynamic member; anything else: that ID.
 	InstanceID string `toml:"instance_id"`
 	// SessionTimeout is how long the group waits for a silent member
 	// (default 45s).

@@ -103,6 +103,9 @@ func (c *Config) setDefaults() {
 			if unset(at + "source.start") {
 				p.Source.Start = "earliest"
 			}
+			if unset(at + "source.instance_id") {
+				p.Source.InstanceID = AutoInstanceID
+			}
 			if unset(at + "source.session_timeout") {
 				p.Source.SessionTimeout.Duration = kafka.DefaultSessionTimeout
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,7 +43,13 @@ type partState struct {
 // unreachable or frozen. Partitions lost with the group session stay in
 // the lag, unknown, until the group assigns partitions again.
 type Source struct {
-	cl          *kgo.Client
+	cl          *kgo.Client // set once by Ready; see client
+	clp         atomic.Pointer[kgo.Client]
+	opts        []kgo.Opt
+	group       string
+	instanceID  string
+	instanceDir string
+	release     func()
 	topics      []string
 	partitions  int32
 	latest      bool
@@ -73,8 +80,14 @@ type SourceConfig struct {
 	// Partitions is the partition count of topics created on demand.
 	Partitions int32
 	Logger     *slog.Logger
-	// InstanceID makes the member static (KIP-345).
+	// InstanceID makes the member static (KIP-345) with this ID.
 	InstanceID string
+	// InstanceDir, when InstanceID is empty, makes the member static with
+	// an ID claimed under this directory at Ready (ClaimInstanceID): a
+	// restarted process takes its partitions back at once, and processes
+	// sharing the directory get different IDs. If no ID can be claimed
+	// the member is dynamic (a warning says why).
+	InstanceDir string
 	// SessionTimeout overrides the group session timeout.
 	SessionTimeout time.Duration
 	// LagInterval is how often the end offsets of the assigned partitions
@@ -114,25 +127,72 @@ func NewSource(c SourceConfig) (*Source, error) {
 		kgo.FetchMaxWait(100e6), // 100ms: low latency when topics are quiet
 		kgo.WithHooks(s.watch),
 	}
-	if c.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(c.InstanceID))
-	}
 	if c.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout))
 	}
-	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
+	s.opts = append(opts, c.Opts...)
+	s.group, s.instanceID, s.instanceDir = c.Group, c.InstanceID, c.InstanceDir
+	if s.instanceDir == "" {
+		// No slot to claim: the client can exist now, and so validate the
+		// options at once.
+		if err := s.connect(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// connect creates the client, claiming an instance ID first if asked to.
+func (s *Source) connect() error {
+	if s.client() != nil {
+		return nil
+	}
+	opts := s.opts
+	if s.instanceID == "" && s.instanceDir != "" {
+		id, release, err := ClaimInstanceID(s.instanceDir, s.group)
+		if err != nil {
+			s.log.Warn("no static instance id: a restart waits the session timeout for its partitions", "dir", s.instanceDir, "err", err)
+		} else {
+			s.instanceID, s.release = id, release
+			s.log.Info("static group member", "group", s.group, "instance_id", id)
+		}
+	}
+	if s.instanceID != "" {
+		opts = append(opts[:len(opts):len(opts)], kgo.InstanceID(s.instanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		if s.release != nil {
+			s.release()
+			s.release = nil
+		}
+		return err
 	}
 	s.cl = cl
+	s.clp.Store(cl)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLag, s.lagDone = cancel, make(chan struct{})
 	go s.pollLag(ctx)
-	return s, nil
+	return nil
+}
+
+// client is the franz-go client, nil before Ready created it.
+func (s *Source) client() *kgo.Client { return s.clp.Load() }
+
+// InstanceID returns the static instance ID the source uses, if any
+// (claimed at Ready when SourceConfig.InstanceDir is set).
+func (s *Source) InstanceID() string {
+	if s.client() == nil {
+		return ""
+	}
+	return s.instanceID
 }
 
 // Ready implements pipeline.Readier: the brokers answer and the topics exist.
 func (s *Source) Ready(ctx context.Context) error {
+	if err := s.connect(); err != nil {
+		return err
+	}
 	if err := s.cl.Ping(ctx); err != nil {
 		return err
 	}
@@ -393,8 +453,8 @@ func (s *Source) Lag() pipeline.LagMap {
 	}
 	s.mu.Unlock()
 	var committed map[string]map[int32]kgo.EpochOffset
-	if needCommitted {
-		committed = s.cl.CommittedOffsets() // not under s.mu: franz-go may hold its lock while it calls our callbacks
+	if cl := s.client(); needCommitted && cl != nil {
+		committed = cl.CommittedOffsets() // not under s.mu: franz-go may hold its lock while it calls our callbacks
 	}
 	for _, sn := range snaps {
 		key := sn.k.topic + "/" + strconv.Itoa(int(sn.k.partition))
@@ -502,15 +562,35 @@ func (s *Source) Condition() error {
 // for as long as its own retry timeout.
 const closeTimeout = 5 * time.Second
 
-// Close implements pipeline.Source: it leaves the group (within 5 s) and
+// Close implements pipeline.Source: it leaves the group (within 5 s),
+// a static member too, so that its partitions move to the other members
+// at once (franz-go's Close does not leave for a static member), and
 // closes the client.
 func (s *Source) Close() {
+	cl := s.client()
+	if cl == nil {
+		return
+	}
 	s.stopLag()
 	<-s.lagDone
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if err := s.cl.LeaveGroupContext(ctx); err != nil {
+	// Stops the group session (revoking and committing what was
+	// acknowledged) without a leave request for a static member...
+	if err := cl.LeaveGroupContext(ctx); err != nil {
 		s.log.Warn("leaving the group failed; closing anyway", "err", err)
+	} else if s.instanceID != "" {
+		// ...which leaves by instance ID here, as an admin would.
+		resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.group).InstanceIDs(s.instanceID).Reason("streamd shutting down"))
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+			s.log.Warn("leaving the group as a static member failed; its partitions move after the session timeout", "instance_id", s.instanceID, "err", err)
+		}
 	}
-	s.cl.Close()
+	cl.Close()
+	if s.release != nil {
+		s.release()
+	}
 }
