@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -500,5 +502,69 @@ func TestStageKeys(t *testing.T) {
 	v, err := newStage(t, cl, Config{}).Transform(ctx, []record.Record{{Key: r.Key}})
 	if err != nil || string(one(t, v, 0).Key) != string(r.Key) {
 		t.Fatalf("value stage on a null value: %v", err)
+	}
+}
+
+// TestStageConcurrent: pipeline workers call one stage at once, from a
+// cold cache (run with -race).
+func TestStageConcurrent(t *testing.T) {
+	f, cl := fakeRegistry(t)
+	ctx := context.Background()
+	var ids []int
+	for v := 0; v < 4; v++ {
+		s := strings.Replace(orderV1, `"default":null}`, fmt.Sprintf(`"default":null},{"name":"f%d","type":"int","default":%d}`, v, v), 1)
+		id, _, err := f.RegisterSchema("orders-value", sr.Schema{Schema: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	dec := newStage(t, cl, Config{})
+	enc := newStage(t, cl, Config{Mode: Encode, Subject: "orders-value", Version: 2})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]record.Record, 64)
+			for i := range batch {
+				v := append(AppendFrame(nil, ids[(i+w)%4]), 0x06, 'o', '-', '1', 0x02, 0x04, 0x00, byte(2*((i+w)%4)))
+				batch[i] = record.Record{Topic: "orders", Value: v}
+			}
+			for round := 0; round < 20; round++ {
+				res, err := dec.Transform(ctx, batch)
+				if err != nil {
+					errs <- err
+					return
+				}
+				js := make([]record.Record, len(res))
+				for i := range res {
+					if res[i].Err != nil {
+						errs <- res[i].Err
+						return
+					}
+					js[i] = res[i].Records[0]
+				}
+				res, err = enc.Transform(ctx, js)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range res {
+					// Version 2 has field f1: records of the other versions
+					// lack it (its default fills it) or carry one it lacks.
+					if res[i].Err != nil && !strings.Contains(res[i].Err.Error(), "is not in record") {
+						errs <- res[i].Err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
