@@ -775,19 +775,33 @@ func (j *Journal) checkTopic(ctx context.Context, key Key) error {
 	if t, ok := j.topics.Load(key.Topic); ok && time.Since(t.(time.Time)) < topicCheckTTL {
 		return nil
 	}
-	topics, err := kadm.NewClient(j.client).ListTopics(ctx, key.Topic)
-	if err != nil {
-		return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, err)
+	// A topic created a moment ago can be unknown to the broker answering
+	// for a little while: ask again twice before saying it does not exist.
+	for wait := time.Duration(0); ; wait = max(100*time.Millisecond, 3*wait) {
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, ctx.Err())
+			}
+		}
+		topics, err := kadm.NewClient(j.client).ListTopics(ctx, key.Topic)
+		if err != nil {
+			return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, err)
+		}
+		d, ok := topics[key.Topic]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			if wait < 300*time.Millisecond {
+				continue
+			}
+			return fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics: create it with the partition count it keeps for good): %w", key, key.Topic, ErrUnknownTopic)
+		case d.Err != nil:
+			return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, d.Err)
+		}
+		j.topics.Store(key.Topic, time.Now())
+		return nil
 	}
-	d, ok := topics[key.Topic]
-	switch {
-	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics: create it with the partition count it keeps for good): %w", key, key.Topic, ErrUnknownTopic)
-	case d.Err != nil:
-		return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, d.Err)
-	}
-	j.topics.Store(key.Topic, time.Now())
-	return nil
 }
 
 func randomID() string {
