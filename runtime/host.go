@@ -158,14 +158,25 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	if opts.Timeout >= 0 {
 		code, fueled = h.instrument(bin, sum, opts.CacheDir, logger)
 	}
+	// wazero's own memory limit is the most Wasm allows: the cap is
+	// enforced by each instance's memory (guestMemory), which so learns
+	// that a growth was refused and why, and the initial memory is checked
+	// here, so that either names max_memory_pages.
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(maxPages).
+		WithMemoryLimitPages(65536).
 		WithCloseOnContextDone(opts.Timeout >= 0 && !fueled)
 	rt, cm, err := h.compile(ctx, rc, code, opts.CacheDir, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}
-	m, err := newModule(ctx, rt, name, cm, fueled, opts)
+	for _, mem := range cm.ExportedMemories() {
+		if mem.Min() > maxPages {
+			rt.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("%s: %w: the module's initial memory is %s, more than %s; raise max_memory_pages, or make the module start smaller",
+				name, plugins.ErrMemoryLimit, pagesText(mem.Min()), limitText(maxPages))
+		}
+	}
+	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, opts)
 	if err != nil {
 		rt.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -375,6 +386,32 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// pagesText says how much n pages of Wasm memory are: "300 pages (18.8 MiB)".
+func pagesText(n uint32) string {
+	unit := "pages"
+	if n == 1 {
+		unit = "page"
+	}
+	return fmt.Sprintf("%d %s (%s)", n, unit, bytesText(uint64(n)*65536))
+}
+
+// limitText names a memory cap: "max_memory_pages = 256 (16 MiB)".
+func limitText(n uint32) string {
+	return fmt.Sprintf("max_memory_pages = %d (%s)", n, bytesText(uint64(n)*65536))
+}
+
+// bytesText writes b in KiB, MiB or GiB with at most one decimal.
+func bytesText(b uint64) string {
+	f, unit := float64(b)/(1<<10), "KiB"
+	switch {
+	case b >= 1<<30:
+		f, unit = float64(b)/(1<<30), "GiB"
+	case b >= 1<<20:
+		f, unit = float64(b)/(1<<20), "MiB"
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0") + " " + unit
 }
 
 func poolSize(n int) int {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -65,6 +67,7 @@ type Module struct {
 	modCfg   wazero.ModuleConfig
 	config   []byte // init config JSON
 	timeout  time.Duration
+	maxPages uint32       // max_memory_pages, enforced by guestMemory
 	fueled   bool         // instrumented by runtime/internal/fuel
 	dirs     []*rootfs.FS // granted directories, closed with the module
 	clock    bool         // the clock grant: real clocks and sleeps
@@ -85,13 +88,16 @@ type instance struct {
 	fnBuffer, fnManifest, fnInit, fnProc api.Function
 	bufAddr, bufSize                     uint32
 	stack                                [1]uint64
-	out                                  *logWriter
+	out                                  *logWriter // guest stdout
+	errOut                               *logWriter // guest stderr, kept per call for errors (guestSaid)
+	memory                               *guestMemory
 
 	// reply is the reply of the current call, a copy of guest memory in
 	// replyBuf, which every call of the instance reuses: it is valid until
 	// the next call (the result decoder copies what it keeps).
 	reply, replyBuf []byte
 	replyErr        error
+	replied         bool // reply was called during the current call
 
 	// ctx is the context of every call: it carries the instance to the host
 	// functions and is never done. The call timeout (timer) sets timedOut,
@@ -114,13 +120,14 @@ type instance struct {
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, opts plugins.Options) (_ *Module, err error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, maxPages uint32, opts plugins.Options) (_ *Module, err error) {
 	m := &Module{
-		name:    name,
-		fueled:  fueled,
-		rt:      rt,
-		timeout: opts.Timeout,
-		base:    discardLogger(opts.Logger),
+		name:     name,
+		fueled:   fueled,
+		rt:       rt,
+		timeout:  opts.Timeout,
+		maxPages: maxPages,
+		base:     discardLogger(opts.Logger),
 	}
 	m.logger = m.base.With("plugin", name)
 	if m.timeout == 0 {
@@ -333,13 +340,14 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if m.manifest.Name != "" {
 		name = m.manifest.Name
 	}
-	inst := &instance{m: m, out: &logWriter{logger: m.logger}, wake: make(chan struct{}, 1)}
+	inst := &instance{m: m, out: &logWriter{logger: m.logger}, errOut: &logWriter{logger: m.logger, keep: true},
+		memory: &guestMemory{limit: uint64(m.maxPages) * 65536}, wake: make(chan struct{}, 1)}
 	inst.ctx = context.WithValue(context.Background(), instKey{}, inst)
-	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.out)
+	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.errOut)
 	if m.clock {
 		cfg = cfg.WithNanosleep(inst.sleep)
 	}
-	ictx := context.WithValue(ctx, instKey{}, inst)
+	ictx := experimental.WithMemoryAllocator(context.WithValue(ctx, instKey{}, inst), inst.memory)
 	if m.timeout > 0 {
 		var cancel context.CancelFunc
 		ictx, cancel = context.WithTimeout(ictx, m.timeout)
@@ -347,7 +355,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: instantiate: %w", name, callErr(ictx, err, m.timeout))
+		return nil, fmt.Errorf("%s: instantiate: %w", name, inst.failure(err, errors.Is(ictx.Err(), context.DeadlineExceeded)))
 	}
 	inst.mod = mod
 	inst.timer = time.AfterFunc(time.Hour, func() {
@@ -378,8 +386,12 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	// Manifest.
 	status, reply, err := inst.call(ctx, inst.fnManifest, 0)
-	if err == nil && status != abi.StatusOK {
+	switch {
+	case err != nil:
+	case status != abi.StatusOK:
 		err = fmt.Errorf("status %d: %s", status, reply)
+	case !inst.replied:
+		err = errors.New("the guest returned OK without calling reply (the manifest is the reply, docs/abi.md section 5)")
 	}
 	if err != nil {
 		inst.close(ctx)
@@ -461,6 +473,7 @@ func importsClock(cm wazero.CompiledModule) bool {
 func (inst *instance) close(ctx context.Context) {
 	inst.timer.Stop()
 	inst.out.flush()
+	inst.errOut.flush()
 	inst.mod.Close(ctx)
 }
 
@@ -484,6 +497,8 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 	// one (the timer, cancelFn) also failed that call, and a failed
 	// instance is not used again.
 	inst.sleepCut = false
+	inst.memory.refused = 0
+	inst.errOut.kept = inst.errOut.kept[:0]
 	inst.timer.Reset(inst.m.timeout)
 	err := fn.CallWithStack(inst.ctx, inst.stack[:])
 	fired := !inst.timer.Stop()
@@ -505,12 +520,37 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 	}
 	switch {
 	case err == nil:
-	case inst.timedOut.Load():
-		err = fmt.Errorf("timed out after %v: %w", inst.m.timeout, err)
-	case inst.canceled.Load():
+	case inst.canceled.Load() && !inst.timedOut.Load():
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	default:
+		err = inst.failure(err, inst.timedOut.Load())
 	}
 	return err
+}
+
+// failure says why a call of the guest failed with err, wrapping the
+// plugins error of its kind: plugins.ErrTimeout when it ran out of time,
+// plugins.ErrMemoryLimit when a memory growth was refused during it (the
+// guest then usually traps), and plugins.ErrTrap otherwise, with what the
+// guest wrote to stderr that explains it (a panic message) first.
+func (inst *instance) failure(err error, timedOut bool) error {
+	if timedOut {
+		return fmt.Errorf("%w after %v: %w", plugins.ErrTimeout, inst.m.timeout, err)
+	}
+	if mem := inst.memory; mem.refused != 0 {
+		asked := uint32((mem.refused - uint64(len(mem.buf)) + 65535) / 65536)
+		return fmt.Errorf("%w: the guest asked for %d more %s with %s in use, more than %s allows: %w",
+			plugins.ErrMemoryLimit, asked, strings.TrimPrefix(pagesText(asked), strconv.Itoa(int(asked))+" "),
+			pagesText(uint32(len(mem.buf)/65536)), limitText(inst.m.maxPages), err)
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		err = fmt.Errorf("the guest exited with code %d (%w)", exit.ExitCode(), err)
+	}
+	if said := guestSaid(inst.errOut.kept); said != "" {
+		return fmt.Errorf("%w: %s: %w", plugins.ErrTrap, said, err)
+	}
+	return fmt.Errorf("%w: %w", plugins.ErrTrap, err)
 }
 
 // input makes room for n bytes in the guest's input buffer and lets fill
@@ -523,7 +563,11 @@ func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) er
 		}
 		addr := uint32(inst.stack[0])
 		if addr == 0 {
-			return fmt.Errorf("%w: streamd_buffer(%d): the guest could not provide the room (ERR_INTERNAL)", ErrBatch, n)
+			err := fmt.Errorf("streamd_buffer(%d): the guest could not provide the room (ERR_INTERNAL)", n)
+			if inst.memory.refused != 0 {
+				err = inst.failure(err, false)
+			}
+			return fmt.Errorf("%w: %w", ErrBatch, err)
 		}
 		inst.bufAddr, inst.bufSize = addr, max(n, 1)
 	}
@@ -542,7 +586,7 @@ func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) er
 //
 // The reply is valid until the next call of the instance.
 func (inst *instance) call(ctx context.Context, fn api.Function, arg uint32) (uint32, []byte, error) {
-	inst.reply, inst.replyErr = nil, nil
+	inst.reply, inst.replyErr, inst.replied = nil, nil, false
 	if cap(inst.replyBuf) > maxKeptReply {
 		inst.replyBuf = nil // one huge reply does not pin its buffer forever
 	}
@@ -598,6 +642,11 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
+	if status != abi.StatusOK && status != abi.StatusUnsupported && inst.memory.refused != 0 {
+		// The guest failed the call after a refused growth: that is why.
+		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch,
+			inst.failure(fmt.Errorf("status %d: %s", status, reply), false))
+	}
 	switch status {
 	case abi.StatusOK:
 	case abi.StatusBatch:
@@ -609,6 +658,10 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	default:
 		return nil, fmt.Errorf("plugin %s: %s: %w: unknown status %d: %s", m.manifest.Name, op, ErrBatch, status, reply)
 	}
+	if !inst.replied {
+		return nil, fmt.Errorf("plugin %s: %s: %w: the guest returned OK without calling reply (a result batch has one entry per record, docs/abi.md section 8)",
+			m.manifest.Name, op, ErrBatch)
+	}
 	res, err := abi.DecodeResult(reply, recs, inst.reject)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch, err)
@@ -618,14 +671,6 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 
 func (inst *instance) reject(reason string) error {
 	return &RejectError{Plugin: inst.m.manifest.Name, Reason: reason}
-}
-
-// callErr describes an error from a guest call, naming a timeout as such.
-func callErr(ctx context.Context, err error, timeout time.Duration) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("timed out after %v: %w", timeout, err)
-	}
-	return err
 }
 
 func instFrom(ctx context.Context) *instance {
@@ -688,6 +733,7 @@ func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	inst.replyBuf = append(inst.replyBuf[:0], b...)
 	inst.reply = inst.replyBuf
+	inst.replied = true
 }
 
 // hostLog implements streamd.log(level, ptr, len).
@@ -712,15 +758,30 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		lv = slog.LevelError
 	}
 	inst.m.logger.Log(ctx, lv, string(b))
+	if lv >= slog.LevelError { // an error log line may say why the call fails (guestSaid)
+		if w := inst.errOut; len(w.kept) < maxKept {
+			w.kept = append(append(w.kept, b[:min(len(b), maxKept-len(w.kept))]...), '\n')
+		}
+	}
 }
 
 // logWriter turns guest stdout/stderr into log lines.
 type logWriter struct {
 	logger *slog.Logger
 	buf    []byte
+	// keep: also keep what the current call wrote (up to maxKept bytes)
+	// in kept, so that a failure can say what the guest said (guestSaid).
+	keep bool
+	kept []byte
 }
 
+// maxKept bounds what a logWriter keeps of one call's output.
+const maxKept = 64 << 10
+
 func (w *logWriter) Write(p []byte) (int, error) {
+	if w.keep && len(w.kept) < maxKept {
+		w.kept = append(w.kept, p[:min(len(p), maxKept-len(w.kept))]...)
+	}
 	w.buf = append(w.buf, p...)
 	for {
 		i := bytes.IndexByte(w.buf, '\n')
@@ -742,3 +803,79 @@ func (w *logWriter) flush() {
 		w.buf = nil
 	}
 }
+
+// guestSaid picks out of what a guest wrote to stderr during a failed call
+// the line that says why: a Rust panic ("thread '...' panicked at ..." and,
+// since Rust 1.73, the message on the lines after it), a Go panic or fatal
+// error ("panic: ...", "fatal error: ..."), an AssemblyScript abort
+// ("abort: ..."), or else the last line written. At most 1 KiB.
+func guestSaid(out []byte) string {
+	lines := strings.Split(strings.ReplaceAll(string(out), "\r\n", "\n"), "\n")
+	said := ""
+	for i, l := range lines {
+		switch {
+		case strings.Contains(l, "panicked at "):
+			said = l
+			if strings.HasSuffix(l, ":") { // Rust >= 1.73: the message follows
+				for _, m := range lines[i+1:] {
+					if m == "" || strings.HasPrefix(m, "note: ") || strings.HasPrefix(m, "stack backtrace:") {
+						break
+					}
+					said += " " + m
+				}
+			}
+		case strings.HasPrefix(l, "panic: "), strings.HasPrefix(l, "fatal error: "), strings.HasPrefix(l, "abort: "):
+			said = l
+		default:
+			continue
+		}
+		break
+	}
+	if said == "" {
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := strings.TrimSpace(lines[i]); l != "" {
+				said = "the guest wrote to stderr: " + l
+				break
+			}
+		}
+	}
+	if len(said) > 1024 {
+		said = said[:1021] + "..."
+	}
+	return strings.ToValidUTF8(said, "\ufffd")
+}
+
+// guestMemory is an instance's linear memory (wazero's
+// experimental.LinearMemory). It enforces max_memory_pages itself (wazero's
+// own limit is set to the most Wasm allows), so that it knows when it
+// refused a growth and the error can say so.
+type guestMemory struct {
+	buf     []byte
+	limit   uint64 // bytes
+	refused uint64 // the size in bytes of the growth refused in the current call, 0 if none
+}
+
+// Allocate implements experimental.MemoryAllocator.
+func (g *guestMemory) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	g.limit = min(g.limit, maxBytes)
+	g.buf = make([]byte, 0, min(capacity, g.limit))
+	return g
+}
+
+// Reallocate implements experimental.LinearMemory: it grows the memory to
+// size bytes, or returns nil (memory.grow returns -1) above the limit.
+func (g *guestMemory) Reallocate(size uint64) []byte {
+	if size > g.limit {
+		g.refused = size
+		return nil
+	}
+	if size <= uint64(cap(g.buf)) {
+		g.buf = g.buf[:size]
+	} else {
+		g.buf = append(g.buf, make([]byte, size-uint64(len(g.buf)))...)
+	}
+	return g.buf
+}
+
+// Free implements experimental.LinearMemory.
+func (g *guestMemory) Free() { g.buf = nil }

@@ -394,8 +394,8 @@ func TestCallTimeout(t *testing.T) {
 	p, s := openTest(t, "transform", map[string]any{"sleep_ms": 400}, func(o *plugins.Options) { o.Timeout = 100 * time.Millisecond })
 	pid := s.pid()
 	_, err := p.(plugins.Transformer).Transform(context.Background(), []record.Record{rec("a")})
-	if err == nil || !strings.Contains(err.Error(), "no answer within 100ms") {
-		t.Fatalf("transform: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "no answer within 100ms") || !errors.Is(err, plugins.ErrTimeout) {
+		t.Fatalf("transform: %v (want plugins.ErrTimeout)", err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	if !processGone(pid) {

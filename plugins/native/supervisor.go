@@ -325,7 +325,7 @@ func (s *supervisor) process(ctx context.Context, op pluginv1.Op, recs []*plugin
 			// The process is stuck: throw it away; the batch fails.
 			s.stopProc()
 			s.crashed(err)
-			return nil, fmt.Errorf("native plugin %s: %s: no answer within %s: %w", s.name(), op, s.opts.Timeout, err)
+			return nil, fmt.Errorf("native plugin %s: %s: %w: no answer within %s: %w", s.name(), op, plugins.ErrTimeout, s.opts.Timeout, err)
 		case code == codes.Unimplemented:
 			return nil, fmt.Errorf("native plugin %s: does not serve op %s: %s", s.name(), op, status.Convert(err).Message())
 		default:

@@ -4,6 +4,9 @@
 ;;   t  trap (unreachable) in streamd_process
 ;;   l  loop forever in streamd_process (cut by the call timeout)
 ;;   m  grow memory one page at a time until it fails, then trap
+;;   h  grow memory by 1000 pages (62.5 MiB) at once; if that fails, trap
+;;   e  return OK without calling reply
+;;   p  write a Rust-style panic message to stderr, then trap
 ;;   g  reply a malformed result batch (count 7, nothing else)
 ;;   s  reply a result whose record lengths run past the end
 ;;   b  return ERR_BATCH with a message
@@ -14,6 +17,7 @@
 ;; Any other config (or none) behaves like k.
 (module
   (import "streamd" "reply" (func $reply (param i32 i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
   (global $mode (mut i32) (i32.const 107)) ;; 'k'
   (func (export "streamd_abi_v1"))
@@ -28,6 +32,9 @@
   (data (i32.const 130) "whole batch failed")
   (data (i32.const 160) "\07\00\00\00")
   (data (i32.const 170) "\01\00\00\00\00\00\00\00\01\00\00\00\ff\ff\00\00")
+  ;; iovec {ptr 300, len 101} at 200, then the message at 300
+  (data (i32.const 200) "\2c\01\00\00\65\00\00\00")
+  (data (i32.const 300) "thread '<unnamed>' panicked at 'boom: no order_id', src/lib.rs:5:9\nnote: run with `RUST_BACKTRACE=1`\n")
   (func (export "streamd_manifest") (result i32)
     (call $reply (i32.const 0) (i32.const 65)) (i32.const 0))
   (func (export "streamd_init") (param $len i32) (result i32)
@@ -49,6 +56,15 @@
         (block $full (loop $grow
           (br_if $full (i32.eq (memory.grow (i32.const 1)) (i32.const -1)))
           (br $grow)))
+        unreachable))
+    (if (i32.eq (local.get $m) (i32.const 104)) ;; 'h'
+      (then
+        (if (i32.eq (memory.grow (i32.const 1000)) (i32.const -1)) (then unreachable))))
+    (if (i32.eq (local.get $m) (i32.const 101)) ;; 'e'
+      (then (return (i32.const 0))))
+    (if (i32.eq (local.get $m) (i32.const 112)) ;; 'p'
+      (then
+        (drop (call $fd_write (i32.const 2) (i32.const 200) (i32.const 1) (i32.const 208)))
         unreachable))
     (if (i32.eq (local.get $m) (i32.const 103)) ;; 'g'
       (then

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Version numbers the rewrite: it changes whenever Instrument's output for
 // the same input does, so that caches of instrumented modules can key on it.
-const Version = 2
+const Version = 3
 
 // ErrUnsupported is wrapped by Instrument's errors for modules that use an
 // encoding it does not know (an opcode or section entry of a proposal it
@@ -87,6 +88,12 @@ type rewriter struct {
 	out         []byte
 	dataCount   bool // a data count section: segments are named by index
 	memImported bool // memory is imported: its initial bytes are unknown
+
+	// For the names of functions the module does not name (see names):
+	exports   map[uint32]string // new function index -> its first export name
+	defined   uint32            // functions defined in the module (code section)
+	codeSeen  bool
+	namesDone bool // a name section with function names was written
 }
 
 func (w *rewriter) run(bin []byte) ([]byte, error) {
@@ -150,6 +157,12 @@ func (w *rewriter) run(bin []byte) ([]byte, error) {
 		}
 	}
 	w.insertMissing(len(rank) + 1)
+	if !w.namesDone && w.codeSeen && w.defined > 0 {
+		// No name section: one that names every function, so that a
+		// trace shows the names or numbers the author knows (see names).
+		nb := appendSection(nil, 1, w.funcNames(nil))
+		w.out = appendSection(w.out, secCustom, append(appendName(nil, "name"), nb...))
+	}
 	return w.out, nil
 }
 
@@ -300,12 +313,18 @@ func (w *rewriter) exportSection(body []byte, base int) error {
 	dst := appendU32(nil, n)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		s := r.i
-		r.name()
+		name := r.name()
 		kind := r.byte()
 		dst = append(dst, body[s:r.i]...)
 		idx := r.u32()
 		if kind == 0x00 {
 			idx = w.fn(idx)
+			if _, ok := w.exports[idx]; !ok {
+				if w.exports == nil {
+					w.exports = map[uint32]string{}
+				}
+				w.exports[idx] = name
+			}
 		}
 		dst = appendU32(dst, idx)
 	}
@@ -380,6 +399,7 @@ func (w *rewriter) codeSection(body []byte, base int) error {
 	dst := make([]byte, 0, len(body)+len(body)/4)
 	dst = appendU32(dst, n)
 	var fb []byte
+	w.defined, w.codeSeen = n, true
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		size := r.u32()
 		if r.err != nil {
@@ -441,10 +461,14 @@ func (w *rewriter) custom(body []byte, base int) error {
 }
 
 // names renumbers the function indices of the name section's function,
-// local and label subsections.
+// local and label subsections. Once the code section is known, it also
+// names every defined function the section does not: by its first export
+// name, or else "$N" with N its index in the module as it was given, since
+// wazero shows an unnamed function by its index, which the rewrite moved.
 func (w *rewriter) names(body []byte) ([]byte, bool) {
 	r := reader{b: body}
 	var dst []byte
+	fill := w.codeSeen && !w.namesDone
 	for r.i < len(r.b) && r.err == nil {
 		id := r.byte()
 		size := r.u32()
@@ -453,6 +477,10 @@ func (w *rewriter) names(body []byte) ([]byte, bool) {
 		}
 		sub := r.b[r.i : r.i+int(size)]
 		r.i += int(size)
+		if fill && id > 1 {
+			dst = appendSection(dst, 1, w.funcNames(nil))
+			fill = false
+		}
 		if id < 1 || id > 3 {
 			dst = appendSection(dst, id, sub)
 			continue
@@ -460,11 +488,17 @@ func (w *rewriter) names(body []byte) ([]byte, bool) {
 		sr := reader{b: sub}
 		n := sr.u32()
 		out := appendU32(nil, n)
+		var named map[uint32][]byte // id 1: new index -> encoded name
 		for i := uint32(0); i < n && sr.err == nil; i++ {
-			out = appendU32(out, w.fn(sr.u32()))
+			idx := w.fn(sr.u32())
+			out = appendU32(out, idx)
 			s := sr.i
 			if id == 1 {
 				sr.name()
+				if named == nil {
+					named = make(map[uint32][]byte, n)
+				}
+				named[idx] = sub[s:sr.i]
 			} else {
 				m := sr.u32()
 				for j := uint32(0); j < m && sr.err == nil; j++ {
@@ -477,9 +511,49 @@ func (w *rewriter) names(body []byte) ([]byte, bool) {
 		if sr.err != nil || sr.i != len(sub) {
 			return nil, false
 		}
+		if id == 1 && fill {
+			out = w.funcNames(named)
+			fill = false
+		}
 		dst = appendSection(dst, id, out)
 	}
+	if fill {
+		dst = appendSection(dst, 1, w.funcNames(nil))
+	}
+	if r.err == nil && w.codeSeen {
+		w.namesDone = true
+	}
 	return dst, r.err == nil
+}
+
+// funcNames encodes a function name map (name subsection 1) with named's
+// entries (new index -> encoded name), imports that have one, and a name
+// for every other defined function (see names).
+func (w *rewriter) funcNames(named map[uint32][]byte) []byte {
+	var idx []uint32
+	for i := range named {
+		if i < w.funcImports { // imports keep what they had
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	first := w.funcImports + 1 // defined functions, after the fuel import
+	out := appendU32(nil, uint32(len(idx))+w.defined)
+	for _, i := range idx {
+		out = append(appendU32(out, i), named[i]...)
+	}
+	for i := first; i < first+w.defined; i++ {
+		out = appendU32(out, i)
+		switch name, ok := named[i]; {
+		case ok:
+			out = append(out, name...)
+		case w.exports[i] != "":
+			out = appendName(out, w.exports[i])
+		default:
+			out = appendName(out, "$"+strconv.FormatUint(uint64(i-1), 10))
+		}
+	}
+	return out
 }
 
 // fn renumbers a function index: defined functions move up by one.

@@ -143,6 +143,27 @@ func TestNamesKept(t *testing.T) {
 	}
 }
 
+// TestNamesWhenUnnamed: in a module without a name section, a trap's stack
+// trace names functions by their export name, or by their index in the
+// module as given, not by the index the rewrite moved them to (issue 16
+// finding 3).
+func TestNamesWhenUnnamed(t *testing.T) {
+	tool := testenv.Tool(t, "wat2wasm")
+	out := filepath.Join(t.TempDir(), "unnamed.wasm")
+	if b, err := exec.Command(tool, filepath.Join("testdata", "unnamed.wat"), "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, b)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := instantiate(t, &env{}, bin)
+	_, err = mod.ExportedFunction("outer").Call(context.Background())
+	if err == nil || !contains(err.Error(), "\t.$0()\n") || !contains(err.Error(), "\t.outer()") {
+		t.Fatalf("err %v, want a stack trace with .$0() and .outer()", err)
+	}
+}
+
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func TestRefused(t *testing.T) {
