@@ -44,12 +44,21 @@ func AppendJSON(dst []byte, r *Record) []byte {
 	}
 	bytesField("key", r.Key)
 	bytesField("value", r.Value)
+	// Headers are an object (text values, null) and another for values
+	// that are not UTF-8 (headers_b64), as long as that keeps their order:
+	// names unique and no binary value before a text one. Otherwise they
+	// are a list of {"key":...,"value":...|"value_b64":...}.
 	var text, bin []int
+	listed := false
 	for i, h := range r.Headers {
 		if h.Value == nil || utf8.Valid(h.Value) {
 			text = append(text, i)
+			listed = listed || len(bin) > 0
 		} else {
 			bin = append(bin, i)
+		}
+		for _, g := range r.Headers[:i] {
+			listed = listed || g.Key == h.Key
 		}
 	}
 	headers := func(name string, idx []int, b64 bool) {
@@ -78,8 +87,33 @@ func AppendJSON(dst []byte, r *Record) []byte {
 		}
 		dst = append(dst, '}')
 	}
-	headers("headers", text, false)
-	headers("headers_b64", bin, true)
+	if listed {
+		field("headers")
+		dst = append(dst, '[')
+		for i, h := range r.Headers {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"key":`...)
+			dst = AppendJSONString(dst, []byte(h.Key))
+			switch {
+			case h.Value == nil:
+				dst = append(dst, `,"value":null`...)
+			case utf8.Valid(h.Value):
+				dst = append(dst, `,"value":`...)
+				dst = AppendJSONString(dst, h.Value)
+			default:
+				dst = append(dst, `,"value_b64":"`...)
+				dst = base64.StdEncoding.AppendEncode(dst, h.Value)
+				dst = append(dst, '"')
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	} else {
+		headers("headers", text, false)
+		headers("headers_b64", bin, true)
+	}
 	if r.Topic != "" {
 		field("topic")
 		dst = AppendJSONString(dst, []byte(r.Topic))
@@ -147,11 +181,22 @@ type jsonRecord struct {
 	Topic      string          `json:"topic"`
 	Partition  *int32          `json:"partition"`
 	Offset     *int64          `json:"offset"`
-	Timestamp  string          `json:"timestamp"`
+	Timestamp  json.RawMessage `json:"timestamp"`
+}
+
+type jsonHeader struct {
+	Key      *string `json:"key"`
+	Value    *string `json:"value"`
+	ValueB64 *string `json:"value_b64"`
 }
 
 // DecodeJSON parses one JSON-lines record. Unknown fields are an error.
-// A missing partition is 0 and a missing offset is -1.
+// A missing key or value is null, a missing topic "", a missing partition
+// 0, a missing offset -1 and a missing timestamp none (the zero Time).
+// timestamp is an RFC 3339 string or a number of Unix milliseconds (-1:
+// none). headers is an object of name: string|null (with headers_b64 for
+// values that are base64), or a list of {"key":K,"value":V} and
+// {"key":K,"value_b64":B}, which can say any order and repeated names.
 func DecodeJSON(line []byte) (Record, error) {
 	var j jsonRecord
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -170,11 +215,20 @@ func DecodeJSON(line []byte) (Record, error) {
 	if r.Value, err = pickBytes("value", j.Value, j.ValueB64); err != nil {
 		return Record{}, err
 	}
-	if r.Headers, err = decodeHeaders(j.Headers, false, nil); err != nil {
-		return Record{}, fmt.Errorf("headers: %w", err)
-	}
-	if r.Headers, err = decodeHeaders(j.HeadersB64, true, r.Headers); err != nil {
-		return Record{}, fmt.Errorf("headers_b64: %w", err)
+	if h := bytes.TrimSpace(j.Headers); len(h) > 0 && h[0] == '[' {
+		if len(j.HeadersB64) > 0 && string(j.HeadersB64) != "null" {
+			return Record{}, errors.New("headers_b64 cannot go with a list of headers: give each binary value as value_b64 in the list")
+		}
+		if r.Headers, err = decodeHeaderList(h); err != nil {
+			return Record{}, err
+		}
+	} else {
+		if r.Headers, err = decodeHeaders(j.Headers, false, nil); err != nil {
+			return Record{}, fmt.Errorf("headers: %w", err)
+		}
+		if r.Headers, err = decodeHeaders(j.HeadersB64, true, r.Headers); err != nil {
+			return Record{}, fmt.Errorf("headers_b64: %w", err)
+		}
 	}
 	r.Topic = j.Topic
 	if j.Partition != nil {
@@ -184,12 +238,69 @@ func DecodeJSON(line []byte) (Record, error) {
 	if j.Offset != nil {
 		r.Offset = *j.Offset
 	}
-	if j.Timestamp != "" {
-		if r.Timestamp, err = time.Parse(time.RFC3339Nano, j.Timestamp); err != nil {
-			return Record{}, fmt.Errorf("timestamp: %w", err)
-		}
+	if r.Timestamp, err = decodeTimestamp(j.Timestamp); err != nil {
+		return Record{}, fmt.Errorf("timestamp: %w", err)
 	}
 	return r, nil
+}
+
+// decodeTimestamp reads an RFC 3339 string or Unix milliseconds (-1 or
+// null: none).
+func decodeTimestamp(raw json.RawMessage) (time.Time, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return time.Time{}, nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return time.Time{}, err
+		}
+		if s == "" {
+			return time.Time{}, nil
+		}
+		return time.Parse(time.RFC3339Nano, s)
+	}
+	ms, err := strconv.ParseInt(string(raw), 10, 64)
+	switch {
+	case err != nil:
+		return time.Time{}, fmt.Errorf("want an RFC 3339 string or Unix milliseconds, got %s", raw)
+	case ms == -1:
+		return time.Time{}, nil
+	case ms < -1:
+		return time.Time{}, fmt.Errorf("%d milliseconds: want -1 (none) or more", ms)
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// decodeHeaderList reads headers as a list of {"key":K,"value":V} or
+// {"key":K,"value_b64":B}.
+func decodeHeaderList(raw []byte) ([]Header, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	hs := make([]Header, 0, len(list))
+	for i, item := range list {
+		var h jsonHeader
+		dec := json.NewDecoder(bytes.NewReader(item))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&h); err != nil {
+			return nil, fmt.Errorf("headers[%d]: %w", i, err)
+		}
+		if h.Key == nil {
+			return nil, fmt.Errorf(`headers[%d]: missing "key"`, i)
+		}
+		v, err := pickBytes("value", h.Value, h.ValueB64)
+		if err != nil {
+			return nil, fmt.Errorf("headers[%d]: %w", i, err)
+		}
+		hs = append(hs, Header{Key: *h.Key, Value: v})
+	}
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	return hs, nil
 }
 
 func pickBytes(name string, s, b64 *string) ([]byte, error) {
@@ -216,7 +327,7 @@ func decodeHeaders(raw json.RawMessage, b64 bool, hs []Header) ([]Header, error)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("want an object of name: string")
+		return nil, errors.New(`want an object of name: value, or a list of {"key":...,"value":...}`)
 	}
 	for dec.More() {
 		t, err := dec.Token()

@@ -21,8 +21,14 @@ func TestJSONRoundTrip(t *testing.T) {
 		{"null key and value", Record{Offset: -1}, `{"partition":0,"offset":-1}`},
 		{"binary", Record{Key: []byte{0xff, 0}, Value: []byte("é\n\x01"), Offset: 1},
 			`{"key_b64":"/wA=","value":"é\n\u0001","partition":0,"offset":1}`},
-		{"headers keep order and repeats", Record{Headers: []Header{{"b", []byte("1")}, {"a", nil}, {"b", []byte("2")}, {"x", []byte{0xfe}}}},
-			`{"headers":{"b":"1","a":null,"b":"2"},"headers_b64":{"x":"/g=="},"partition":0,"offset":0}`},
+		{"text then binary headers", Record{Headers: []Header{{"b", []byte("1")}, {"a", nil}, {"x", []byte{0xfe}}}},
+			`{"headers":{"b":"1","a":null},"headers_b64":{"x":"/g=="},"partition":0,"offset":0}`},
+		// Issue 16 finding 6: repeated names, and a binary header before a
+		// text one, are written as a list, which keeps their order.
+		{"repeated header names", Record{Headers: []Header{{"b", []byte("1")}, {"a", nil}, {"b", []byte("2")}}},
+			`{"headers":[{"key":"b","value":"1"},{"key":"a","value":null},{"key":"b","value":"2"}],"partition":0,"offset":0}`},
+		{"binary header first", Record{Headers: []Header{{"x", []byte{0xfe}}, {"a", []byte("1")}}},
+			`{"headers":[{"key":"x","value_b64":"/g=="},{"key":"a","value":"1"}],"partition":0,"offset":0}`},
 		{"topic", Record{Topic: "t", Value: []byte(`"/\`)}, `{"value":"\"/\\","topic":"t","partition":0,"offset":0}`},
 	}
 	for _, tt := range tests {
@@ -48,8 +54,14 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{`{"valu":"x"}`, `unknown field "valu"`},
 		{`{"value_b64":"!!"}`, "value_b64"},
 		{`{"headers":{"a":1}}`, "value must be a string or null"},
-		{`{"headers":[]}`, "want an object"},
+		{`{"headers":7}`, "headers: want an object of name: value, or a list of {\"key\":...,\"value\":...}"},
+		{`{"headers":[{"key":"a","val":"x"}]}`, `headers[0]: json: unknown field "val"`},
+		{`{"headers":[{"value":"x"}]}`, `headers[0]: missing "key"`},
+		{`{"headers":[{"key":"a","value":"x","value_b64":"eA=="}]}`, `headers[0]: both value and value_b64 are set`},
+		{`{"headers":[],"headers_b64":{"x":"eA=="}}`, `headers_b64 cannot go with a list of headers`},
 		{`{"timestamp":"yesterday"}`, "timestamp"},
+		{`{"timestamp":true}`, "timestamp: want an RFC 3339 string or Unix milliseconds, got true"},
+		{`{"timestamp":1.5}`, "timestamp: want an RFC 3339 string or Unix milliseconds, got 1.5"},
 		{`{} {}`, "more than one"},
 		{`{"offset":"1"}`, "offset"},
 	}
@@ -57,6 +69,30 @@ func TestDecodeJSONErrors(t *testing.T) {
 		_, err := DecodeJSON([]byte(tt.in))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("DecodeJSON(%s) = %v, want error containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// TestJSONForms: what the writer does not write but a person may
+// (issue 16 finding 6): a Unix-milliseconds timestamp, headers as a list.
+func TestJSONForms(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"timestamp":1767225600123}`, `{"partition":0,"offset":-1,"timestamp":"2026-01-01T00:00:00.123Z"}`},
+		{`{"timestamp":-1}`, `{"partition":0,"offset":-1}`},
+		{`{"headers":[{"key":"a","value":"1"},{"key":"c","value":null},{"key":"b","value_b64":"/g=="}]}`,
+			`{"headers":{"a":"1","c":null},"headers_b64":{"b":"/g=="},"partition":0,"offset":-1}`},
+		{`{"headers":[{"key":"b","value_b64":"/g=="},{"key":"a"}]}`,
+			`{"headers":[{"key":"b","value_b64":"/g=="},{"key":"a","value":null}],"partition":0,"offset":-1}`},
+		{`{"headers":[]}`, `{"partition":0,"offset":-1}`},
+	}
+	for _, tt := range tests {
+		r, err := DecodeJSON([]byte(tt.in))
+		if err != nil {
+			t.Errorf("DecodeJSON(%s): %v", tt.in, err)
+			continue
+		}
+		if got := string(AppendJSON(nil, &r)); got != tt.want {
+			t.Errorf("DecodeJSON(%s) then AppendJSON:\n got %s\nwant %s", tt.in, got, tt.want)
 		}
 	}
 }
