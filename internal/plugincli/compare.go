@@ -3,16 +3,33 @@ package plugincli
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
+// CompareOptions say how strictly Compare matches error lines.
+type CompareOptions struct {
+	// Messages also compares error messages: an expected error line's
+	// "error" text, when not empty, must be part of the actual message.
+	Messages bool
+}
+
 // Compare compares run output got with the expected output want, line by
-// line. Record lines match when their topic, key, value, headers (in order),
-// timestamp, partition and offset are equal; error lines match when both are
-// errors with the same input_offset (the messages are free text), and
-// written lines when their input_offset is the same. It returns
-// "" when they match, or a report of the first differing lines. An error
-// means a line of want does not parse.
+// line, as Compare with the zero CompareOptions does.
 func Compare(got, want []byte) (string, error) {
+	return CompareWith(got, want, CompareOptions{})
+}
+
+// CompareWith compares run output got with the expected output want, line
+// by line. Record lines match when their topic, key, value, headers (in
+// order), timestamp, partition and offset are equal. Error lines match when
+// both are errors of the same kind (an expected line without "kind" means
+// "rejected": a record the plugin rejected, not a crash, a timeout or a
+// memory limit) for the same input_offset (when the expected line gives
+// one), and, with o.Messages, when the expected message is part of the
+// actual one. Written lines match when their input_offset is the same (when
+// given). It returns "" when the outputs match, or a report of the first
+// lines that differ. An error means a line of want does not parse.
+func CompareWith(got, want []byte, o CompareOptions) (string, error) {
 	gl, wl := lines(got), lines(want)
 	for i := 0; i < max(len(gl), len(wl)); i++ {
 		switch {
@@ -26,8 +43,11 @@ func Compare(got, want []byte) (string, error) {
 			return "", fmt.Errorf("line %d: %w", i+1, err)
 		}
 		g, err := decodeLine(gl[i])
-		if err != nil || !sameLine(g, w) {
-			return fmt.Sprintf("line %d differs\n  got:  %s\n  want: %s\n", i+1, gl[i], wl[i]), nil
+		if err != nil {
+			return fmt.Sprintf("line %d does not parse (%v)\n  got:  %s\n  want: %s\n", i+1, err, gl[i], wl[i]), nil
+		}
+		if why := differs(g, w, o); why != "" {
+			return fmt.Sprintf("line %d differs: %s\n  got:  %s\n  want: %s\n", i+1, why, gl[i], wl[i]), nil
 		}
 	}
 	return "", nil
@@ -43,22 +63,50 @@ func lines(b []byte) [][]byte {
 	return out
 }
 
-func sameLine(a, b jsonLine) bool {
-	if a.IsErr || b.IsErr || a.Written || b.Written {
-		return a.IsErr == b.IsErr && a.Written == b.Written && a.InputOffset == b.InputOffset
+// differs says how got differs from want, or "".
+func differs(got, want jsonLine, o CompareOptions) string {
+	switch {
+	case want.IsErr && !got.IsErr:
+		return "want an error"
+	case want.Written && !got.Written:
+		return "want a written record"
+	case !want.IsErr && !want.Written && (got.IsErr || got.Written):
+		if got.IsErr {
+			return fmt.Sprintf("want a record, got an error (%s)", got.Kind)
+		}
+		return "want a record"
+	case want.HasOffset && (got.IsErr || got.Written) && got.InputOffset != want.InputOffset:
+		return fmt.Sprintf("input_offset %d, want %d", got.InputOffset, want.InputOffset)
+	case want.IsErr && got.Kind != want.Kind:
+		return fmt.Sprintf("error of kind %s, want %s", got.Kind, want.Kind)
+	case want.IsErr && o.Messages && !strings.Contains(got.Err, want.Err):
+		return "the message does not contain the expected one"
+	case want.IsErr || want.Written:
+		return ""
 	}
-	x, y := &a.Rec, &b.Rec
-	if x.Topic != y.Topic || x.Partition != y.Partition || x.Offset != y.Offset ||
-		!x.Timestamp.Equal(y.Timestamp) || !sameBytes(x.Key, y.Key) || !sameBytes(x.Value, y.Value) ||
-		len(x.Headers) != len(y.Headers) {
-		return false
+	x, y := &got.Rec, &want.Rec
+	switch {
+	case x.Topic != y.Topic:
+		return "topic"
+	case x.Partition != y.Partition:
+		return "partition"
+	case x.Offset != y.Offset:
+		return "offset"
+	case !x.Timestamp.Equal(y.Timestamp):
+		return "timestamp"
+	case !sameBytes(x.Key, y.Key):
+		return "key"
+	case !sameBytes(x.Value, y.Value):
+		return "value"
+	case len(x.Headers) != len(y.Headers):
+		return "headers"
 	}
 	for i := range x.Headers {
 		if x.Headers[i].Key != y.Headers[i].Key || !sameBytes(x.Headers[i].Value, y.Headers[i].Value) {
-			return false
+			return "headers"
 		}
 	}
-	return true
+	return ""
 }
 
 // sameBytes is bytes.Equal that also tells null from empty.

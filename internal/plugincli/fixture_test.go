@@ -50,7 +50,7 @@ func TestFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Run(context.Background(), nativeDowngrade{}, RunOptions{Batch: 7}, recs, &got); err != nil {
+	if _, err := Run(context.Background(), nativeDowngrade{}, RunOptions{Batch: 7}, recs, &got); err != nil {
 		t.Fatal(err)
 	}
 	if *update {

@@ -3,56 +3,132 @@ package plugincli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
 
+// Error kinds, the "kind" of an error line: how a record failed.
+const (
+	// KindRejected: the plugin rejected the record (ERR_RECORD, a
+	// Result.Err, a codec's or sink's per-record error).
+	KindRejected = "rejected"
+	// KindTrap: the call with the record alone crashed (plugins.ErrTrap).
+	KindTrap = "trap"
+	// KindTimeout: the call with the record alone ran past --timeout
+	// (plugins.ErrTimeout).
+	KindTimeout = "timeout"
+	// KindMemory: the call with the record alone needed more memory than
+	// --max-memory-pages (plugins.ErrMemoryLimit).
+	KindMemory = "memory"
+	// KindFailed: the call with the record alone failed otherwise: the
+	// plugin answered ERR_BATCH or ERR_INTERNAL, or a reply that does not
+	// parse.
+	KindFailed = "failed"
+)
+
+var kinds = []string{KindRejected, KindTrap, KindTimeout, KindMemory, KindFailed}
+
+// batchKind is the kind of a whole-call error.
+func batchKind(err error) string {
+	switch {
+	case errors.Is(err, plugins.ErrMemoryLimit):
+		return KindMemory
+	case errors.Is(err, plugins.ErrTimeout):
+		return KindTimeout
+	case errors.Is(err, plugins.ErrTrap):
+		return KindTrap
+	}
+	return KindFailed
+}
+
 // jsonLine is one line of run output: a record, an error result or a sink's
-// written result.
+// written result. In an expected file, an error line's Kind is
+// KindRejected when not given, and HasOffset says whether input_offset was.
 type jsonLine struct {
 	Rec         record.Record
 	IsErr       bool
 	Err         string
+	Kind        string
 	Written     bool
 	InputOffset int64
+	HasOffset   bool
 }
 
 type resultLine struct {
 	Error       *string `json:"error"`
+	Kind        *string `json:"kind"`
 	Written     *bool   `json:"written"`
 	InputOffset *int64  `json:"input_offset"`
 }
 
-// decodeLine decodes one line of run output.
+// isResultLine reports whether a JSON object line is a result line (it has
+// an "error", "kind" or "written" member) rather than a record.
+func isResultLine(line []byte) bool {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(line, &probe) != nil {
+		return false
+	}
+	_, e := probe["error"]
+	_, k := probe["kind"]
+	_, w := probe["written"]
+	return e || k || w
+}
+
+// decodeLine decodes one line of run output, or of an expected file.
 func decodeLine(line []byte) (jsonLine, error) {
-	if r, err := record.DecodeJSON(line); err == nil {
+	if !isResultLine(line) {
+		r, err := record.DecodeJSON(line)
+		if err != nil {
+			return jsonLine{}, err
+		}
 		return jsonLine{Rec: r}, nil
-	} else if !bytes.Contains(line, []byte(`"input_offset"`)) {
-		return jsonLine{}, err
 	}
 	var e resultLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
-		return jsonLine{}, err
+		return jsonLine{}, fmt.Errorf("a result line is {\"error\":MSG,\"kind\":KIND,\"input_offset\":N} or {\"written\":true,\"input_offset\":N}: %w", err)
+	}
+	l := jsonLine{}
+	if e.InputOffset != nil {
+		l.InputOffset, l.HasOffset = *e.InputOffset, true
 	}
 	switch {
-	case e.InputOffset == nil:
-	case e.Error != nil && e.Written == nil:
-		return jsonLine{IsErr: true, Err: *e.Error, InputOffset: *e.InputOffset}, nil
-	case e.Written != nil && *e.Written && e.Error == nil:
-		return jsonLine{Written: true, InputOffset: *e.InputOffset}, nil
+	case e.Written != nil:
+		if !*e.Written || e.Error != nil || e.Kind != nil {
+			return jsonLine{}, errors.New(`a written line is {"written":true,"input_offset":N}, without "error" or "kind"`)
+		}
+		l.Written = true
+		return l, nil
 	}
-	return jsonLine{}, fmt.Errorf("a result line is {\"error\":MSG,\"input_offset\":N} or {\"written\":true,\"input_offset\":N}")
+	l.IsErr, l.Kind = true, KindRejected
+	if e.Error != nil {
+		l.Err = *e.Error
+	}
+	if e.Kind != nil {
+		l.Kind = *e.Kind
+		ok := false
+		for _, k := range kinds {
+			ok = ok || k == l.Kind
+		}
+		if !ok {
+			return jsonLine{}, fmt.Errorf("kind %q: want one of %v", l.Kind, kinds)
+		}
+	}
+	return l, nil
 }
 
 // appendError appends an error result line (without the newline).
-func appendError(dst []byte, msg string, inputOffset int64) []byte {
+func appendError(dst []byte, msg, kind string, inputOffset int64) []byte {
 	dst = append(dst, `{"error":`...)
 	dst = record.AppendJSONString(dst, []byte(msg))
-	dst = append(dst, `,"input_offset":`...)
+	dst = append(dst, `,"kind":"`...)
+	dst = append(dst, kind...)
+	dst = append(dst, `","input_offset":`...)
 	dst = strconv.AppendInt(dst, inputOffset, 10)
 	return append(dst, '}')
 }

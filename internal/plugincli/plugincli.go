@@ -1,6 +1,7 @@
 package plugincli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,7 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -20,9 +23,6 @@ import (
 // Opener opens the plugin named by ref ("wasm:PATH", "PATH.wasm",
 // "native:PATH").
 type Opener func(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error)
-
-// DefaultBatch is how many records run sends to a plugin per call.
-const DefaultBatch = 256
 
 // Main runs `streamd plugin ARGS...` and returns the exit code: 0 success,
 // 1 a difference found by test, 2 usage or load error.
@@ -57,16 +57,33 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Ope
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   streamd plugin inspect FILE
-  streamd plugin run FILE --input in.jsonl [--config JSON] [--op encode|decode] [--batch N] [--dir GUEST=HOST]...
-  streamd plugin test FILE --input in.jsonl --expect out.jsonl [same flags as run]
+  streamd plugin run FILE --input in.jsonl [flags]
+  streamd plugin test FILE --input in.jsonl --expect out.jsonl [--messages] [flags]
 
-FILE is wasm:PATH, PATH.wasm or native:PATH.
+FILE is wasm:PATH, PATH.wasm or native:PATH. Flags of run and test (the
+limits default to a pipeline's defaults):
+  --config JSON|@FILE      the plugin's config (default {})
+  --op encode|decode       a codec's operation
+  --batch N                records per call (default 1024)
+  --batch-bytes N          key+value bytes per call (default 1048576)
+  --timeout D              bound of one call (default 5s; negative: none)
+  --max-memory-pages N     memory cap of a Wasm instance, 64 KiB pages (default 256 = 16 MiB)
+  --pool N                 Wasm instances (default 2)
+  --dir GUEST=HOST[:ro]    grant a Wasm plugin a host directory (repeatable)
+  --clock                  grant the real clock (default: a fake one)
+  --random=false           the same fixed "random" bytes in every run
+  -v                       show the plugin's log on stderr
+  --cache DIR              compiled Wasm cache ("" for none)
+Docs: docs/plugins.md.
 `)
 }
 
 type common struct {
 	input, expect, config, op string
-	batch                     int
+	batch, batchBytes, pool   int
+	maxPages                  uint
+	timeout                   time.Duration
+	clock, random, messages   bool
 	verbose                   bool
 	cacheDir                  string
 	dirs                      dirFlag
@@ -101,13 +118,20 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 	fs.SetOutput(stderr)
 	if needInput {
 		fs.StringVar(&c.input, "input", "", "input records, JSON lines (- for stdin)")
-		fs.StringVar(&c.config, "config", "", "plugin config as a JSON object")
+		fs.StringVar(&c.config, "config", "", "plugin config: a JSON object, or @FILE")
 		fs.StringVar(&c.op, "op", "", "codec operation: encode or decode")
-		fs.IntVar(&c.batch, "batch", DefaultBatch, "records per plugin call")
-		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST (repeatable)")
+		fs.IntVar(&c.batch, "batch", pipeline.DefaultMaxRecords, "records per plugin call (a pipeline's batch.max_records)")
+		fs.IntVar(&c.batchBytes, "batch-bytes", pipeline.DefaultMaxBytes, "key+value bytes per plugin call (a pipeline's batch.max_bytes)")
+		fs.DurationVar(&c.timeout, "timeout", plugins.DefaultTimeout, "bound of one plugin call; negative: none (trusted)")
+		fs.UintVar(&c.maxPages, "max-memory-pages", plugins.DefaultMaxMemoryPages, "memory cap of a Wasm instance in 64 KiB pages")
+		fs.IntVar(&c.pool, "pool", pipeline.DefaultWorkers, "Wasm instances (a pipeline's pool, default its workers)")
+		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST or GUEST=HOST:ro (repeatable)")
+		fs.BoolVar(&c.clock, "clock", false, "grant a Wasm plugin the real clock")
+		fs.BoolVar(&c.random, "random", true, "random bytes from crypto/rand; false: a fixed sequence")
 	}
 	if needExpect {
 		fs.StringVar(&c.expect, "expect", "", "expected output, JSON lines")
+		fs.BoolVar(&c.messages, "messages", false, "also compare error messages (an expected message must be part of the actual one)")
 	}
 	fs.BoolVar(&c.verbose, "v", false, "show the plugin's log")
 	fs.StringVar(&c.cacheDir, "cache", defaultCacheDir(), "compiled Wasm cache directory (empty: none)")
@@ -136,12 +160,22 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		return "", c, errors.New("missing --expect FILE")
 	case needInput && c.batch < 1:
 		return "", c, fmt.Errorf("--batch %d: must be at least 1", c.batch)
+	case needInput && c.batchBytes < 1:
+		return "", c, fmt.Errorf("--batch-bytes %d: must be at least 1", c.batchBytes)
+	case needInput && (c.maxPages < 1 || c.maxPages > 65536):
+		return "", c, fmt.Errorf("--max-memory-pages %d: must be 1 to 65536 (4 GiB)", c.maxPages)
+	case needInput && (c.pool < 1 || c.pool > 256):
+		return "", c, fmt.Errorf("--pool %d: must be 1 to 256", c.pool)
+	case needInput && c.timeout == 0:
+		return "", c, errors.New("--timeout 0: give a duration (negative: no timeout)")
 	}
 	return file, c, nil
 }
 
 func options(c common, stderr io.Writer) (plugins.Options, error) {
-	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: c.cacheDir}
+	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: c.cacheDir,
+		Timeout: c.timeout, MaxMemoryPages: uint32(c.maxPages), Pool: c.pool,
+		Clock: c.clock, DeterministicRandom: !c.random}
 	if len(c.dirs) > 0 {
 		opts.Dirs = c.dirs
 	}
@@ -149,11 +183,56 @@ func options(c common, stderr io.Writer) (plugins.Options, error) {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if c.config != "" {
-		if err := json.Unmarshal([]byte(c.config), &opts.Config); err != nil || opts.Config == nil {
-			return opts, fmt.Errorf("--config: not a JSON object: %s", c.config)
+		text, what := []byte(c.config), "--config"
+		if path, ok := strings.CutPrefix(c.config, "@"); ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return opts, fmt.Errorf("--config: %w", err)
+			}
+			text, what = b, "--config "+c.config
+		}
+		if err := json.Unmarshal(text, &opts.Config); err != nil || opts.Config == nil {
+			return opts, fmt.Errorf("%s: not a JSON object: %s", what, bytes.TrimSpace(text))
 		}
 	}
 	return opts, nil
+}
+
+// summaryLine describes a run and the limits it ran with.
+func summaryLine(s Summary, c common) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records in %d %s, %d out, ", s.In, s.Batches, plural(s.Batches, "batch", "batches"), s.Out)
+	n := 0
+	var parts []string
+	for _, k := range kinds {
+		if s.Errors[k] > 0 {
+			n += s.Errors[k]
+			parts = append(parts, fmt.Sprintf("%d %s", s.Errors[k], k))
+		}
+	}
+	fmt.Fprintf(&b, "%d %s", n, plural(n, "error", "errors"))
+	if len(parts) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	if s.Isolated > 0 {
+		fmt.Fprintf(&b, ", %d failed %s run record by record", s.Isolated, plural(s.Isolated, "batch", "batches"))
+	}
+	fmt.Fprintf(&b, ", %v; --timeout %v --max-memory-pages %d (%d MiB) --batch %d --batch-bytes %d --pool %d",
+		s.Elapsed.Round(time.Millisecond), c.timeout, c.maxPages, c.maxPages/16, c.batch, c.batchBytes, c.pool)
+	if c.clock {
+		b.WriteString(" --clock")
+	}
+	if !c.random {
+		b.WriteString(" --random=false")
+	}
+	return b.String()
+}
+
+func plural(n int, one, more string) string {
+	if n == 1 {
+		return one
+	}
+	return more
 }
 
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) error {
@@ -180,33 +259,37 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open O
 	if err != nil {
 		return err
 	}
-	out, err := runFile(ctx, file, c, stderr, open)
+	out, sum, err := runFile(ctx, file, c, stderr, open)
 	if err != nil {
 		return err
 	}
-	_, err = stdout.Write(out)
-	return err
+	if _, err = stdout.Write(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "streamd plugin run %s: %s\n", file, summaryLine(sum, c))
+	return nil
 }
 
-func runFile(ctx context.Context, file string, c common, stderr io.Writer, open Opener) ([]byte, error) {
+func runFile(ctx context.Context, file string, c common, stderr io.Writer, open Opener) ([]byte, Summary, error) {
 	opts, err := options(c, stderr)
 	if err != nil {
-		return nil, err
+		return nil, Summary{}, err
 	}
 	recs, err := readRecords(c.input)
 	if err != nil {
-		return nil, err
+		return nil, Summary{}, err
 	}
 	p, err := open(ctx, file, opts)
 	if err != nil {
-		return nil, err
+		return nil, Summary{}, err
 	}
 	defer p.Close(context.WithoutCancel(ctx))
 	var buf bytes.Buffer
-	if err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch}, recs, &buf); err != nil {
-		return nil, err
+	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes}, recs, &buf)
+	if err != nil {
+		return nil, sum, err
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), sum, nil
 }
 
 func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) (int, error) {
@@ -218,20 +301,21 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if err != nil {
 		return 2, err
 	}
-	got, err := runFile(ctx, file, c, stderr, open)
+	got, sum, err := runFile(ctx, file, c, stderr, open)
 	if err != nil {
 		return 2, err
 	}
-	diff, err := Compare(got, want)
+	diff, err := CompareWith(got, want, CompareOptions{Messages: c.messages})
 	if err != nil {
 		return 2, fmt.Errorf("%s: %w", c.expect, err)
 	}
 	if diff != "" {
 		fmt.Fprintf(stdout, "FAIL %s: output differs from %s\n%s", file, c.expect, diff)
+		fmt.Fprintf(stdout, "  %s\n", summaryLine(sum, c))
 		return 1, nil
 	}
-	n := bytes.Count(want, []byte("\n"))
-	fmt.Fprintf(stdout, "ok %s: %d lines match %s\n", file, n, c.expect)
+	n := len(lines(want))
+	fmt.Fprintf(stdout, "ok %s: %d %s match %s\n  %s\n", file, n, plural(n, "line", "lines"), c.expect, summaryLine(sum, c))
 	return 0, nil
 }
 
@@ -251,18 +335,25 @@ func readRecords(path string) ([]record.Record, error) {
 }
 
 // DecodeRecords reads JSON-lines records (record.NewReader); blank lines
-// are skipped.
+// are skipped, and so are result lines ({"error":...}, {"written":...}),
+// so that the output of `streamd plugin run` is valid input.
 func DecodeRecords(r io.Reader, name string) ([]record.Record, error) {
-	rd := record.NewReader(r, name)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	var recs []record.Record
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			return recs, nil
+	for n := 1; sc.Scan(); n++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || isResultLine(b) {
+			continue
 		}
+		rec, err := record.DecodeJSON(b)
 		if err != nil {
-			return nil, err
+			return nil, &record.LineError{Name: name, Line: n, Err: err}
 		}
 		recs = append(recs, rec)
 	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return recs, nil
 }

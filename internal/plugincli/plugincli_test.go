@@ -98,7 +98,9 @@ func TestTestReportsDifference(t *testing.T) {
 		"error vs record": strings.Join(lines[:1], "") + `{"error":"x","input_offset":100}` + "\n" + strings.Join(lines[1:], ""),
 		// error for another input
 		"error offset": strings.Replace(string(want), `"input_offset":129}`, `"input_offset":128}`, 1),
-		"short":        strings.Join(lines[:10], ""),
+		// a rejection expected as a crash
+		"error kind": strings.Replace(string(want), `"kind":"rejected","input_offset":129}`, `"kind":"trap","input_offset":129}`, 1),
+		"short":      strings.Join(lines[:10], ""),
 	}
 	for name, exp := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -167,9 +169,10 @@ func TestPoisonIsolation(t *testing.T) {
 `), 0o644)
 	code, out, errOut := run(t, "run", wasm, "--input", in)
 	want := `{"value":"ok-1","partition":0,"offset":1}
-{"error":"plugin poison: TRANSFORM: batch failed: wasm error: unreachable`
+{"error":"plugin poison: TRANSFORM: batch failed: plugin crashed: wasm error: unreachable`
 	if code != 0 || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 4 ||
-		!strings.Contains(out, `{"error":"rejected by poison.wat","input_offset":3}`) ||
+		!strings.Contains(out, `","kind":"trap","input_offset":2}`) ||
+		!strings.Contains(out, `{"error":"rejected by poison.wat","kind":"rejected","input_offset":3}`) ||
 		!strings.HasSuffix(out, `{"value":"ok-4","partition":0,"offset":4}`+"\n") {
 		t.Fatalf("exit %d, stderr %s\n%s", code, errOut, out)
 	}
@@ -196,6 +199,7 @@ func FuzzCompare(f *testing.F) {
 	want, _ := os.ReadFile(fixtureExpected)
 	f.Add(want, want)
 	f.Add([]byte(`{"error":"x","input_offset":1}`), []byte(`{"written":true,"input_offset":1}`))
+	f.Add([]byte(`{"error":"x","kind":"trap","input_offset":1}`), []byte(`{"error":"x"}`))
 	f.Add([]byte(`{"key":"k","headers":{"a":null}}`), []byte(`{"key_b64":"AA==","offset":3}`))
 	f.Fuzz(func(t *testing.T, got, want []byte) {
 		diff, err := plugincli.Compare(got, want)
@@ -227,7 +231,7 @@ func TestSinkWithDir(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, stderr := run(t, "run", wasm, "--input", in, "--dir", "/out="+out, "--config", `{"path":"/out/r.txt"}`)
 	want := `{"written":true,"input_offset":5}
-{"error":"value contains a newline","input_offset":6}
+{"error":"value contains a newline","kind":"rejected","input_offset":6}
 `
 	if code != 0 || stdout != want {
 		t.Fatalf("exit %d, stderr %s\n%s", code, stderr, stdout)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -14,38 +16,71 @@ import (
 type RunOptions struct {
 	// Op is "encode" or "decode" for a codec; ignored for other kinds.
 	Op string
-	// Batch is the number of records per call (0: DefaultBatch).
+	// Batch is the most records per call (0: pipeline.DefaultMaxRecords,
+	// what a pipeline sends).
 	Batch int
+	// BatchBytes is the most key+value bytes per call (0:
+	// pipeline.DefaultMaxBytes); a record larger than that is sent alone.
+	BatchBytes int
+}
+
+// MaxIsolationTimeouts is how many records of one failed batch may time out
+// alone before Run stops running that batch's records one by one: a plugin
+// that hangs on that many records hangs, whatever the record (a pipeline
+// fails there; docs/plugins.md, "Limits").
+const MaxIsolationTimeouts = 2
+
+// Summary is what Run did.
+type Summary struct {
+	In       int            // records given
+	Batches  int            // calls with a whole batch
+	Isolated int            // batches that failed and were run record by record
+	Out      int            // output records (transform, codec) or records written (sink)
+	Errors   map[string]int // error lines by kind
+	Elapsed  time.Duration
 }
 
 // Run feeds recs to p in batches and writes one JSON line per result to w
-// (see the package doc). A batch that fails as a whole is retried record by
-// record; a record that fails alone is written as an error line.
-func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Record, w io.Writer) error {
+// (see the package doc). A batch that fails as a whole is run again record
+// by record, so that a record that fails alone is an error line of its own,
+// with the kind of failure; after MaxIsolationTimeouts records of the batch
+// time out alone, the rest of it is not run again and each of its records
+// is an error line of kind timeout saying so.
+func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Record, w io.Writer) (Summary, error) {
+	start := time.Now()
+	sum := Summary{In: len(recs), Errors: map[string]int{}}
 	if o.Batch <= 0 {
-		o.Batch = DefaultBatch
+		o.Batch = pipeline.DefaultMaxRecords
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = pipeline.DefaultMaxBytes
 	}
 	call, err := caller(p, o.Op)
 	if err != nil {
-		return err
+		return sum, err
 	}
 	var line []byte
-	for start := 0; start < len(recs); start += o.Batch {
-		batch := recs[start:min(start+o.Batch, len(recs))]
+	for next := 0; next < len(recs); {
+		end, size := next, 0
+		for end < len(recs) && end-next < o.Batch {
+			n := len(recs[end].Key) + len(recs[end].Value)
+			if end > next && size+n > o.BatchBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		batch := recs[next:end]
+		next = end
+		sum.Batches++
 		res, err := call(ctx, batch)
 		if err != nil {
-			// Isolate the poison record.
-			res = make([]outcome, len(batch))
-			for i := range batch {
-				one, err := call(ctx, batch[i:i+1])
-				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					res[i] = outcome{err: err}
-					continue
-				}
-				res[i] = one[0]
+			if ctx.Err() != nil {
+				return sum, ctx.Err()
+			}
+			sum.Isolated++
+			if res, err = isolate(ctx, call, batch); err != nil {
+				return sum, err
 			}
 		}
 		for i, r := range res {
@@ -53,12 +88,19 @@ func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Reco
 			line = line[:0]
 			switch {
 			case r.err != nil:
-				line = appendError(line, r.err.Error(), in.Offset)
+				kind := r.kind
+				if kind == "" {
+					kind = KindRejected
+				}
+				sum.Errors[kind]++
+				line = appendError(line, r.err.Error(), kind, in.Offset)
 				line = append(line, '\n')
 			case r.written:
+				sum.Out++
 				line = fmt.Appendf(line, "{\"written\":true,\"input_offset\":%d}\n", in.Offset)
 			default:
 				for j := range r.recs {
+					sum.Out++
 					out := r.recs[j]
 					out.Topic, out.Partition, out.Offset = in.Topic, in.Partition, in.Offset
 					line = record.AppendJSON(line, &out)
@@ -66,17 +108,44 @@ func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Reco
 				}
 			}
 			if _, err := w.Write(line); err != nil {
-				return err
+				return sum, err
 			}
 		}
 	}
-	return nil
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// isolate runs a failed batch's records one at a time.
+func isolate(ctx context.Context, call callFunc, batch []record.Record) ([]outcome, error) {
+	res := make([]outcome, len(batch))
+	timeouts := 0
+	for i := range batch {
+		if timeouts >= MaxIsolationTimeouts {
+			res[i] = outcome{kind: KindTimeout, err: fmt.Errorf("not run alone: %d records of this batch timed out alone before it, so the plugin hangs, whatever the record (a pipeline fails here)", timeouts)}
+			continue
+		}
+		one, err := call(ctx, batch[i:i+1])
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			res[i] = outcome{err: err, kind: batchKind(err)}
+			if res[i].kind == KindTimeout {
+				timeouts++
+			}
+			continue
+		}
+		res[i] = one[0]
+	}
+	return res, nil
 }
 
 type outcome struct {
 	recs    []record.Record
 	written bool
 	err     error
+	kind    string // of err: "" is KindRejected
 }
 
 type callFunc func(ctx context.Context, batch []record.Record) ([]outcome, error)

@@ -53,7 +53,7 @@ func conformance(t *testing.T, path string, sameReasons bool) {
 	}
 	for _, batch := range []int{1, 7, 256} {
 		var got bytes.Buffer
-		if err := plugincli.Run(context.Background(), p, plugincli.RunOptions{Batch: batch}, recs, &got); err != nil {
+		if _, err := plugincli.Run(context.Background(), p, plugincli.RunOptions{Batch: batch}, recs, &got); err != nil {
 			t.Fatal(err)
 		}
 		diff, err := plugincli.Compare(got.Bytes(), want)
