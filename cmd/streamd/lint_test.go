@@ -51,6 +51,12 @@ func TestLint(t *testing.T) {
 			`3: kafka.partitions: -1 is out of range (allowed: 1 to 10000)`},
 		{"partitions = 100000", `brokers = ["127.0.0.1:1"]`, `brokers = ["127.0.0.1:1"]` + "\npartitions = 100000",
 			`3: kafka.partitions: 100000 is out of range (allowed: 1 to 10000)`},
+		// Issue 16 finding 5: a grant of a missing host directory is refused
+		// before any plugin loads, at its line.
+		{"dirs: missing host directory", `[pipeline.sink]`, "[[pipeline.transform]]\ntype = \"wasm\"\npath = \"x.wasm\"\ndirs = { \"/data\" = \"no-such-dir:ro\" }\n[pipeline.sink]",
+			`12: pipeline[0].transform[0].dirs: "/data" = "no-such-dir:ro": DIR/no-such-dir does not exist (allowed: an existing directory; a grant is not created)`},
+		{"dirs: a file, not a directory", `[pipeline.sink]`, "[[pipeline.transform]]\ntype = \"wasm\"\npath = \"x.wasm\"\ndirs = { \"/data\" = \"streamd.toml\" }\n[pipeline.sink]",
+			`12: pipeline[0].transform[0].dirs: "/data" = "streamd.toml": DIR/streamd.toml is not a directory (allowed: an existing directory)`},
 		{"5000-deep inline tables", `[pipeline.errors]`, deep + `[pipeline.errors]`,
 			`13: nested more than 64 levels deep (allowed: at most 64 levels of tables, arrays and dotted keys)`},
 	}
@@ -72,7 +78,7 @@ func TestLint(t *testing.T) {
 				}
 				return
 			}
-			want := "streamd lint: invalid config:\n" + file + ":" + tt.want + "\n"
+			want := "streamd lint: invalid config:\n" + file + ":" + strings.ReplaceAll(tt.want, "DIR/", filepath.Dir(file)+"/") + "\n"
 			if code != 2 || stderr.String() != want {
 				t.Fatalf("exit %d, stderr (%d bytes):\n%.2000s\nwant exit 2 and:\n%s", code, stderr.Len(), stderr.String(), want)
 			}

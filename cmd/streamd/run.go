@@ -92,6 +92,10 @@ func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return 2
 	}
+	if err := cfg.CheckHostDirs(); err != nil {
+		fmt.Fprintf(stderr, "streamd lint: invalid config:\n%v\n", err)
+		return 2
+	}
 	log := app.Logger(cfg.Log, stderr)
 	a, err := app.Build(ctx, cfg, log, load.Open, io.Discard)
 	if err != nil {
