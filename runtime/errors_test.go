@@ -100,3 +100,15 @@ func TestInitialMemoryAboveCap(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmptyBatchNotSent: a batch of no records never reaches the guest
+// (docs/abi.md section 7), so a guest need not handle count 0: the trap
+// mode would fail any call that reached it.
+func TestEmptyBatchNotSent(t *testing.T) {
+	m := load(t, wat(t, "misbehave"), plugins.Options{Config: map[string]any{"mode": "trap"}})
+	for _, op := range []runtime.Op{runtime.OpTransform, runtime.OpWrite} {
+		if res, err := m.Call(context.Background(), op, nil); err != nil || len(res) != 0 {
+			t.Fatalf("%s of no records: %v, %v", op, res, err)
+		}
+	}
+}

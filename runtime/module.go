@@ -231,6 +231,9 @@ func (m *Module) Call(ctx context.Context, op Op, recs []record.Record) ([]plugi
 		return nil, ErrClosed
 	}
 	defer m.calls.Done()
+	if len(recs) == 0 { // a guest never sees a batch of count 0 (docs/abi.md section 7)
+		return []plugins.Result{}, nil
+	}
 	var inst *instance
 	select {
 	case inst = <-m.pool:
