@@ -29,5 +29,12 @@
 // reuses, so a one-record transform need not allocate per record.
 //
 // Off wasip1 (tests on the host) the package builds too, without the
-// exports, and Process runs a request batch through the registered plugin.
+// exports, and Init and Process run the registered plugin's init and a
+// request batch.
+//
+// The SDK is a Go module of its own, github.com/streamd/streamd/sdk/go/streamd,
+// with no dependencies: a plugin's go.mod requires it (with a replace
+// directive pointing at a streamd checkout's sdk/go/streamd, as
+// `streamd plugin new --lang go` writes). Package streamdjson decodes the
+// plugin's config and JSON values strictly.
 package streamd

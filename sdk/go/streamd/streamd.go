@@ -231,6 +231,13 @@ func (p *plugin) doInit(config []byte) (uint32, []byte) {
 	return StatusOK, nil
 }
 
+// Init gives the registered plugin its config (a JSON object) as
+// streamd_init does and returns the status and reply. It is exported for
+// tests of a plugin on the host.
+func Init(config []byte) (status uint32, reply []byte) {
+	return registered.doInit(config)
+}
+
 // Process runs one request batch (docs/abi.md section 7) through the
 // registered plugin and returns the status and reply, as streamd_process
 // does. It is exported for tests of a plugin on the host.

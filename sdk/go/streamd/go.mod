@@ -1,0 +1,3 @@
+module github.com/streamd/streamd/sdk/go/streamd
+
+go 1.24
