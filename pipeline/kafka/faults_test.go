@@ -838,19 +838,23 @@ func TestReadinessDuringBrokerFault(t *testing.T) {
 			px.Set(faultproxy.Pass)
 			start = time.Now()
 			<-fillLater
-			waitFor(t, 90*time.Second, "ready again with everything written", func() bool {
-				s := p.Status()
-				return s.Ready && s.Out >= 2000 && s.Lag["in/0"] == 0
-			})
-			t.Logf("%s: ready again %s after the fault healed", mode, time.Since(start).Round(100*time.Millisecond))
+			// Everything written (read from the output, not counted: a
+			// session lost in the fault replays what was not committed).
+			seen := tally(t, seeds, "out", 2000, 0, 90*time.Second)
+			waitFor(t, 90*time.Second, "ready again", func() bool { return p.Status().Ready })
+			t.Logf("%s: ready again and all written %s after the fault healed", mode, time.Since(start).Round(100*time.Millisecond))
 			cl.Close()
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			seen := tally(t, seeds, "out", 2000, 0, 30*time.Second)
-			if missing, _ := missingDup(seen, 2000); missing != 0 {
-				t.Fatalf("%d of 2000 missing", missing)
+			// Duplicates: at most the records acknowledged but not yet
+			// committed (commit_interval 1s) when the session was lost,
+			// here at most the first 1000.
+			if missing, dup := missingDup(seen, 2000); missing != 0 || dup > 1000 {
+				t.Fatalf("%d of 2000 missing, %d duplicates; status %+v", missing, dup, p.Status())
+			} else {
+				t.Logf("%s: 0 missing, %d duplicates (records acknowledged but not committed when the session was lost)", mode, dup)
 			}
 		})
 	}
