@@ -10,6 +10,7 @@
 //	streamd journal append|read|pointer|delete|purge ...
 //	streamd fluid check|bridge ...
 //	streamd schema check -c config.toml   resolve every subject the config names
+//	streamd dlq ls|show|replay -c config.toml PIPELINE ...
 //	streamd version
 package main
 
@@ -37,6 +38,7 @@ func commands() map[string]command {
 		"journal": cmdJournal,
 		"fluid":   cmdFluid,
 		"schema":  cmdSchema,
+		"dlq":     cmdDLQ,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "streamd", version)
 			return 0
@@ -75,6 +77,7 @@ commands:
   journal            append to and read event journals (streamd journal -h)
   fluid              Fluid Messaging: check metadata, run the bridge (streamd fluid -h)
   schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2
+  dlq                list, show and replay a pipeline's dead letters (streamd dlq -h)
   version            print the version
 `)
 }

@@ -18,11 +18,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/console"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -53,6 +56,12 @@ type App struct {
 	// AdminAddr is the address the admin server bound, once Run started it.
 	AdminAddr string
 	mu        sync.Mutex
+
+	// console parts (console.go)
+	parts   []*pipeParts
+	console *console.Console
+	adm     *kadm.Client
+	bridge  *fluid.Bridge
 }
 
 // Logger returns a slog logger for the config's [log] section.
@@ -91,6 +100,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 		return nil, err
 	}
 	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
+	a.buildConsole()
 	return a, nil
 }
 
@@ -219,7 +229,9 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	default:
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.Stop, nil))
 	}
-	return pipeline.New(pc.Name, src, sink, opts...), nil
+	p := pipeline.New(pc.Name, src, sink, opts...)
+	a.keepParts(pc, p, stages, sink, opts)
+	return p, nil
 }
 
 func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Source, error) {
@@ -385,6 +397,10 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		a.AdminAddr = addr
 		a.log.Info("admin server listening", "addr", addr, "tls", a.Admin.TLS(), "auth", a.cfg.Admin.Auth != nil)
+		if a.console != nil {
+			a.console.Start()
+			a.log.Info("console", "url", a.consoleURL())
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(a.pipes))
@@ -413,6 +429,9 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if a.console != nil {
+		a.console.Close() // ends its event streams, which Shutdown would wait for
+	}
 	if a.Admin != nil {
 		a.Admin.Shutdown(ctx)
 	}

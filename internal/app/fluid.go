@@ -54,6 +54,9 @@ func (a *App) startFluid(ctx context.Context) error {
 	// As sent: the bridge answers unclean paths (an empty topic in
 	// /fluid/topics//...) with 400 itself, not the mux's redirect.
 	a.Admin.HandlePrefix("/fluid/", b.Handler())
+	a.mu.Lock()
+	a.bridge = b
+	a.mu.Unlock()
 	a.closers = append(a.closers, func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10e9)
 		defer cancel()

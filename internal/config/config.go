@@ -11,6 +11,7 @@ type Config struct {
 	// the embedded broker's default dir. Default "data".
 	DataDir   string     `toml:"data_dir"`
 	Admin     Admin      `toml:"admin"`
+	Console   Console    `toml:"console"`
 	Log       Log        `toml:"log"`
 	Kafka     Kafka      `toml:"kafka"`
 	Plugins   Plugins    `toml:"plugins"`

@@ -128,6 +128,7 @@ func (c *Config) setDefaults() {
 	}
 	c.schemaRegistryDefaults()
 	c.adminDefaults()
+	c.consoleDefaults()
 	if c.Journal != nil && unset("journal.expiry_interval") {
 		c.Journal.ExpiryInterval.Duration = defaultExpiryInterval
 	}

@@ -1,0 +1,12 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/streamd/streamd/internal/opscli"
+)
+
+func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return opscli.DLQ(ctx, args, stdout, stderr)
+}

@@ -1,0 +1,319 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/dlq"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// pipeParts are what a pipeline was built of, for the console: the
+// replay through a pipeline runs a second pipeline of the same stages,
+// sink and error policy.
+type pipeParts struct {
+	cfg    *config.Pipeline
+	p      *pipeline.Pipeline
+	stages []pipeline.Stage
+	sink   plugins.Sink
+	opts   []pipeline.Option
+}
+
+// keepParts remembers what pipeline p was built of.
+func (a *App) keepParts(pc *config.Pipeline, p *pipeline.Pipeline, stages []pipeline.Stage, sink plugins.Sink, opts []pipeline.Option) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.parts = append(a.parts, &pipeParts{cfg: pc, p: p, stages: stages, sink: sink, opts: opts})
+}
+
+// Console returns the console, or nil when it is off (no [admin] listen,
+// or [console] enabled = false).
+func (a *App) Console() *console.Console { return a.console }
+
+// buildConsole mounts the console on the admin server.
+func (a *App) buildConsole() {
+	if a.cfg.Admin.Listen == "" || !a.cfg.Console.Enabled {
+		return
+	}
+	opts := []console.Option{console.WithPipelines(a.consolePipelines), console.WithLogger(a.log.With("component", "console"))}
+	if jc := a.cfg.Journal; jc != nil {
+		j := &console.Journal{Stats: a.journalStats}
+		if jc.QuarantineTopic != "" {
+			j.Quarantine = dlq.NewReader(jc.QuarantineTopic, dlq.WithClientOpts(KafkaOpts(a.cfg)...))
+		}
+		opts = append(opts, console.WithJournal(j))
+	}
+	if a.cfg.Fluid != nil {
+		opts = append(opts, console.WithFluid(a.fluidStatus))
+	}
+	a.console = console.New(opts...)
+	a.Admin.HandlePrefix("/ui/", a.console)
+	a.Admin.Handle("/ui", a.console) // redirects to /ui/
+}
+
+func (a *App) consolePipelines() []console.Pipeline {
+	a.mu.Lock()
+	parts := append([]*pipeParts(nil), a.parts...)
+	a.mu.Unlock()
+	out := make([]console.Pipeline, 0, len(parts))
+	for _, pp := range parts {
+		out = append(out, a.consolePipeline(pp))
+	}
+	return out
+}
+
+func (a *App) consolePipeline(pp *pipeParts) console.Pipeline {
+	pc := pp.cfg
+	cp := console.Pipeline{
+		Name: pc.Name, P: pp.p, Policy: pc.Errors.Policy, Journal: pc.Sink.Type == "journal",
+		Source: console.Source{Type: pc.Source.Type, Topics: pc.Source.Topics, Group: pc.Source.Group},
+		Sink:   console.Sink{Type: pc.Sink.Type, Topic: pc.Sink.Topic},
+	}
+	if pc.Source.Fluid != nil {
+		cp.Source.Fluid = pc.Source.Fluid.CompatibleVersion
+	}
+	for j, st := range pp.stages {
+		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: st.Transformer})
+	}
+	if pc.Errors.Policy == "dlq" {
+		cp.DLQ = dlq.NewReader(pc.Errors.DLQTopic, dlq.WithClientOpts(KafkaOpts(a.cfg)...))
+		if pc.Source.Type == "kafka" {
+			cp.ToSource = a.toSource
+		}
+		cp.ThroughPipeline = func(ctx context.Context) (console.ReplayTarget, error) { return a.throughPipeline(ctx, pp) }
+	}
+	if pc.Source.Type == "kafka" && pc.Source.Group != "" {
+		group := pc.Source.Group
+		cp.Owners = func(ctx context.Context) (map[string]string, error) { return a.groupOwners(ctx, group) }
+	}
+	return cp
+}
+
+// toSource is a Target producing to the records' source topics.
+func (a *App) toSource(topic string) (dlq.Target, func(), error) {
+	cl, err := kgo.NewClient(append(KafkaOpts(a.cfg), kgo.RecordPartitioner(dlq.Partitioner()))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dlq.ToTopic(cl, topic), cl.Close, nil
+}
+
+// groupOwners describes the consumer group: the member owning each
+// "topic/partition".
+func (a *App) groupOwners(ctx context.Context, group string) (map[string]string, error) {
+	adm, err := a.adminClient()
+	if err != nil {
+		return nil, err
+	}
+	gs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := gs[group]
+	if !ok {
+		return nil, fmt.Errorf("group %s: not described", group)
+	}
+	if g.Err != nil {
+		return nil, fmt.Errorf("group %s: %w", group, g.Err)
+	}
+	out := map[string]string{}
+	for _, m := range g.Members {
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		who := m.ClientID + " " + m.ClientHost
+		if m.InstanceID != nil {
+			who += " (instance " + *m.InstanceID + ")"
+		}
+		for _, t := range c.Topics {
+			for _, p := range t.Partitions {
+				out[t.Topic+"/"+strconv.Itoa(int(p))] = who
+			}
+		}
+	}
+	return out, nil
+}
+
+// adminClient is the app's own Kafka admin client, made on first use.
+func (a *App) adminClient() (*kadm.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.adm == nil {
+		cl, err := kgo.NewClient(KafkaOpts(a.cfg)...)
+		if err != nil {
+			return nil, err
+		}
+		a.adm = kadm.NewClient(cl)
+		a.closers = append(a.closers, func() error { cl.Close(); return nil })
+	}
+	return a.adm, nil
+}
+
+func (a *App) journalStats() map[string]any {
+	out := map[string]any{}
+	if a.journal == nil {
+		return out
+	}
+	for _, s := range a.journal.sinks {
+		if r := s.r.Load(); r != nil {
+			out[s.pipeline] = r.Stats()
+		} else {
+			out[s.pipeline] = map[string]any{}
+		}
+	}
+	return out
+}
+
+func (a *App) fluidStatus() any {
+	a.mu.Lock()
+	b := a.bridge
+	a.mu.Unlock()
+	if b == nil {
+		return map[string]any{"error": "the bridge is not running"}
+	}
+	return b.Status()
+}
+
+// throughPipeline starts a pipeline of pp's stages, sink and error policy
+// that reads what the returned Target is given.
+func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.ReplayTarget, error) {
+	if st := pp.p.Status().State; st == pipeline.Starting {
+		return nil, fmt.Errorf("pipeline %s is not running yet (%s)", pp.cfg.Name, st)
+	}
+	src := &feedSource{in: make(chan []pipeline.Msg), batches: map[uint64]*feedBatch{}}
+	opts := append(append([]pipeline.Option(nil), pp.opts...),
+		pipeline.WithMetrics(nil), pipeline.WithLogger(a.log.With("replay", pp.cfg.Name)), pipeline.WithCommitInterval(0))
+	p := pipeline.New(pp.cfg.Name+" (replay)", src, pp.sink, opts...)
+	t := &through{p: p, src: src, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		t.err = p.Run(context.WithoutCancel(ctx))
+	}()
+	return t, nil
+}
+
+// through is a console.ReplayTarget: a pipeline fed by Replay.
+type through struct {
+	p    *pipeline.Pipeline
+	src  *feedSource
+	done chan struct{}
+	err  error
+	once sync.Once
+}
+
+func (t *through) Replay(ctx context.Context, recs []record.Record) error {
+	b := t.src.add(recs)
+	select {
+	case t.src.in <- b.msgs:
+	case <-t.done:
+		return t.ended()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-b.acked:
+		return nil
+	case <-t.done:
+		return t.ended()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *through) ended() error {
+	if t.err != nil {
+		return t.err
+	}
+	return errors.New("the replay pipeline stopped")
+}
+
+func (t *through) Rejected() int64 { return t.p.Status().Errors }
+
+func (t *through) Close() error {
+	t.once.Do(func() { close(t.src.in) })
+	<-t.done
+	return t.err
+}
+
+// feedSource is a pipeline.Source of the batches sent on in; a closed in
+// is the end.
+type feedSource struct {
+	in chan []pipeline.Msg
+
+	mu      sync.Mutex
+	seq     uint64
+	batches map[uint64]*feedBatch
+}
+
+type feedBatch struct {
+	msgs  []pipeline.Msg
+	left  int
+	acked chan struct{}
+}
+
+func (s *feedSource) add(recs []record.Record) *feedBatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	b := &feedBatch{msgs: make([]pipeline.Msg, len(recs)), left: len(recs), acked: make(chan struct{})}
+	for i := range recs {
+		b.msgs[i] = pipeline.Msg{Record: recs[i], Token: s.seq}
+	}
+	s.batches[s.seq] = b
+	if b.left == 0 {
+		close(b.acked)
+	}
+	return b
+}
+
+func (s *feedSource) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
+	select {
+	case msgs, ok := <-s.in:
+		if !ok {
+			return nil, io.EOF
+		}
+		return msgs, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *feedSource) Ack(msgs []pipeline.Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range msgs {
+		b := s.batches[msgs[i].Token]
+		if b == nil {
+			continue
+		}
+		b.left--
+		if b.left == 0 {
+			close(b.acked)
+			delete(s.batches, msgs[i].Token)
+		}
+	}
+}
+
+func (s *feedSource) Commit(context.Context) error { return nil }
+func (s *feedSource) Close()                       {}
+
+// consoleURL is where the console is, for the log.
+func (a *App) consoleURL() string {
+	scheme := "http"
+	if a.Admin.TLS() {
+		scheme = "https"
+	}
+	return scheme + "://" + a.AdminAddr + "/ui/"
+}

@@ -1,0 +1,269 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/streamd/streamd/internal/dlq"
+	"github.com/streamd/streamd/pipeline"
+)
+
+//go:embed static
+var static embed.FS
+
+// Pipeline is what the console is told about one pipeline.
+type Pipeline struct {
+	Name string
+	P    *pipeline.Pipeline
+	// Source, Sink and Stages describe the parts, as the config names them.
+	Source Source
+	Stages []Stage
+	Sink   Sink
+	// Policy is the error policy: stop, drop or dlq.
+	Policy string
+	// DLQ reads the dead-letter topic; nil without one.
+	DLQ *dlq.Reader
+	// ToSource, when set, returns a Target that writes records back to
+	// their source topics (or to topic, when not ""), and a func that
+	// releases it.
+	ToSource func(topic string) (dlq.Target, func(), error)
+	// ThroughPipeline, when set, returns a Target that runs records
+	// through the pipeline's stages and sink (its error policy applies),
+	// and a func that ends it; the Target counts what it rejected.
+	ThroughPipeline func(ctx context.Context) (ReplayTarget, error)
+	// Owners, when set, returns the member that owns each
+	// "topic/partition" of the source's consumer group.
+	Owners func(ctx context.Context) (map[string]string, error)
+	// Journal is set for a journal replicator pipeline.
+	Journal bool
+}
+
+// ReplayTarget is a dlq.Target through a pipeline.
+type ReplayTarget interface {
+	dlq.Target
+	// Rejected is how many replayed records the pipeline rejected again
+	// (they went to its error policy).
+	Rejected() int64
+	// Close ends the replay pipeline.
+	Close() error
+}
+
+// Source describes a pipeline's source.
+type Source struct {
+	Type   string   `json:"type"`
+	Topics []string `json:"topics,omitempty"`
+	Group  string   `json:"group,omitempty"`
+	// Fluid is the compatible schema version of a fluid consumer, or 0.
+	Fluid int `json:"fluid_compatible_version,omitempty"`
+}
+
+// Stage describes one transform stage.
+type Stage struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Plugin is the plugin's name, when it is one; Part the loaded
+	// transformer (for its health, version and reloads).
+	Plugin string `json:"plugin,omitempty"`
+	Part   any    `json:"-"`
+}
+
+// Sink describes a pipeline's sink.
+type Sink struct {
+	Type  string `json:"type"`
+	Topic string `json:"topic,omitempty"`
+}
+
+// Journal is what the journal page shows.
+type Journal struct {
+	// Stats returns each replicator pipeline's counters.
+	Stats func() map[string]any
+	// Quarantine reads the quarantine topic; nil without one.
+	Quarantine *dlq.Reader
+}
+
+// Option configures a Console.
+type Option func(*options)
+
+type options struct {
+	pipelines func() []Pipeline
+	journal   *Journal
+	fluid     func() any
+	log       *slog.Logger
+	interval  time.Duration
+	history   time.Duration
+}
+
+// WithPipelines sets where the console learns the pipelines.
+func WithPipelines(f func() []Pipeline) Option { return func(o *options) { o.pipelines = f } }
+
+// WithJournal shows the journal page.
+func WithJournal(j *Journal) Option { return func(o *options) { o.journal = j } }
+
+// WithFluid shows the fluid page with the bridge's status, as f returns
+// it.
+func WithFluid(f func() any) Option { return func(o *options) { o.fluid = f } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithSampling sets how often pipelines are sampled (default 1s) and how
+// long the samples are kept (default 15m).
+func WithSampling(interval, history time.Duration) Option {
+	return func(o *options) {
+		if interval > 0 {
+			o.interval = interval
+		}
+		if history > 0 {
+			o.history = history
+		}
+	}
+}
+
+// Default sampling.
+const (
+	DefaultInterval = time.Second
+	DefaultHistory  = 15 * time.Minute
+)
+
+// Console serves the pages and their API. Start samples; Close stops
+// sampling and ends every event stream.
+type Console struct {
+	o       options
+	mux     *http.ServeMux
+	series  *series
+	replays *replays
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// New returns a console.
+func New(opts ...Option) *Console {
+	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil }}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{})}
+	c.series = newSeries(int(o.history / o.interval))
+	c.replays = newReplays(o.log)
+	c.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	c.mux.HandleFunc("GET /ui/api/info", c.info)
+	c.mux.HandleFunc("GET /ui/api/events", c.events)
+	c.mux.HandleFunc("GET /ui/api/pipelines/{p}", c.pipelineDetail)
+	c.mux.HandleFunc("GET /ui/api/dlq/{p}", c.dlqList)
+	c.mux.HandleFunc("GET /ui/api/dlq/{p}/{partition}/{offset}", c.dlqGet)
+	c.mux.HandleFunc("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
+	c.mux.HandleFunc("GET /ui/api/replays", c.replayList)
+	c.mux.HandleFunc("GET /ui/api/replays/{id}", c.replayGet)
+	c.mux.HandleFunc("GET /ui/api/journal", c.journalInfo)
+	c.mux.HandleFunc("GET /ui/api/journal/quarantine", c.journalQuarantine)
+	c.mux.HandleFunc("GET /ui/api/fluid", c.fluidInfo)
+	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/ui/api/"):
+			writeErr(w, http.StatusNotFound, "%s %s: no such console API", r.Method, r.URL.Path)
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			writeErr(w, http.StatusMethodNotAllowed, "%s %s: the console's files are read with GET", r.Method, r.URL.Path)
+		default:
+			serveStatic(w, r)
+		}
+	})
+	return c
+}
+
+// ServeHTTP serves /ui/ and /ui/api/.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// Start samples the pipelines until Close.
+func (c *Console) Start() {
+	c.startOnce.Do(func() {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.sample(time.Now())
+			t := time.NewTicker(c.o.interval)
+			defer t.Stop()
+			for {
+				select {
+				case now := <-t.C:
+					c.sample(now)
+				case <-c.done:
+					return
+				}
+			}
+		}()
+	})
+}
+
+// Close stops sampling, ends the event streams and cancels running
+// replays (what they replayed stays replayed; their progress says where
+// they stopped).
+func (c *Console) Close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.replays.close()
+	})
+	c.wg.Wait()
+}
+
+func (c *Console) pipeline(name string) (Pipeline, bool) {
+	for _, p := range c.o.pipelines() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pipeline{}, false
+}
+
+// serveStatic serves the embedded files: /ui/ is index.html.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/ui/")
+	if name == "" {
+		name = "index.html"
+	}
+	b, err := fs.ReadFile(static, "static/"+name)
+	if err != nil || strings.Contains(name, "..") {
+		writeErr(w, http.StatusNotFound, "%s: no such console file", r.URL.Path)
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	// The files change with the binary: a browser must not keep an old
+	// app.js against a new API.
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, format string, a ...any) {
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, a...)})
+}
