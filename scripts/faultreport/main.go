@@ -48,7 +48,6 @@ type result struct {
 	Failures       []string `json:"failures"`
 }
 
-
 func main() {
 	doc := flag.String("doc", "", "replace the fault table in this Markdown file")
 	note := flag.String("note", "", "a line to print above the tables (when and how they were measured)")
