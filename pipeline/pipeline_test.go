@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -16,119 +16,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/pipelinetest"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
-
-// fakeSource serves records of several partitions in chunks and records acks.
-type fakeSource struct {
-	mu       sync.Mutex
-	pending  []Msg
-	chunk    int
-	block    bool // after the last record, block instead of io.EOF
-	acked    map[int32][]int64
-	fetched  atomic.Int64
-	ackedN   atomic.Int64
-	commits  atomic.Int64
-	dead     map[int32]bool // partitions whose records are stale
-	maxAhead atomic.Int64   // largest fetched-minus-acked seen at a fetch
-}
-
-func newFakeSource(partitions int32, perPartition int, chunk int) *fakeSource {
-	s := &fakeSource{chunk: chunk, acked: map[int32][]int64{}, dead: map[int32]bool{}}
-	for o := 0; o < perPartition; o++ {
-		for p := int32(0); p < partitions; p++ {
-			s.pending = append(s.pending, Msg{Record: record.Record{
-				Topic: "in", Partition: p, Offset: int64(o), Key: []byte(fmt.Sprint("k", o)), Value: []byte(fmt.Sprint("v", p, "-", o)),
-			}})
-		}
-	}
-	return s
-}
-
-func (s *fakeSource) Fetch(ctx context.Context) ([]Msg, error) {
-	s.mu.Lock()
-	if len(s.pending) == 0 {
-		s.mu.Unlock()
-		if s.block {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		return nil, io.EOF
-	}
-	n := min(s.chunk, len(s.pending))
-	out := append([]Msg(nil), s.pending[:n]...)
-	s.pending = s.pending[n:]
-	s.mu.Unlock()
-	ahead := s.fetched.Add(int64(n)) - s.ackedN.Load()
-	for {
-		m := s.maxAhead.Load()
-		if ahead <= m || s.maxAhead.CompareAndSwap(m, ahead) {
-			break
-		}
-	}
-	return out, nil
-}
-
-func (s *fakeSource) Ack(msgs []Msg) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range msgs {
-		s.acked[m.Record.Partition] = append(s.acked[m.Record.Partition], m.Record.Offset)
-	}
-	s.ackedN.Add(int64(len(msgs)))
-}
-
-func (s *fakeSource) Live(m *Msg) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.dead[m.Record.Partition]
-}
-
-func (s *fakeSource) Commit(context.Context) error { s.commits.Add(1); return nil }
-func (s *fakeSource) Close()                       {}
-
-// memSink stores what it is given; failFirst whole-batch errors first.
-type memSink struct {
-	mu        sync.Mutex
-	recs      []record.Record
-	failFirst int
-	calls     int
-	reject    func(r *record.Record) error
-	delay     time.Duration
-}
-
-func (m *memSink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
-	if m.delay > 0 {
-		time.Sleep(m.delay)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls++
-	if m.calls <= m.failFirst {
-		return nil, errors.New("broker unavailable")
-	}
-	errs := make([]error, len(batch))
-	for i := range batch {
-		if m.reject != nil {
-			if errs[i] = m.reject(&batch[i]); errs[i] != nil {
-				continue
-			}
-		}
-		m.recs = append(m.recs, batch[i])
-	}
-	return errs, nil
-}
-
-func (m *memSink) byPartition() map[int32][]string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[int32][]string{}
-	for _, r := range m.recs {
-		out[r.Partition] = append(out[r.Partition], string(r.Value))
-	}
-	return out
-}
 
 // upper uppercases values; it fails a whole batch that holds "poison" and
 // rejects a record whose value contains "bad".
@@ -152,20 +44,20 @@ func (u *upper) Transform(_ context.Context, batch []record.Record) ([]plugins.R
 	return out, nil
 }
 
-func fast() []Option {
-	return []Option{WithBatch(16, 1<<20, time.Millisecond), WithRetry(time.Millisecond, 4*time.Millisecond, 0), WithCommitInterval(5 * time.Millisecond)}
+func fast() []pipeline.Option {
+	return []pipeline.Option{pipeline.WithBatch(16, 1<<20, time.Millisecond), pipeline.WithRetry(time.Millisecond, 4*time.Millisecond, 0), pipeline.WithCommitInterval(5 * time.Millisecond)}
 }
 
 func TestOrderAndAck(t *testing.T) {
 	for _, workers := range []int{1, 3} {
 		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
-			src := newFakeSource(4, 500, 37)
-			sink := &memSink{}
-			p := New("t", src, sink, append(fast(), WithWorkers(workers), WithStages(Stage{Name: "up", Transformer: &upper{}}))...)
+			src := pipelinetest.NewSource(4, 500, 37)
+			sink := &pipelinetest.Sink{}
+			p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(workers), pipeline.WithStages(pipeline.Stage{Name: "up", Transformer: &upper{}}))...)
 			if err := p.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			got := sink.byPartition()
+			got := sink.ByPartition()
 			for part := int32(0); part < 4; part++ {
 				if len(got[part]) != 500 {
 					t.Fatalf("partition %d: %d records written, want 500", part, len(got[part]))
@@ -175,16 +67,16 @@ func TestOrderAndAck(t *testing.T) {
 						t.Fatalf("partition %d position %d: %s, want %s (order lost)", part, o, v, want)
 					}
 				}
-				for o, a := range src.acked[part] {
+				for o, a := range src.Acked(part) {
 					if a != int64(o) {
 						t.Fatalf("partition %d: ack %d at position %d: acks out of order", part, a, o)
 					}
 				}
 			}
-			if s := p.Status(); s.State != Done || s.In != 2000 || s.Out != 2000 || s.InFlight != 0 {
+			if s := p.Status(); s.State != pipeline.Done || s.In != 2000 || s.Out != 2000 || s.InFlight != 0 {
 				t.Fatalf("status %+v", s)
 			}
-			if src.commits.Load() == 0 {
+			if src.Commits() == 0 {
 				t.Fatal("never committed")
 			}
 		})
@@ -192,25 +84,25 @@ func TestOrderAndAck(t *testing.T) {
 }
 
 func TestPoisonRecordIsolatedToDLQ(t *testing.T) {
-	src := newFakeSource(1, 40, 40)
-	src.pending[17].Record.Value = []byte("poison")
-	src.pending[30].Record.Value = []byte("bad one")
-	sink, dlq := &memSink{}, &memSink{}
+	src := pipelinetest.NewSource(1, 40, 40)
+	src.Record(0, 17).Value = []byte("poison")
+	src.Record(0, 30).Value = []byte("bad one")
+	sink, dlq := &pipelinetest.Sink{}, &pipelinetest.Sink{}
 	tr := &upper{}
-	p := New("t", src, sink, append(fast(), WithErrorPolicy(DLQ, dlq), WithStages(Stage{Name: "down", Transformer: tr, Plugin: "orders-downgrade"}))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "down", Transformer: tr, Plugin: "orders-downgrade"}))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.recs) != 38 {
-		t.Fatalf("sink got %d records, want 38", len(sink.recs))
+	if sink.Len() != 38 {
+		t.Fatalf("sink got %d records, want 38", sink.Len())
 	}
-	if len(dlq.recs) != 2 {
-		t.Fatalf("dlq got %d records, want 2", len(dlq.recs))
+	if dlq.Len() != 2 {
+		t.Fatalf("dlq got %d records, want 2", dlq.Len())
 	}
-	d := dlq.recs[0]
+	d := dlq.Records()[0]
 	for k, want := range map[string]string{
-		HeaderError: "wasm trap: unreachable", HeaderStage: "down", HeaderPlugin: "orders-downgrade",
-		HeaderSourceTopic: "in", HeaderSourcePartition: "0", HeaderSourceOffset: "17",
+		pipeline.HeaderError: "wasm trap: unreachable", pipeline.HeaderStage: "down", pipeline.HeaderPlugin: "orders-downgrade",
+		pipeline.HeaderSourceTopic: "in", pipeline.HeaderSourcePartition: "0", pipeline.HeaderSourceOffset: "17",
 	} {
 		if v, _ := d.Header(k); string(v) != want {
 			t.Errorf("dlq header %s = %q, want %q", k, v, want)
@@ -219,92 +111,92 @@ func TestPoisonRecordIsolatedToDLQ(t *testing.T) {
 	if string(d.Value) != "poison" || string(d.Key) != "k17" {
 		t.Errorf("dlq record lost key/value: %q %q", d.Key, d.Value)
 	}
-	if v, _ := dlq.recs[1].Header(HeaderError); string(v) != "not a v2 order" {
+	if v, _ := dlq.Records()[1].Header(pipeline.HeaderError); string(v) != "not a v2 order" {
 		t.Errorf("second dlq error %q", v)
 	}
-	if len(src.acked[0]) != 40 {
-		t.Fatalf("acked %d, want all 40 (DLQ'd records are handled)", len(src.acked[0]))
+	if len(src.Acked(0)) != 40 {
+		t.Fatalf("acked %d, want all 40 (pipeline.DLQ'd records are handled)", len(src.Acked(0)))
 	}
 }
 
 func TestStopPolicyFailsAndDoesNotAck(t *testing.T) {
-	src := newFakeSource(1, 40, 40)
-	src.pending[20].Record.Value = []byte("bad")
-	p := New("t", src, &memSink{}, append(fast(), WithStages(Stage{Name: "down", Transformer: &upper{}}))...)
+	src := pipelinetest.NewSource(1, 40, 40)
+	src.Record(0, 20).Value = []byte("bad")
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithStages(pipeline.Stage{Name: "down", Transformer: &upper{}}))...)
 	err := p.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "in/0@20") || !strings.Contains(err.Error(), "not a v2 order") {
 		t.Fatalf("err = %v, want it to name in/0@20 and the reason", err)
 	}
-	for _, o := range src.acked[0] {
+	for _, o := range src.Acked(0) {
 		if o >= 16 {
 			t.Fatalf("offset %d acknowledged at or after the failing batch", o)
 		}
 	}
-	if p.Status().State != Failed || p.Ready() {
+	if p.Status().State != pipeline.Failed || p.Ready() {
 		t.Fatalf("state %v", p.Status().State)
 	}
 }
 
 func TestTransientSinkErrorsRetried(t *testing.T) {
-	src := newFakeSource(2, 50, 100)
-	sink := &memSink{failFirst: 3}
-	p := New("t", src, sink, append(fast(), WithWorkers(1))...)
+	src := pipelinetest.NewSource(2, 50, 100)
+	sink := &pipelinetest.Sink{FailFirst: 3}
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(1))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.recs) != 100 {
-		t.Fatalf("wrote %d, want 100", len(sink.recs))
+	if sink.Len() != 100 {
+		t.Fatalf("wrote %d, want 100", sink.Len())
 	}
 	// Attempts are bounded when asked.
-	sink2 := &memSink{failFirst: 1000}
-	p2 := New("t", newFakeSource(1, 5, 5), sink2, append(fast(), WithRetry(time.Millisecond, time.Millisecond, 4))...)
+	sink2 := &pipelinetest.Sink{FailFirst: 1000}
+	p2 := pipeline.New("t", pipelinetest.NewSource(1, 5, 5), sink2, append(fast(), pipeline.WithRetry(time.Millisecond, time.Millisecond, 4))...)
 	if err := p2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "after 4 attempts") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestBackpressureBoundsInFlight(t *testing.T) {
-	src := newFakeSource(1, 400, 10)
-	sink := &memSink{delay: time.Millisecond}
-	p := New("t", src, sink, append(fast(), WithBatch(10, 1<<20, time.Millisecond), WithMaxInFlight(30))...)
+	src := pipelinetest.NewSource(1, 400, 10)
+	sink := &pipelinetest.Sink{Delay: time.Millisecond}
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithBatch(10, 1<<20, time.Millisecond), pipeline.WithMaxInFlight(30))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// A fetch happens only below the bound, and returns at most one chunk.
-	if m := src.maxAhead.Load(); m > 30+10 {
+	if m := src.MaxAhead(); m > 30+10 {
 		t.Fatalf("in flight reached %d, bound 30 (+ one fetch of 10)", m)
 	}
-	if len(sink.recs) != 400 {
-		t.Fatalf("wrote %d", len(sink.recs))
+	if sink.Len() != 400 {
+		t.Fatalf("wrote %d", sink.Len())
 	}
 }
 
 func TestShutdownDrains(t *testing.T) {
-	src := newFakeSource(2, 200, 50)
-	src.block = true
-	sink := &memSink{delay: 2 * time.Millisecond}
+	src := pipelinetest.NewSource(2, 200, 50)
+	src.Block = true
+	sink := &pipelinetest.Sink{Delay: 2 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := New("t", src, sink, fast()...)
+	p := pipeline.New("t", src, sink, fast()...)
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
-	for src.fetched.Load() < 400 {
+	for src.Fetched() < 400 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := src.ackedN.Load(); got != src.fetched.Load() || len(sink.recs) != 400 {
-		t.Fatalf("acked %d of %d fetched, wrote %d", got, src.fetched.Load(), len(sink.recs))
+	if got := src.AckedN(); got != src.Fetched() || sink.Len() != 400 {
+		t.Fatalf("acked %d of %d fetched, wrote %d", got, src.Fetched(), sink.Len())
 	}
-	if p.Status().State != Stopped {
+	if p.Status().State != pipeline.Stopped {
 		t.Fatalf("state %s", p.Status().State)
 	}
 }
 
 func TestShutdownTimeoutAbandons(t *testing.T) {
-	src := newFakeSource(1, 10, 10)
-	src.block = true
+	src := pipelinetest.NewSource(1, 10, 10)
+	src.Block = true
 	block := make(chan struct{})
 	sink := sinkFunc(func(ctx context.Context, b []record.Record) ([]error, error) {
 		select {
@@ -315,10 +207,10 @@ func TestShutdownTimeoutAbandons(t *testing.T) {
 		return make([]error, len(b)), nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	p := New("t", src, sink, append(fast(), WithShutdownTimeout(50*time.Millisecond))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithShutdownTimeout(50*time.Millisecond))...)
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
-	for src.fetched.Load() < 10 {
+	for src.Fetched() < 10 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
@@ -327,7 +219,7 @@ func TestShutdownTimeoutAbandons(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after the shutdown timeout")
 	}
-	if src.ackedN.Load() != 0 {
+	if src.AckedN() != 0 {
 		t.Fatal("an abandoned batch was acknowledged")
 	}
 }
@@ -337,17 +229,17 @@ type sinkFunc func(context.Context, []record.Record) ([]error, error)
 func (f sinkFunc) Write(ctx context.Context, b []record.Record) ([]error, error) { return f(ctx, b) }
 
 func TestStaleRecordsDropped(t *testing.T) {
-	src := newFakeSource(2, 20, 40)
-	src.dead[1] = true
-	sink := &memSink{}
-	p := New("t", src, sink, fast()...)
+	src := pipelinetest.NewSource(2, 20, 40)
+	src.Kill(1)
+	sink := &pipelinetest.Sink{}
+	p := pipeline.New("t", src, sink, fast()...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := sink.byPartition(); len(got[1]) != 0 || len(got[0]) != 20 {
+	if got := sink.ByPartition(); len(got[1]) != 0 || len(got[0]) != 20 {
 		t.Fatalf("wrote %d of a revoked partition, %d of a live one", len(got[1]), len(got[0]))
 	}
-	if len(src.acked[1]) != 0 {
+	if len(src.Acked(1)) != 0 {
 		t.Fatal("records of a revoked partition were acknowledged")
 	}
 	if s := p.Status(); s.Dropped != 20 || s.InFlight != 0 {
@@ -356,7 +248,7 @@ func TestStaleRecordsDropped(t *testing.T) {
 }
 
 func TestGenerateSource(t *testing.T) {
-	g := NewGenerateSource(0, 300, 10)
+	g := pipeline.NewGenerateSource(0, 300, 10)
 	var n int
 	for {
 		msgs, err := g.Fetch(context.Background())
@@ -371,7 +263,7 @@ func TestGenerateSource(t *testing.T) {
 	if n != 300 {
 		t.Fatalf("generated %d, want 300", n)
 	}
-	k, v := Order(12, 10)
+	k, v := pipeline.Order(12, 10)
 	if string(k) != "c-2" || !strings.HasPrefix(string(v), `{"order_id":"o-12","customer":{"id":"c-2"`) {
 		t.Fatalf("order %s %s", k, v)
 	}
@@ -380,7 +272,7 @@ func TestGenerateSource(t *testing.T) {
 // asyncSink completes writes out of order after random delays and fails
 // every fifth write transiently once.
 type asyncSink struct {
-	memSink
+	pipelinetest.Sink
 	mu     sync.Mutex
 	n      int
 	issued []record.Record // in WriteAsync call order
@@ -403,9 +295,9 @@ func (a *asyncSink) WriteAsync(ctx context.Context, batch []record.Record, done 
 }
 
 func TestAsyncSinkKeepsOrderAndAcks(t *testing.T) {
-	src := newFakeSource(3, 400, 50)
+	src := pipelinetest.NewSource(3, 400, 50)
 	sink := &asyncSink{}
-	p := New("t", src, sink, append(fast(), WithWorkers(2))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(2))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -417,43 +309,55 @@ func TestAsyncSinkKeepsOrderAndAcks(t *testing.T) {
 		last[r.Partition] = r.Offset
 	}
 	for part := int32(0); part < 3; part++ {
-		if len(src.acked[part]) != 400 {
-			t.Fatalf("partition %d: %d acked", part, len(src.acked[part]))
+		if len(src.Acked(part)) != 400 {
+			t.Fatalf("partition %d: %d acked", part, len(src.Acked(part)))
 		}
-		for i, o := range src.acked[part] {
+		for i, o := range src.Acked(part) {
 			if o != int64(i) {
 				t.Fatalf("partition %d: ack %d at %d", part, o, i)
 			}
 		}
 	}
 	// the transient failures were retried through Write
-	if len(sink.memSink.recs) == 0 {
+	if len(sink.Sink.Records()) == 0 {
 		t.Fatal("no batch was retried")
 	}
 }
 
 type sickSink struct {
-	memSink
+	pipelinetest.Sink
+	mu  sync.Mutex
 	err error
 }
 
-func (s *sickSink) Health() error { return s.err }
+func (s *sickSink) setErr(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+func (s *sickSink) Health() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
 
 func TestHealthReported(t *testing.T) {
 	sink := &sickSink{}
-	p := New("t", newFakeSource(1, 1, 1), sink, fast()...)
-	if err := p.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.state, p.ready = Running, true
-	p.mu.Unlock()
-	if !p.Ready() {
-		t.Fatal("healthy pipeline not ready")
-	}
-	sink.err = errors.New("plugin crashed 5 times in 1m0s")
+	src := pipelinetest.NewSource(1, 1, 1)
+	src.Block = true
+	p := pipeline.New("t", src, sink, fast()...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitStatus(t, p, "ready", func(s pipeline.Status) bool { return s.Ready && s.Out == 1 })
+	sink.setErr(errors.New("plugin crashed 5 times in 1m0s"))
 	if p.Ready() || !strings.Contains(p.Status().Error, "crashed 5 times") {
 		t.Fatalf("unhealthy sink not reported: %+v", p.Status())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -474,15 +378,15 @@ func (b *brokenPlugin) Health() error {
 }
 
 func TestUnhealthyStageFailsPipelineNotRecords(t *testing.T) {
-	src := newFakeSource(1, 20, 20)
-	dlq := &memSink{}
-	p := New("t", src, &memSink{}, append(fast(), WithErrorPolicy(DLQ, dlq), WithStages(Stage{Name: "n", Transformer: &brokenPlugin{}}))...)
+	src := pipelinetest.NewSource(1, 20, 20)
+	dlq := &pipelinetest.Sink{}
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "n", Transformer: &brokenPlugin{}}))...)
 	err := p.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "5 crashes") {
 		t.Fatalf("err = %v, want the pipeline to fail with the plugin's health", err)
 	}
-	if len(dlq.recs) != 0 || src.ackedN.Load() != 0 {
-		t.Fatalf("%d records dead-lettered and %d acked because the plugin broke", len(dlq.recs), src.ackedN.Load())
+	if dlq.Len() != 0 || src.AckedN() != 0 {
+		t.Fatalf("%d records dead-lettered and %d acked because the plugin broke", dlq.Len(), src.AckedN())
 	}
 }
 
@@ -524,12 +428,12 @@ func (f *flakySink) Write(_ context.Context, batch []record.Record) ([]error, er
 // findings 1 and 2: a whole-batch retry wrote 49 records from 8, and
 // transient errors went to the policy).
 func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
-	for _, policy := range []Policy{Stop, Drop, DLQ} {
+	for _, policy := range []pipeline.Policy{pipeline.Stop, pipeline.Drop, pipeline.DLQ} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
-			src := newFakeSource(3, 40, 30)
+			src := pipelinetest.NewSource(3, 40, 30)
 			sink := &flakySink{failFor: 5, part: 1}
-			dlq := &memSink{}
-			p := New("t", src, sink, append(fast(), WithWorkers(1), WithErrorPolicy(policy, dlq))...)
+			dlq := &pipelinetest.Sink{}
+			p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(1), pipeline.WithErrorPolicy(policy, dlq))...)
 			if err := p.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -543,8 +447,8 @@ func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
 					t.Errorf("record %s of a healthy partition offered %d times", v, n)
 				}
 			}
-			if s := p.Status(); len(sink.written) != 120 || s.Out != 120 || s.Errors != 0 || s.Dropped != 0 || len(dlq.recs) != 0 {
-				t.Fatalf("%d of 120 written; status %+v, %d dead-lettered", len(sink.written), s, len(dlq.recs))
+			if s := p.Status(); len(sink.written) != 120 || s.Out != 120 || s.Errors != 0 || s.Dropped != 0 || dlq.Len() != 0 {
+				t.Fatalf("%d of 120 written; status %+v, %d dead-lettered", len(sink.written), s, dlq.Len())
 			}
 		})
 	}
@@ -590,16 +494,16 @@ func (s *registryDown) Transform(_ context.Context, batch []record.Record) ([]pl
 // and a transient per-record error retries that record; none reaches the
 // error policy (h7's schema stage while the registry is down).
 func TestTransientStageErrorRetried(t *testing.T) {
-	src := newFakeSource(3, 20, 60)
-	sink, dlq := &memSink{}, &memSink{}
+	src := pipelinetest.NewSource(3, 20, 60)
+	sink, dlq := &pipelinetest.Sink{}, &pipelinetest.Sink{}
 	st := &registryDown{failFor: 4}
-	p := New("t", src, sink, append(fast(), WithWorkers(1), WithBatch(60, 1<<20, time.Millisecond), WithErrorPolicy(DLQ, dlq),
-		WithStages(Stage{Name: "schema", Transformer: st}))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(1), pipeline.WithBatch(60, 1<<20, time.Millisecond), pipeline.WithErrorPolicy(pipeline.DLQ, dlq),
+		pipeline.WithStages(pipeline.Stage{Name: "schema", Transformer: st}))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := p.Status(); len(sink.recs) != 60 || s.Errors != 0 || len(dlq.recs) != 0 {
-		t.Fatalf("%d of 60 written, %d dead-lettered; status %+v", len(sink.recs), len(dlq.recs), s)
+	if s := p.Status(); sink.Len() != 60 || s.Errors != 0 || dlq.Len() != 0 {
+		t.Fatalf("%d of 60 written, %d dead-lettered; status %+v", sink.Len(), dlq.Len(), s)
 	}
 	for _, n := range st.sizes[:st.failFor+1] {
 		if n != 60 {
@@ -610,16 +514,16 @@ func TestTransientStageErrorRetried(t *testing.T) {
 		t.Fatalf("batch sizes %v: want the 20 records of partition 2 retried after the first pass", st.sizes)
 	}
 	// bounded attempts fail the pipeline, acknowledging nothing
-	src2 := newFakeSource(1, 5, 5)
-	p2 := New("t", src2, &memSink{}, append(fast(), WithRetry(time.Millisecond, time.Millisecond, 3),
-		WithStages(Stage{Name: "schema", Transformer: &registryDown{failFor: 100}}))...)
-	if err := p2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "after 3 attempts") || src2.ackedN.Load() != 0 {
-		t.Fatalf("err = %v, %d acked", err, src2.ackedN.Load())
+	src2 := pipelinetest.NewSource(1, 5, 5)
+	p2 := pipeline.New("t", src2, &pipelinetest.Sink{}, append(fast(), pipeline.WithRetry(time.Millisecond, time.Millisecond, 3),
+		pipeline.WithStages(pipeline.Stage{Name: "schema", Transformer: &registryDown{failFor: 100}}))...)
+	if err := p2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "after 3 attempts") || src2.AckedN() != 0 {
+		t.Fatalf("err = %v, %d acked", err, src2.AckedN())
 	}
 }
 
 // runFor runs p and fails the test if Run does not return within d.
-func runFor(t *testing.T, p *Pipeline, ctx context.Context, d time.Duration) error {
+func runFor(t *testing.T, p *pipeline.Pipeline, ctx context.Context, d time.Duration) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -637,10 +541,10 @@ func runFor(t *testing.T, p *Pipeline, ctx context.Context, d time.Duration) err
 // until records come) returns the error at once instead of waiting in
 // the fetch forever (issue 11 finding 4: no log line, no exit).
 func TestFailedPipelineDoesNotHangInFetch(t *testing.T) {
-	src := newFakeSource(1, 10, 10)
-	src.block = true
-	src.pending[3].Record.Value = []byte("bad")
-	p := New("t", src, &memSink{}, append(fast(), WithStages(Stage{Name: "down", Transformer: &upper{}}))...)
+	src := pipelinetest.NewSource(1, 10, 10)
+	src.Block = true
+	src.Record(0, 3).Value = []byte("bad")
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithStages(pipeline.Stage{Name: "down", Transformer: &upper{}}))...)
 	err := runFor(t, p, context.Background(), 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "in/0@3") {
 		t.Fatalf("err = %v", err)
@@ -660,7 +564,7 @@ func (s *stuckSink) Write(ctx context.Context, b []record.Record) ([]error, erro
 // silentAsync takes every write and never answers, as franz-go with a
 // broker that is down holds records it may have sent.
 type silentAsync struct {
-	memSink
+	pipelinetest.Sink
 	calls atomic.Int64
 }
 
@@ -680,18 +584,18 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 		sink plugins.Sink
 	}{{"blocking", &stuckSink{}}, {"async-silent", &silentAsync{}}} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := newFakeSource(4, 5000, 200)
-			src.block = true
+			src := pipelinetest.NewSource(4, 5000, 200)
+			src.Block = true
 			ctx, cancel := context.WithCancel(context.Background())
-			p := New("t", src, tc.sink, append(fast(), WithWorkers(2), WithBatch(10, 1<<20, time.Millisecond),
-				WithMaxInFlight(100000), WithShutdownTimeout(300*time.Millisecond))...)
+			p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithWorkers(2), pipeline.WithBatch(10, 1<<20, time.Millisecond),
+				pipeline.WithMaxInFlight(100000), pipeline.WithShutdownTimeout(300*time.Millisecond))...)
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx) }()
 			// Wait until the fetch loop is blocked handing records on.
 			deadline := time.Now().Add(10 * time.Second)
 			for last := int64(-1); ; {
 				time.Sleep(100 * time.Millisecond)
-				n := src.fetched.Load()
+				n := src.Fetched()
 				if n == last && n > 0 {
 					break
 				}
@@ -711,7 +615,7 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 				t.Fatalf("Run ignored the cancel for 10 s with the sink stuck (shutdown timeout 300ms); status %+v", p.Status())
 			}
 			t.Logf("returned %s after the cancel", time.Since(start).Round(time.Millisecond))
-			if src.ackedN.Load() != 0 {
+			if src.AckedN() != 0 {
 				t.Fatal("records were acknowledged though nothing was written")
 			}
 		})
@@ -719,7 +623,7 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 }
 
 // TestOversizeRecordDeadLettered: a record the sink rejects as too large
-// goes to the DLQ; when the DLQ has the same limit, without its value
+// goes to the pipeline.DLQ; when the pipeline.DLQ has the same limit, without its value
 // (then also without its key and own headers if still too large), with
 // the error and its origin (issue 11 finding 4: the dead-letter write
 // failed the same way and failed the pipeline).
@@ -745,31 +649,31 @@ func TestOversizeRecordDeadLettered(t *testing.T) {
 		{"value-key-headers", strings.Repeat("K", 3000), strings.Repeat("H", 3000), "value,key,headers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := newFakeSource(1, 10, 10)
-			big := &src.pending[4].Record
+			src := pipelinetest.NewSource(1, 10, 10)
+			big := src.Record(0, 4)
 			big.Key, big.Value = []byte(tc.key), []byte(strings.Repeat("x", 5000))
 			if tc.hdr != "" {
 				big.Headers = []record.Header{{Key: "trace", Value: []byte(tc.hdr)}}
 			}
-			sink := &memSink{reject: tooLarge(1000)}
-			dlq := &memSink{reject: tooLarge(1000)}
-			p := New("t", src, sink, append(fast(), WithErrorPolicy(DLQ, dlq))...)
+			sink := &pipelinetest.Sink{Reject: tooLarge(1000)}
+			dlq := &pipelinetest.Sink{Reject: tooLarge(1000)}
+			p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq))...)
 			if err := runFor(t, p, context.Background(), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if len(sink.recs) != 9 || len(dlq.recs) != 1 {
-				t.Fatalf("sink %d (want 9), dlq %d (want 1)", len(sink.recs), len(dlq.recs))
+			if sink.Len() != 9 || dlq.Len() != 1 {
+				t.Fatalf("sink %d (want 9), dlq %d (want 1)", sink.Len(), dlq.Len())
 			}
-			d := dlq.recs[0]
+			d := dlq.Records()[0]
 			hv := func(k string) string { v, _ := d.Header(k); return string(v) }
-			if d.Value != nil || hv(HeaderTruncated) != tc.truncated || hv(HeaderValueBytes) != "5000" || hv(HeaderSourceOffset) != "4" ||
-				!strings.Contains(hv(HeaderError), "over max_record_bytes of 1000") {
+			if d.Value != nil || hv(pipeline.HeaderTruncated) != tc.truncated || hv(pipeline.HeaderValueBytes) != "5000" || hv(pipeline.HeaderSourceOffset) != "4" ||
+				!strings.Contains(hv(pipeline.HeaderError), "over max_record_bytes of 1000") {
 				t.Fatalf("dead letter: value %d bytes, headers %v", len(d.Value), d.Headers)
 			}
 			if tc.truncated == "value" && string(d.Key) != "k" {
 				t.Fatalf("key %q lost though it fits", d.Key)
 			}
-			if tc.hdr != "" && (d.Key != nil || hv("trace") != "" || hv(HeaderKeyBytes) != "3000") {
+			if tc.hdr != "" && (d.Key != nil || hv("trace") != "" || hv(pipeline.HeaderKeyBytes) != "3000") {
 				t.Fatalf("second level kept key %d bytes / trace header; headers %v", len(d.Key), d.Headers)
 			}
 		})
@@ -778,13 +682,13 @@ func TestOversizeRecordDeadLettered(t *testing.T) {
 
 // lagSource is a blocking fakeSource that reports a lag and a condition.
 type lagSource struct {
-	*fakeSource
+	*pipelinetest.Source
 	mu   sync.Mutex
-	lag  LagMap
+	lag  pipeline.LagMap
 	cond error
 }
 
-func (s *lagSource) Lag() LagMap {
+func (s *lagSource) Lag() pipeline.LagMap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.lag)
@@ -796,7 +700,7 @@ func (s *lagSource) Condition() error {
 	return s.cond
 }
 
-func (s *lagSource) set(lag LagMap, cond error) {
+func (s *lagSource) set(lag pipeline.LagMap, cond error) {
 	s.mu.Lock()
 	s.lag, s.cond = lag, cond
 	s.mu.Unlock()
@@ -804,7 +708,7 @@ func (s *lagSource) set(lag LagMap, cond error) {
 
 // gateSink fails every write (the whole batch) while broken is set.
 type gateSink struct {
-	memSink
+	pipelinetest.Sink
 	broken atomic.Bool
 }
 
@@ -812,10 +716,10 @@ func (g *gateSink) Write(ctx context.Context, b []record.Record) ([]error, error
 	if g.broken.Load() {
 		return nil, errors.New("unable to dial: connection refused")
 	}
-	return g.memSink.Write(ctx, b)
+	return g.Sink.Write(ctx, b)
 }
 
-func waitStatus(t *testing.T, p *Pipeline, what string, ok func(Status) bool) Status {
+func waitStatus(t *testing.T, p *pipeline.Pipeline, what string, ok func(pipeline.Status) bool) pipeline.Status {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -837,37 +741,37 @@ func waitStatus(t *testing.T, p *Pipeline, what string, ok func(Status) bool) St
 // or one whose only lag is a partition's trailing transaction marker, is
 // ready. Issue 11 finding 7: /readyz said 200 throughout every stall.
 func TestReadinessReportsStall(t *testing.T) {
-	src := &lagSource{fakeSource: newFakeSource(2, 50, 20)}
-	src.block = true
-	src.set(LagMap{"in/0": 0, "in/1": 0}, nil)
+	src := &lagSource{Source: pipelinetest.NewSource(2, 50, 20)}
+	src.Block = true
+	src.set(pipeline.LagMap{"in/0": 0, "in/1": 0}, nil)
 	sink := &gateSink{}
 	sink.broken.Store(true)
-	p := New("t", src, sink, append(fast(), WithStallTimeout(300*time.Millisecond), WithRetry(time.Millisecond, 20*time.Millisecond, 0))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithStallTimeout(300*time.Millisecond), pipeline.WithRetry(time.Millisecond, 20*time.Millisecond, 0))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	s := waitStatus(t, p, "stalled with records in flight", func(s Status) bool { return s.Stalled })
+	s := waitStatus(t, p, "stalled with records in flight", func(s pipeline.Status) bool { return s.Stalled })
 	if p.Ready() || s.Ready || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
 		t.Fatalf("stalled status %+v", s)
 	}
 	t.Logf("reason: %s", s.Reason)
 	sink.broken.Store(false)
-	s = waitStatus(t, p, "ready after the sink recovers", func(s Status) bool { return s.Ready && s.Out == 100 })
+	s = waitStatus(t, p, "ready after the sink recovers", func(s pipeline.Status) bool { return s.Ready && s.Out == 100 })
 	if s.Stalled || s.Reason != "" {
 		t.Fatalf("recovered status %+v", s)
 	}
 
 	// Idle, and a trailing transaction marker: ready however long.
-	src.set(LagMap{"in/0": 1, "in/1": 0}, nil)
+	src.set(pipeline.LagMap{"in/0": 1, "in/1": 0}, nil)
 	time.Sleep(500 * time.Millisecond)
 	if s := p.Status(); !s.Ready || s.Stalled {
 		t.Fatalf("idle pipeline with lag 1 reported %+v", s)
 	}
 	// Lag unknown (broker unreachable): stalled.
-	src.set(LagMap{"in/0": LagUnknown, "in/1": LagUnknown}, errors.New("end offsets: dial tcp: connection refused"))
-	s = waitStatus(t, p, "stalled with lag unknown", func(s Status) bool { return s.Stalled })
+	src.set(pipeline.LagMap{"in/0": pipeline.LagUnknown, "in/1": pipeline.LagUnknown}, errors.New("end offsets: dial tcp: connection refused"))
+	s = waitStatus(t, p, "stalled with lag unknown", func(s pipeline.Status) bool { return s.Stalled })
 	if s.Ready || !strings.Contains(s.Reason, "lag unknown for 2 of 2 partitions") || !strings.Contains(s.Reason, "source: end offsets") {
 		t.Fatalf("status %+v", s)
 	}
@@ -876,10 +780,10 @@ func TestReadinessReportsStall(t *testing.T) {
 		t.Fatalf("json %s %v", b, err)
 	}
 	// Lag and a failing fetch: stalled. Lag known again and no error: ready.
-	src.set(LagMap{"in/0": 5, "in/1": 0}, nil)
-	waitStatus(t, p, "ready again", func(s Status) bool { return s.Ready })
-	src.set(LagMap{"in/0": 5, "in/1": 0}, errors.New("fetch: TOPIC_AUTHORIZATION_FAILED"))
-	waitStatus(t, p, "stalled with lag and a failing fetch", func(s Status) bool { return s.Stalled && !s.Ready })
+	src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, nil)
+	waitStatus(t, p, "ready again", func(s pipeline.Status) bool { return s.Ready })
+	src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, errors.New("fetch: TOPIC_AUTHORIZATION_FAILED"))
+	waitStatus(t, p, "stalled with lag and a failing fetch", func(s pipeline.Status) bool { return s.Stalled && !s.Ready })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -887,18 +791,18 @@ func TestReadinessReportsStall(t *testing.T) {
 }
 
 // TestMetricsStallAndUnknownLag: streamd_pipeline_stalled and
-// streamd_pipeline_ready follow Status, and an unknown lag is NaN, not 0.
+// streamd_pipeline_ready follow pipeline.Status, and an unknown lag is NaN, not 0.
 func TestMetricsStallAndUnknownLag(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	src := &lagSource{fakeSource: newFakeSource(1, 1, 1)}
-	src.block = true
-	src.set(LagMap{"in/0": LagUnknown, "in/1": 3}, errors.New("end offsets: connection refused"))
-	p := New("t", src, &memSink{}, append(fast(), WithMetrics(m), WithStallTimeout(50*time.Millisecond))...)
+	m := pipeline.NewMetrics(reg)
+	src := &lagSource{Source: pipelinetest.NewSource(1, 1, 1)}
+	src.Block = true
+	src.set(pipeline.LagMap{"in/0": pipeline.LagUnknown, "in/1": 3}, errors.New("end offsets: connection refused"))
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithMetrics(m), pipeline.WithStallTimeout(50*time.Millisecond))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitStatus(t, p, "stalled", func(s Status) bool { return s.Stalled })
+	waitStatus(t, p, "stalled", func(s pipeline.Status) bool { return s.Stalled })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
