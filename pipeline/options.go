@@ -67,37 +67,25 @@ type options struct {
 	metrics         *Metrics
 }
 
-func defaults() options {
-	return options{
-		maxRecords:      DefaultMaxRecords,
-		maxBytes:        DefaultMaxBytes,
-		linger:          DefaultLinger,
-		workers:         DefaultWorkers,
-		maxInFlight:     DefaultMaxInFlight,
-		retryInitial:    DefaultRetryInitial,
-		retryMax:        DefaultRetryMax,
-		shutdownTimeout: DefaultShutdownTimeout,
-		commitInterval:  DefaultCommitInterval,
-		stallTimeout:    DefaultStallTimeout,
-		logger:          slog.New(slog.DiscardHandler),
-	}
-}
-
 // WithStages sets the transform stages, run in order.
 func WithStages(stages ...Stage) Option { return func(o *options) { o.stages = stages } }
 
 // WithBatch sets the batching policy: a batch is written when it holds
 // maxRecords records or maxBytes bytes, or linger after its first record.
+// 0 means the default of each (DefaultMaxRecords, DefaultMaxBytes,
+// DefaultLinger); a negative maxRecords or maxBytes is 1, and a negative
+// linger writes a batch as soon as a fetch is in, without waiting.
 func WithBatch(maxRecords, maxBytes int, linger time.Duration) Option {
 	return func(o *options) { o.maxRecords, o.maxBytes, o.linger = maxRecords, maxBytes, linger }
 }
 
 // WithWorkers sets how many batches are processed at once. Records of one
-// partition always go to the same worker.
-func WithWorkers(n int) Option { return func(o *options) { o.workers = max(1, n) } }
+// partition always go to the same worker. 0 means DefaultWorkers; a
+// negative n is 1.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithMaxInFlight bounds records fetched but not yet acknowledged; fetching
-// pauses above it.
+// pauses above it. 0 means DefaultMaxInFlight; a negative n is 1.
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
 // WithErrorPolicy sets the error policy; dlq is the dead-letter sink for DLQ.
@@ -105,28 +93,82 @@ func WithErrorPolicy(p Policy, dlq plugins.Sink) Option {
 	return func(o *options) { o.policy, o.dlq = p, dlq }
 }
 
-// WithRetry sets the capped exponential backoff of transient sink errors;
-// attempts 0 retries until shutdown.
+// WithRetry sets the capped exponential backoff of transient sink and stage
+// errors: the first retry waits initial, each next one twice as long, at
+// most maxBackoff; attempts 0 (or negative) retries until shutdown. 0 means
+// DefaultRetryInitial and DefaultRetryMax; a negative initial is 1 ms, and
+// a maxBackoff below initial is initial.
 func WithRetry(initial, maxBackoff time.Duration, attempts int) Option {
 	return func(o *options) { o.retryInitial, o.retryMax, o.retryAttempts = initial, maxBackoff, attempts }
 }
 
 // WithShutdownTimeout bounds draining in-flight work after Run's context is
-// done.
+// done (or the pipeline failed); what is still in flight then is abandoned,
+// not acknowledged. 0 means DefaultShutdownTimeout; a negative d abandons
+// in-flight work at once.
 func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
 
-// WithCommitInterval sets how often acknowledged positions are committed;
-// 0 commits after every acknowledged batch.
+// WithCommitInterval sets how often acknowledged positions are committed.
+// 0 means DefaultCommitInterval; a negative d commits after every
+// acknowledged batch.
 func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
 
 // WithStallTimeout sets how long a pipeline with work pending (records in
 // flight, or a partition whose lag cannot be measured) may go without
 // acknowledging a batch before Status reports it stalled and Ready is
-// false; 0 never reports a stall.
+// false. 0 means DefaultStallTimeout; a negative d never reports a stall.
 func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stallTimeout = d } }
+
+// resolve replaces zero values by the defaults and clamps negative ones,
+// whatever the order the options came in. Afterwards a zero linger,
+// shutdown timeout, commit interval or stall timeout means none.
+func (o *options) resolve() {
+	count := func(v *int, def int) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			*v = 1
+		}
+	}
+	count(&o.maxRecords, DefaultMaxRecords)
+	count(&o.maxBytes, DefaultMaxBytes)
+	count(&o.workers, DefaultWorkers)
+	count(&o.maxInFlight, DefaultMaxInFlight)
+	none := func(d *time.Duration, def time.Duration) {
+		switch {
+		case *d == 0:
+			*d = def
+		case *d < 0:
+			*d = 0
+		}
+	}
+	none(&o.linger, DefaultLinger)
+	none(&o.shutdownTimeout, DefaultShutdownTimeout)
+	none(&o.commitInterval, DefaultCommitInterval)
+	none(&o.stallTimeout, DefaultStallTimeout)
+	switch {
+	case o.retryInitial == 0:
+		o.retryInitial = DefaultRetryInitial
+	case o.retryInitial < 0:
+		o.retryInitial = minRetryBackoff
+	}
+	if o.retryMax == 0 || o.retryMax < 0 {
+		o.retryMax = DefaultRetryMax
+	}
+	o.retryMax = max(o.retryMax, o.retryInitial)
+	o.retryAttempts = max(o.retryAttempts, 0)
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+}
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithMetrics records the pipeline's metrics in m.
 func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// minRetryBackoff is the shortest retry backoff: a negative one is clamped
+// to it.
+const minRetryBackoff = time.Millisecond

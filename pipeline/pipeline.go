@@ -93,10 +93,11 @@ type Status struct {
 
 // New returns a pipeline named name that reads src and writes sink.
 func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
-	o := defaults()
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.resolve()
 	p := &Pipeline{name: name, src: src, sink: sink, o: o, state: Starting,
 		space: make(chan struct{}, 1), stop: make(chan struct{})}
 	if o.metrics != nil {

@@ -205,13 +205,13 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	}
 	opts := []pipeline.Option{
 		pipeline.WithStages(stages...),
-		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, pc.Batch.Linger.Duration),
+		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, none(pc.Batch.Linger.Duration)),
 		pipeline.WithWorkers(pc.Workers),
 		pipeline.WithMaxInFlight(pc.MaxInFlight),
 		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
-		pipeline.WithShutdownTimeout(pc.ShutdownTimeout.Duration),
-		pipeline.WithCommitInterval(pc.CommitInterval.Duration),
-		pipeline.WithStallTimeout(pc.StallTimeout.Duration),
+		pipeline.WithShutdownTimeout(none(pc.ShutdownTimeout.Duration)),
+		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
+		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
 		pipeline.WithLogger(a.log),
 		pipeline.WithMetrics(a.metrics),
 	}
@@ -232,6 +232,16 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	p := pipeline.New(pc.Name, src, sink, opts...)
 	a.keepParts(pc, p, stages, sink, opts)
 	return p, nil
+}
+
+// none maps a config duration of "0s" (no linger, abandon at once, commit
+// after every batch, no stall reports) to the pipeline options' "none",
+// a negative duration: to the options 0 means the default.
+func none(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Source, error) {

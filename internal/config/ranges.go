@@ -109,11 +109,10 @@ var (
 	maxRate = 10_000_000.0
 )
 
-// kafkaLevels are the sink's compression_level ranges: franz-go's levels
-// (gzip's 1-9; zstd's encoder levels 1 fastest to 4 best). franz-go takes
-// lz4's level as the lz4 package's constants, which no config value maps
-// to, so lz4 (like snappy and none) has none here.
-var kafkaLevels = map[string][2]int{"gzip": {1, 9}, "zstd": {1, 4}}
+// kafkaLevels are the sink's compression_level ranges, those of
+// kafka.Compression: gzip's and lz4's 1-9, zstd's encoder levels 1
+// fastest to 4 best; snappy and none have none.
+var kafkaLevels = map[string][2]int{"gzip": {1, 9}, "lz4": {1, 9}, "zstd": {1, 4}}
 
 // typeRanges name the allowed range of keys whose Go type is narrower than
 // TOML's integers, for the decoder's "out of range for uint32" errors.

@@ -286,11 +286,7 @@ func (c *Config) validate() error {
 				bad(at+".sink.compression", "must be none, gzip, snappy, lz4 or zstd, not %q", o.Compression)
 			} else if o.CompressionLevel != 0 {
 				if r, ok := kafkaLevels[o.Compression]; !ok {
-					if o.Compression == "lz4" {
-						bad(at+".sink.compression_level", "%d: the Kafka sink has no lz4 levels (allowed: 0, or leave the key out)", o.CompressionLevel)
-					} else {
-						bad(at+".sink.compression_level", "%d: %s has no levels (allowed: 0, or leave the key out)", o.CompressionLevel, o.Compression)
-					}
+					bad(at+".sink.compression_level", "%d: %s has no levels (allowed: 0, or leave the key out)", o.CompressionLevel, o.Compression)
 				} else if o.CompressionLevel < r[0] || o.CompressionLevel > r[1] {
 					bad(at+".sink.compression_level", "%d is out of range (allowed: %d to %d for %s, or 0 for its default)", o.CompressionLevel, r[0], r[1], o.Compression)
 				}

@@ -187,8 +187,8 @@ topic = "in"
 			`pipeline[0].sink.compression_level: -1 is out of range (allowed: 1 to 9 for gzip, or 0 for its default)`},
 		{"sink compression_level snappy", kpipe("", "", "compression = \"snappy\"\ncompression_level = 2", ""), "compression_level",
 			`pipeline[0].sink.compression_level: 2: snappy has no levels (allowed: 0, or leave the key out)`},
-		{"sink compression_level lz4", kpipe("", "", "compression = \"lz4\"\ncompression_level = 5", ""), "compression_level",
-			`pipeline[0].sink.compression_level: 5: the Kafka sink has no lz4 levels (allowed: 0, or leave the key out)`},
+		{"sink compression_level lz4", kpipe("", "", "compression = \"lz4\"\ncompression_level = 10", ""), "compression_level",
+			`pipeline[0].sink.compression_level: 10 is out of range (allowed: 1 to 9 for lz4, or 0 for its default)`},
 
 		// [journal] and [fluid].
 		{"journal expiry_interval zero", pipe("", "", "", "[journal]\nstore = \"sqlite:j.db\"\nexpiry_interval = \"0s\""), "expiry_interval",

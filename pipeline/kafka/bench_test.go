@@ -111,7 +111,7 @@ func bare(b *testing.B, seeds []string, n int) {
 		b.Fatal(err)
 	}
 	defer cons.Close()
-	codec, err := kafka.Codec(benchCompression(), 0)
+	codec, err := kafka.Compression(benchCompression(), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,4 +12,7 @@ const (
 	// SourceConfig.SessionTimeout is 0: franz-go's default, stated here so
 	// the config and the docs can name it.
 	DefaultSessionTimeout = 45 * time.Second
+	// DefaultLagInterval is how often a Source queries the end offsets of
+	// its partitions for the lag (SourceConfig.LagInterval).
+	DefaultLagInterval = 5 * time.Second
 )

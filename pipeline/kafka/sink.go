@@ -22,14 +22,16 @@ type SinkConfig struct {
 	Seeds    []string
 	ClientID string
 	Topic    string
-	// Compression is none, gzip, snappy, lz4 or zstd; Level 0 is the codec's default.
+	// Compression is none, gzip, snappy, lz4 or zstd; Level 0 is the
+	// codec's default (see the Compression function for the levels).
 	Compression string
 	Level       int
 	// SamePartition writes each record to the partition number it was read
 	// from; otherwise keyed records go where Java's murmur2 partitioner
 	// would put them and unkeyed ones are spread stickily.
 	SamePartition bool
-	// Partitions is the partition count if the topic is created on demand.
+	// Partitions is the partition count if the topic is created on
+	// demand; 0 means DefaultPartitions.
 	Partitions int32
 	// MaxRecordBytes is the largest record batch the producer sends, and
 	// so the largest record it accepts (key, value, headers and about 80
@@ -73,34 +75,50 @@ type Sink struct {
 	lastRepair time.Time
 }
 
-// Codec returns franz-go's batch compression for a codec name and level.
-func Codec(name string, level int) (kgo.CompressionCodec, error) {
+// Compression returns franz-go's batch compression for a compression name
+// (none, gzip, snappy, lz4 or zstd) and level. Level 0 is the codec's
+// default; gzip and lz4 take 1 (fastest) to 9 (smallest), zstd 1 to 4
+// (franz-go's zstd encoder levels); none and snappy have no levels. Any
+// other level is refused, naming the allowed range.
+func Compression(name string, level int) (kgo.CompressionCodec, error) {
 	var c kgo.CompressionCodec
+	top := 0
 	switch strings.ToLower(name) {
 	case "", "none":
-		return kgo.NoCompression(), nil
+		c = kgo.NoCompression()
 	case "gzip":
-		c = kgo.GzipCompression()
+		c, top = kgo.GzipCompression(), 9
 	case "snappy":
 		c = kgo.SnappyCompression()
 	case "lz4":
-		c = kgo.Lz4Compression()
+		c, top = kgo.Lz4Compression(), 9
 	case "zstd":
-		c = kgo.ZstdCompression()
+		c, top = kgo.ZstdCompression(), 4
 	default:
 		return c, fmt.Errorf("unknown compression %q (want none, gzip, snappy, lz4 or zstd)", name)
 	}
-	if level != 0 {
-		c = c.WithLevel(level)
+	switch {
+	case level == 0:
+		return c, nil
+	case top == 0:
+		return c, fmt.Errorf("compression %s has no levels (level %d)", name, level)
+	case level < 1 || level > top:
+		return c, fmt.Errorf("compression %s level %d: want 1 to %d (0: the default)", name, level, top)
 	}
-	return c, nil
+	if strings.EqualFold(name, "lz4") {
+		level = 1 << (8 + level) // pierrec/lz4's Level1 .. Level9
+	}
+	return c.WithLevel(level), nil
 }
 
 // NewSink returns a Sink; it connects lazily.
 func NewSink(c SinkConfig) (*Sink, error) {
-	codec, err := Codec(c.Compression, c.Level)
+	codec, err := Compression(c.Compression, c.Level)
 	if err != nil {
 		return nil, err
+	}
+	if c.Partitions < 0 {
+		return nil, fmt.Errorf("partitions %d: want 1 or more (0: %d)", c.Partitions, DefaultPartitions)
 	}
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = DefaultMaxRecordBytes

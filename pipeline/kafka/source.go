@@ -77,7 +77,8 @@ type SourceConfig struct {
 	// Latest starts a group with no committed offsets at the end of the
 	// topics instead of the beginning.
 	Latest bool
-	// Partitions is the partition count of topics created on demand.
+	// Partitions is the partition count of topics created on demand; 0
+	// means DefaultPartitions.
 	Partitions int32
 	Logger     *slog.Logger
 	// InstanceID makes the member static (KIP-345) with this ID.
@@ -88,10 +89,11 @@ type SourceConfig struct {
 	// sharing the directory get different IDs. If no ID can be claimed
 	// the member is dynamic (a warning says why).
 	InstanceDir string
-	// SessionTimeout overrides the group session timeout.
+	// SessionTimeout is the group session timeout; 0 means
+	// DefaultSessionTimeout (franz-go's).
 	SessionTimeout time.Duration
 	// LagInterval is how often the end offsets of the assigned partitions
-	// are queried for the lag (default 5s).
+	// are queried for the lag; 0 means DefaultLagInterval.
 	LagInterval time.Duration
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
@@ -99,11 +101,19 @@ type SourceConfig struct {
 
 // NewSource returns a Source; it connects lazily.
 func NewSource(c SourceConfig) (*Source, error) {
+	switch {
+	case c.Partitions < 0:
+		return nil, fmt.Errorf("partitions %d: want 1 or more (0: %d)", c.Partitions, DefaultPartitions)
+	case c.SessionTimeout < 0:
+		return nil, fmt.Errorf("session timeout %s: want more than 0 (0: %s)", c.SessionTimeout, DefaultSessionTimeout)
+	case c.LagInterval < 0:
+		return nil, fmt.Errorf("lag interval %s: want more than 0 (0: %s)", c.LagInterval, DefaultLagInterval)
+	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
-	if c.LagInterval <= 0 {
-		c.LagInterval = 5 * time.Second
+	if c.LagInterval == 0 {
+		c.LagInterval = DefaultLagInterval
 	}
 	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{},
 		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second)}
