@@ -11,6 +11,7 @@
 //	streamd fluid check|bridge ...
 //	streamd schema check -c config.toml   resolve every subject the config names
 //	streamd dlq ls|show|replay -c config.toml PIPELINE ...
+//	streamd tap -c config.toml PIPELINE [STAGE]   sample records into and out of stages
 //	streamd version
 package main
 
@@ -39,6 +40,7 @@ func commands() map[string]command {
 		"fluid":   cmdFluid,
 		"schema":  cmdSchema,
 		"dlq":     cmdDLQ,
+		"tap":     cmdTap,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "streamd", version)
 			return 0
@@ -78,6 +80,7 @@ commands:
   fluid              Fluid Messaging: check metadata, run the bridge (streamd fluid -h)
   schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2
   dlq                list, show and replay a pipeline's dead letters (streamd dlq -h)
+  tap -c FILE PIPELINE [STAGE]  a sample of the records into and out of a stage (streamd tap -h)
   version            print the version
 `)
 }

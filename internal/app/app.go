@@ -81,6 +81,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = pipeline.NewMetrics(a.reg)
+	a.newConsole()
 	var errs []error
 	for i := range cfg.Pipelines {
 		p, err := a.buildPipeline(ctx, i)
@@ -100,7 +101,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 		return nil, err
 	}
 	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
-	a.buildConsole()
+	a.mountConsole()
 	return a, nil
 }
 
@@ -203,6 +204,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 		src.Close()
 		return nil, fmt.Errorf("%s: %w", a.where(i, "sink"), err)
 	}
+	stages = a.observeStages(pc.Name, stages)
 	opts := []pipeline.Option{
 		pipeline.WithStages(stages...),
 		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, none(pc.Batch.Linger.Duration)),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,12 +42,15 @@ func (a *App) keepParts(pc *config.Pipeline, p *pipeline.Pipeline, stages []pipe
 // or [console] enabled = false).
 func (a *App) Console() *console.Console { return a.console }
 
-// buildConsole mounts the console on the admin server.
-func (a *App) buildConsole() {
+// newConsole makes the console (before the pipelines: their stages
+// report to it); mountConsole puts it on the admin server.
+func (a *App) newConsole() {
 	if a.cfg.Admin.Listen == "" || !a.cfg.Console.Enabled {
 		return
 	}
-	opts := []console.Option{console.WithPipelines(a.consolePipelines), console.WithLogger(a.log.With("component", "console"))}
+	cc := &a.cfg.Console
+	opts := []console.Option{console.WithPipelines(a.consolePipelines), console.WithLogger(a.log.With("component", "console")),
+		console.WithTapLimits(console.TapLimits{Rate: float64(cc.TapMaxRate), ValueBytes: cc.TapMaxValueBytes, Open: cc.TapMaxOpen})}
 	if jc := a.cfg.Journal; jc != nil {
 		j := &console.Journal{Stats: a.journalStats}
 		if jc.QuarantineTopic != "" {
@@ -58,8 +62,83 @@ func (a *App) buildConsole() {
 		opts = append(opts, console.WithFluid(a.fluidStatus))
 	}
 	a.console = console.New(opts...)
+}
+
+func (a *App) mountConsole() {
+	if a.console == nil {
+		return
+	}
 	a.Admin.HandlePrefix("/ui/", a.console)
 	a.Admin.Handle("/ui", a.console) // redirects to /ui/
+}
+
+// observeStages makes pipeline name's stages report their calls to the
+// console (for the tap, per-stage rates and latency, the last errors).
+//
+// This wraps each Transformer, in the app, until the engine has its own
+// observer hook (pipeline.WithObserver, issue 12, h11): then the
+// pipeline reports to the console itself, sink rejections included.
+func (a *App) observeStages(name string, stages []pipeline.Stage) []pipeline.Stage {
+	if a.console == nil || len(stages) == 0 {
+		return stages
+	}
+	names := make([]string, len(stages))
+	for i, st := range stages {
+		names[i] = st.Name
+	}
+	obs := a.console.Observer(name, names)
+	out := make([]pipeline.Stage, len(stages))
+	for i, st := range stages {
+		st.Transformer = &observedStage{inner: st.Transformer, obs: obs, stage: st.Name, plugin: st.Plugin}
+		out[i] = st
+	}
+	return out
+}
+
+// observedStage reports each call of inner to the console.
+type observedStage struct {
+	inner         plugins.Transformer
+	obs           *console.StageObserver
+	stage, plugin string
+}
+
+func (s *observedStage) Transform(ctx context.Context, batch []record.Record) ([]plugins.Result, error) {
+	t0 := time.Now()
+	res, err := s.inner.Transform(ctx, batch)
+	s.obs.StageCall(s.stage, batch, res, err, time.Since(t0))
+	if err != nil && len(batch) == 1 && !errors.Is(err, plugins.ErrTransient) {
+		// A one-record call that failed (a trap): the engine's verdict
+		// on that record, unless the plugin is broken as a whole.
+		s.obs.Rejected(s.stage, s.plugin, &batch[0], err)
+	}
+	if err == nil && len(res) == len(batch) {
+		for i := range res {
+			// A verdict on a record (not a transient failure the engine
+			// retries). The engine isolates a failed batch record by
+			// record, so each poison record is reported once, by the
+			// one-record call.
+			if e := res[i].Err; e != nil && !errors.Is(e, plugins.ErrTransient) {
+				s.obs.Rejected(s.stage, s.plugin, &batch[i], e)
+			}
+		}
+	}
+	return res, err
+}
+
+// Health implements pipeline.Healther with inner's health.
+func (s *observedStage) Health() error {
+	if h, ok := s.inner.(pipeline.Healther); ok {
+		return h.Health()
+	}
+	return nil
+}
+
+// unwrapStage returns the transformer an observedStage wraps.
+func unwrapStage(t plugins.Transformer) plugins.Transformer {
+	if o, ok := t.(*observedStage); ok {
+		return o.inner
+	}
+	return t
 }
 
 func (a *App) consolePipelines() []console.Pipeline {
@@ -84,7 +163,7 @@ func (a *App) consolePipeline(pp *pipeParts) console.Pipeline {
 		cp.Source.Fluid = pc.Source.Fluid.CompatibleVersion
 	}
 	for j, st := range pp.stages {
-		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: st.Transformer})
+		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: unwrapStage(st.Transformer)})
 	}
 	if pc.Errors.Policy == "dlq" {
 		cp.DLQ = dlq.NewReader(pc.Errors.DLQTopic, dlq.WithClientOpts(KafkaOpts(a.cfg)...))
@@ -187,7 +266,8 @@ func (a *App) fluidStatus() any {
 }
 
 // throughPipeline starts a pipeline of pp's stages, sink and error policy
-// that reads what the returned Target is given.
+// that reads what the returned Target is given, until ctx ends or the
+// Target is closed.
 func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.ReplayTarget, error) {
 	if st := pp.p.Status().State; st == pipeline.Starting {
 		return nil, fmt.Errorf("pipeline %s is not running yet (%s)", pp.cfg.Name, st)
@@ -199,7 +279,9 @@ func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.Repla
 	t := &through{p: p, src: src, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
-		t.err = p.Run(context.WithoutCancel(ctx))
+		// ctx ends when the console closes (the daemon stops): the replay
+		// pipeline then drains for its shutdown timeout, like any other.
+		t.err = p.Run(ctx)
 	}()
 	return t, nil
 }

@@ -342,6 +342,7 @@ func (c *Config) validate() error {
 	}
 	c.checkLoops(k)
 	c.validateAdmin(k)
+	c.validateConsole(k)
 	c.validateSchemaRegistry(bad)
 	if j := c.Journal; j != nil {
 		if j.Store != "" && !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&

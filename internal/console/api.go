@@ -45,6 +45,12 @@ func describe(p Pipeline) pipelineInfo {
 	return pi
 }
 
+func (c *Console) hasObservers() bool {
+	c.obsMu.Lock()
+	defer c.obsMu.Unlock()
+	return len(c.observers) > 0
+}
+
 func (c *Console) info(w http.ResponseWriter, _ *http.Request) {
 	out := struct {
 		Pipelines []pipelineInfo `json:"pipelines"`
@@ -52,7 +58,10 @@ func (c *Console) info(w http.ResponseWriter, _ *http.Request) {
 		Fluid     bool           `json:"fluid"`
 		Interval  int64          `json:"interval_ms"`
 		History   int64          `json:"history_ms"`
-	}{Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil,
+		// Tap is true when the engine reports stage calls (the tap works).
+		Tap       bool      `json:"tap"`
+		TapLimits TapLimits `json:"tap_limits"`
+	}{TapLimits: c.o.tap, Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil, Tap: c.hasObservers(),
 		Interval: c.o.interval.Milliseconds(), History: c.o.history.Milliseconds()}
 	for _, p := range c.o.pipelines() {
 		out.Pipelines = append(out.Pipelines, describe(p))
@@ -110,7 +119,14 @@ func (c *Console) pipelineDetail(w http.ResponseWriter, r *http.Request) {
 		StageParts  []stageView     `json:"stage_parts"`
 		Partitions  []partitionView `json:"partitions"`
 		OwnersError string          `json:"owners_error,omitempty"`
+		// Errors are the last rejections; absent when the engine does
+		// not report them.
+		Errors *[]Rejection `json:"errors,omitempty"`
 	}{pipelineInfo: describe(p), Partitions: []partitionView{}}
+	if o := c.lookupObserver(p.Name); o != nil {
+		errs := o.lastErrors()
+		out.Errors = &errs
+	}
 	if p.P != nil {
 		out.Status = p.P.Status()
 	}

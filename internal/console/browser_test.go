@@ -243,6 +243,29 @@ func TestBrowserConsole(t *testing.T) {
 	br.waitJS(t, 60*time.Second, "the fluid consumer group", `!!document.querySelector('table[data-groups] tbody tr')`)
 	br.screenshot(t, "fluid")
 
+	// The tap on the Wasm stage (must-show 3): what went in and what came
+	// out, side by side; the identity plugin returns what it was given.
+	br.do(t, 30*time.Second, chromedp.Navigate(base+"/ui/#/tap/orders/enrich"))
+	br.waitJS(t, 60*time.Second, "tapped records", `document.querySelectorAll('tr[data-tap-row="enrich"]').length >= 5`)
+	pairs := eval[[][]string](t, br, `[...document.querySelectorAll('tr[data-tap-row="enrich"]')].slice(0, 5).map(tr =>
+		[tr.querySelector('[data-tap-in]').textContent, tr.querySelector('[data-tap-out] pre').textContent])`)
+	for _, p := range pairs {
+		in, out := p[0], p[1]
+		// in: "TOPIC/P@O  key K\nVALUE"; out: "key K\nVALUE" (an output
+		// record has no position yet).
+		inVal, outVal := in[strings.Index(in, "\n")+1:], out[strings.Index(out, "\n")+1:]
+		if !strings.HasPrefix(in, "generate/0@") || !strings.Contains(in, "key c-") || inVal != outVal || !strings.Contains(inVal, `"order_id"`) {
+			t.Fatalf("tap row: in %q, out %q", in, out)
+		}
+	}
+	st := eval[string](t, br, `document.querySelector('[data-tap-status]').textContent`)
+	if !strings.Contains(st, "at most 10/s") {
+		t.Fatalf("tap status %q", st)
+	}
+	br.screenshot(t, "tap")
+	br.do(t, 30*time.Second, chromedp.Navigate(base+"/ui/#/p/orders"))
+	br.waitJS(t, 30*time.Second, "the stage's rates", `parseFloat(((document.querySelector('tr[data-stage="enrich"] td:nth-child(8)')||{}).textContent||"").replace(/,/g, "")) > 1000`)
+
 	if errs := br.errors(); len(errs) > 0 {
 		t.Fatalf("the browser console has errors:\n%s", strings.Join(errs, "\n"))
 	}

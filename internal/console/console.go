@@ -12,10 +12,13 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamd/streamd/internal/dlq"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 //go:embed static
@@ -101,6 +104,7 @@ type options struct {
 	log       *slog.Logger
 	interval  time.Duration
 	history   time.Duration
+	tap       TapLimits
 }
 
 // WithPipelines sets where the console learns the pipelines.
@@ -129,6 +133,22 @@ func WithSampling(interval, history time.Duration) Option {
 	}
 }
 
+// WithTapLimits bounds the taps; zero fields keep the defaults
+// (DefaultTapRate, DefaultTapValueBytes, DefaultTapOpen).
+func WithTapLimits(l TapLimits) Option {
+	return func(o *options) {
+		if l.Rate > 0 {
+			o.tap.Rate = l.Rate
+		}
+		if l.ValueBytes > 0 {
+			o.tap.ValueBytes = l.ValueBytes
+		}
+		if l.Open > 0 {
+			o.tap.Open = l.Open
+		}
+	}
+}
+
 // Default sampling.
 const (
 	DefaultInterval = time.Second
@@ -143,6 +163,10 @@ type Console struct {
 	series  *series
 	replays *replays
 
+	obsMu     sync.Mutex
+	observers map[string]*observer
+	openTaps  atomic.Int64
+
 	startOnce sync.Once
 	closeOnce sync.Once
 	done      chan struct{}
@@ -151,14 +175,15 @@ type Console struct {
 
 // New returns a console.
 func New(opts ...Option) *Console {
-	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil }}
+	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil },
+		tap: TapLimits{Rate: DefaultTapRate, ValueBytes: DefaultTapValueBytes, Open: DefaultTapOpen}}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{})}
+	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{}), observers: map[string]*observer{}}
 	c.series = newSeries(int(o.history / o.interval))
 	c.replays = newReplays(o.log)
 	c.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
@@ -170,6 +195,8 @@ func New(opts ...Option) *Console {
 	c.mux.HandleFunc("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
 	c.mux.HandleFunc("GET /ui/api/replays", c.replayList)
 	c.mux.HandleFunc("GET /ui/api/replays/{id}", c.replayGet)
+	c.mux.HandleFunc("GET /ui/api/tap/{p}", c.tapStream)
+	c.mux.HandleFunc("GET /ui/api/tap/{p}/{stage}", c.tapStream)
 	c.mux.HandleFunc("GET /ui/api/journal", c.journalInfo)
 	c.mux.HandleFunc("GET /ui/api/journal/quarantine", c.journalQuarantine)
 	c.mux.HandleFunc("GET /ui/api/fluid", c.fluidInfo)
@@ -220,6 +247,32 @@ func (c *Console) Close() {
 		c.replays.close()
 	})
 	c.wg.Wait()
+}
+
+// StageObserver is what the engine tells the console of one pipeline:
+// every stage call and every rejected record. It counts per stage
+// (records in and out, rejections, call latency) for the pipeline page,
+// keeps the last rejections, and feeds the open taps; with no tap open
+// a call costs a few atomic adds.
+type StageObserver struct{ o *observer }
+
+// Observer returns the StageObserver of pipeline name, whose transform
+// stages are stages (in order). It is the same for the same name.
+func (c *Console) Observer(name string, stages []string) *StageObserver {
+	return &StageObserver{c.observer(name, stages)}
+}
+
+// StageCall reports one call of stage's Transformer: its input, its
+// results (nil when err failed the whole call) and how long it took. It
+// keeps nothing of in and out.
+func (s *StageObserver) StageCall(stage string, in []record.Record, out []plugins.Result, err error, took time.Duration) {
+	s.o.stageCall(stage, in, out, err, took)
+}
+
+// Rejected reports an input record the error policy got: from stage
+// (and plugin), because of err.
+func (s *StageObserver) Rejected(stage, plugin string, r *record.Record, err error) {
+	s.o.rejected(stage, plugin, r, err)
 }
 
 func (c *Console) pipeline(name string) (Pipeline, bool) {

@@ -44,6 +44,8 @@ func newReplaySetup(t *testing.T, partitions int32) *replaySetup {
 brokers = [%q]
 [plugins]
 watch = "200ms"
+[console]
+tap_max_rate = 100
 [[pipeline]]
 name = "orders"
 max_in_flight = 20000
@@ -226,5 +228,74 @@ func TestDLQReplayAfterFix(t *testing.T) {
 	}
 	if _, q, errs := s.status(t); q != n/every || errs != n/every {
 		t.Fatalf("after the replay: %d dead letters, %d errors; want %d each", q, errs, n/every)
+	}
+}
+
+// TestTapCommand: `streamd tap PIPELINE STAGE --count N` against the
+// daemon prints N lines, each a record into the Wasm stage and what came
+// out of it; a rejected record says REJECTED.
+func TestTapCommand(t *testing.T) {
+	s := newReplaySetup(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // a steady flow: 1 in 5 rejected
+		for i := 0; ctx.Err() == nil; i += 50 {
+			vals := make([]string, 50)
+			for j := range vals {
+				if j%5 == 0 {
+					vals[j] = fmt.Sprintf("reject %d", i+j)
+				} else {
+					vals[j] = fmt.Sprintf(`{"n":%d}`, i+j)
+				}
+			}
+			krs := make([]*kgo.Record, len(vals))
+			for j, v := range vals {
+				krs[j] = &kgo.Record{Topic: s.in, Key: []byte(fmt.Sprint(i + j)), Value: []byte(v)}
+			}
+			s.cl.ProduceSync(ctx, krs...)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var stdout, stderr bytes.Buffer
+	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tcancel()
+	code := opscli.Tap(tctx, []string{"-c", s.d.Cfg.File, "orders", "validate", "--count", "40", "--rate", "50", "--bytes", "6"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 40 {
+		t.Fatalf("%d lines, want 40:\n%s", len(lines), stdout.String())
+	}
+	var kept, rejected int
+	for _, l := range lines {
+		// validate IN/P@O key=K: {"n":1…(9 bytes)  ->  {"n":1…(9 bytes)
+		if !strings.HasPrefix(l, "validate "+s.in+"/0@") || !strings.Contains(l, " key=") {
+			t.Fatalf("line %q", l)
+		}
+		switch {
+		case strings.HasSuffix(l, "->  REJECTED: rejected by poison.wat"):
+			rejected++
+		case strings.Count(l, `{"n":`) == 2 && strings.Count(l, "bytes)") == 2:
+			kept++
+			in, out, _ := strings.Cut(l[strings.Index(l, ": ")+2:], "  ->  ")
+			if in != out {
+				t.Fatalf("in %q, out %q", in, out)
+			}
+		default:
+			t.Fatalf("line %q", l)
+		}
+	}
+	if kept == 0 || rejected == 0 {
+		t.Fatalf("%d kept, %d rejected", kept, rejected)
+	}
+	if !strings.Contains(stderr.String(), "tap open on orders stage validate: at most 50 records/s, values cut at 6 bytes") {
+		t.Fatalf("stderr: %s", stderr.String())
+	}
+	// A stage that does not exist.
+	stdout.Reset()
+	stderr.Reset()
+	if code := opscli.Tap(tctx, []string{"-c", s.d.Cfg.File, "orders", "nope"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `has no stage "nope" (stages: [validate])`) {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }

@@ -154,7 +154,11 @@ func (c *Console) sample(now time.Time) {
 		if p.P == nil {
 			continue
 		}
-		c.series.record(p.Name, now, p.P.Status(), nil)
+		var stages []StageSample
+		if o := c.lookupObserver(p.Name); o != nil {
+			stages = o.sample(now)
+		}
+		c.series.record(p.Name, now, p.P.Status(), stages)
 	}
 	c.series.tick(now)
 }

@@ -635,6 +635,8 @@ async function main() {
   stream();
 }
 
-window.streamdConsole = {store, el, api, enc, dataText, pipeInfo, stateBadge, setTapPage: f => { tapPage = f; }};
-main();
+window.streamdConsole = {store, el, api, enc, dataText, pipeInfo, stateBadge, authHeaders, setTapPage: f => { tapPage = f; }};
+// tap.js (deferred after this file) registers its page before
+// DOMContentLoaded, which comes after every deferred script.
+document.addEventListener("DOMContentLoaded", main);
 })();
