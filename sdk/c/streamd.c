@@ -676,3 +676,351 @@ STREAMD_EXPORT("streamd_process") int32_t streamd_process(int32_t len) {
     }
     return reply_status(STREAMD_STATUS_OK, b->data, b->len);
 }
+
+/* ---- JSON helpers ---------------------------------------------------------- */
+
+typedef struct json_scan {
+    const uint8_t *p, *end;
+} json_scan;
+
+static void json_ws(json_scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+static int json_hex4(json_scan *s, uint32_t *v) {
+    if (s->end - s->p < 4) return -1;
+    *v = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t c = s->p[k];
+        uint32_t d;
+        if (c >= '0' && c <= '9') d = (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') d = (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') d = (uint32_t)(c - 'A' + 10);
+        else return -1;
+        *v = *v * 16 + d;
+    }
+    s->p += 4;
+    return 0;
+}
+
+/* json_utf8 checks one UTF-8 sequence at s->p and steps over it. */
+static int json_utf8(json_scan *s) {
+    uint8_t c = *s->p;
+    size_t n;
+    uint32_t cp, min;
+    if (c < 0x80) {
+        s->p++;
+        return 0;
+    } else if ((c & 0xE0) == 0xC0) {
+        n = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+        return -1;
+    }
+    if ((size_t)(s->end - s->p) <= n) return -1;
+    for (size_t k = 1; k <= n; k++) {
+        if ((s->p[k] & 0xC0) != 0x80) return -1;
+        cp = cp << 6 | (s->p[k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return -1;
+    s->p += n + 1;
+    return 0;
+}
+
+/* json_str scans a string at s->p (the opening quote); with out, appends
+ * its decoded text. */
+static int json_str(json_scan *s, streamd_buf *out) {
+    s->p++;
+    for (;;) {
+        const uint8_t *run = s->p;
+        while (s->p < s->end && *s->p != '"' && *s->p != '\\' && *s->p >= 0x20) {
+            if (json_utf8(s) != 0) return -1;
+        }
+        if (out && streamd_buf_append(out, run, (size_t)(s->p - run)) != 0) return -1;
+        if (s->p >= s->end || *s->p < 0x20) return -1;
+        if (*s->p == '"') {
+            s->p++;
+            return 0;
+        }
+        s->p++; /* backslash */
+        if (s->p >= s->end) return -1;
+        uint8_t c = *s->p++, one = 0;
+        switch (c) {
+        case '"': one = '"'; break;
+        case '\\': one = '\\'; break;
+        case '/': one = '/'; break;
+        case 'b': one = 8; break;
+        case 'f': one = 12; break;
+        case 'n': one = '\n'; break;
+        case 'r': one = '\r'; break;
+        case 't': one = '\t'; break;
+        case 'u': {
+            uint32_t cp, lo;
+            if (json_hex4(s, &cp) != 0) return -1;
+            if (cp >= 0xD800 && cp < 0xDC00) {
+                if (s->end - s->p < 2 || s->p[0] != '\\' || s->p[1] != 'u') return -1;
+                s->p += 2;
+                if (json_hex4(s, &lo) != 0 || lo < 0xDC00 || lo >= 0xE000) return -1;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp < 0xE000) {
+                return -1;
+            }
+            if (out) {
+                uint8_t u[4];
+                size_t n;
+                if (cp < 0x80) {
+                    u[0] = (uint8_t)cp, n = 1;
+                } else if (cp < 0x800) {
+                    u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 0x3F)), n = 2;
+                } else if (cp < 0x10000) {
+                    u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    u[2] = (uint8_t)(0x80 | (cp & 0x3F)), n = 3;
+                } else {
+                    u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                    u[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (uint8_t)(0x80 | (cp & 0x3F)), n = 4;
+                }
+                if (streamd_buf_append(out, u, n) != 0) return -1;
+            }
+            continue;
+        }
+        default:
+            return -1;
+        }
+        if (out && streamd_buf_append_byte(out, one) != 0) return -1;
+    }
+}
+
+static int json_digits(json_scan *s) {
+    const uint8_t *d = s->p;
+    while (s->p < s->end && *s->p >= '0' && *s->p <= '9') s->p++;
+    return (int)(s->p - d);
+}
+
+/* json_value scans one value at s->p (no leading whitespace). */
+static int json_value(json_scan *s, int depth) {
+    if (s->p >= s->end) return -1;
+    uint8_t c = *s->p;
+    if ((c == '{' || c == '[') && depth >= 64) return -1;
+    if (c == '{' || c == '[') {
+        uint8_t close = c == '{' ? '}' : ']';
+        s->p++;
+        json_ws(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return 0;
+        }
+        for (;;) {
+            json_ws(s);
+            if (c == '{') {
+                if (s->p >= s->end || *s->p != '"' || json_str(s, NULL) != 0) return -1;
+                json_ws(s);
+                if (s->p >= s->end || *s->p != ':') return -1;
+                s->p++;
+                json_ws(s);
+            }
+            if (json_value(s, depth + 1) != 0) return -1;
+            json_ws(s);
+            if (s->p >= s->end) return -1;
+            if (*s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (*s->p != close) return -1;
+            s->p++;
+            return 0;
+        }
+    }
+    if (c == '"') return json_str(s, NULL);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-') s->p++;
+        const uint8_t *first = s->p;
+        int n = json_digits(s);
+        if (n == 0 || (n > 1 && *first == '0')) return -1;
+        if (s->p < s->end && *s->p == '.') {
+            s->p++;
+            if (json_digits(s) == 0) return -1;
+        }
+        if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+            s->p++;
+            if (s->p < s->end && (*s->p == '+' || *s->p == '-')) s->p++;
+            if (json_digits(s) == 0) return -1;
+        }
+        return 0;
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(words[k]);
+        if ((size_t)(s->end - s->p) >= n && memcmp(s->p, words[k], n) == 0) {
+            s->p += n;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* json_raw trims whitespace around a value. */
+static json_scan json_raw(streamd_bytes v) {
+    json_scan s = {v.data ? v.data : (const uint8_t *)"", (v.data ? v.data : (const uint8_t *)"") + v.len};
+    json_ws(&s);
+    while (s.end > s.p && (s.end[-1] == ' ' || s.end[-1] == '\t' || s.end[-1] == '\n' || s.end[-1] == '\r')) s.end--;
+    return s;
+}
+
+int streamd_json_valid(streamd_bytes json) {
+    json_scan s = json_raw(json);
+    return json_value(&s, 0) == 0 && s.p == s.end;
+}
+
+/* json_members calls fn for each member of the object json; -1 when json
+ * is not a valid object. */
+static int json_members(streamd_bytes json, int (*fn)(void *ctx, json_scan name, streamd_bytes value), void *ctx) {
+    if (!streamd_json_valid(json)) return STREAMD_JSON_INVALID;
+    json_scan s = json_raw(json);
+    if (*s.p != '{') return STREAMD_JSON_INVALID;
+    s.p++;
+    json_ws(&s);
+    if (*s.p == '}') return STREAMD_OK;
+    for (;;) {
+        json_ws(&s);
+        json_scan name = {s.p, NULL};
+        json_str(&s, NULL);
+        name.end = s.p;
+        json_ws(&s);
+        s.p++; /* ':' */
+        json_ws(&s);
+        const uint8_t *v = s.p;
+        json_value(&s, 1);
+        int rc = fn(ctx, name, streamd_bytes_of(v, (size_t)(s.p - v)));
+        if (rc != 0) return rc;
+        json_ws(&s);
+        if (*s.p++ == '}') return STREAMD_OK;
+    }
+}
+
+/* json_name_is reports whether the raw JSON string name decodes to key. */
+static int json_name_is(json_scan name, const char *key, size_t keylen) {
+    /* The common case, no escapes: compare in place. */
+    size_t n = (size_t)(name.end - name.p) - 2;
+    if (memchr(name.p + 1, '\\', n) == NULL) return n == keylen && memcmp(name.p + 1, key, n) == 0;
+    streamd_buf b = {0};
+    json_scan s = name;
+    int eq = json_str(&s, &b) == 0 && b.len == keylen && memcmp(b.data, key, keylen) == 0;
+    streamd_buf_free(&b);
+    return eq;
+}
+
+typedef struct json_get_ctx {
+    const char *key;
+    size_t keylen;
+    streamd_bytes *value;
+    int found;
+} json_get_ctx;
+
+static int json_get_fn(void *ctx, json_scan name, streamd_bytes value) {
+    json_get_ctx *g = ctx;
+    if (json_name_is(name, g->key, g->keylen)) {
+        *g->value = value;
+        g->found = 1;
+    }
+    return 0;
+}
+
+int streamd_json_get(streamd_bytes json, const char *key, streamd_bytes *value) {
+    json_get_ctx g = {key, strlen(key), value, 0};
+    int rc = json_members(json, json_get_fn, &g);
+    if (rc != STREAMD_OK) return rc;
+    return g.found ? STREAMD_OK : STREAMD_JSON_MISSING;
+}
+
+int streamd_json_string(streamd_bytes value, streamd_buf *out) {
+    json_scan s = json_raw(value);
+    if (s.p >= s.end || *s.p != '"') return STREAMD_JSON_INVALID;
+    size_t before = out->len;
+    if (json_str(&s, out) != 0 || s.p != s.end) {
+        out->len = before;
+        return STREAMD_JSON_INVALID;
+    }
+    return STREAMD_OK;
+}
+
+int streamd_json_int64(streamd_bytes value, int64_t *out) {
+    json_scan s = json_raw(value);
+    int neg = s.p < s.end && *s.p == '-';
+    if (neg) s.p++;
+    const uint8_t *d = s.p;
+    int n = json_digits(&s);
+    if (n == 0 || s.p != s.end || (n > 1 && *d == '0')) return STREAMD_JSON_INVALID;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (int k = 0; k < n; k++) {
+        uint64_t digit = (uint64_t)(d[k] - '0');
+        if (v > (limit - digit) / 10) return STREAMD_JSON_INVALID;
+        v = v * 10 + digit;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return STREAMD_OK;
+}
+
+int streamd_json_bool(streamd_bytes value, int *out) {
+    json_scan s = json_raw(value);
+    size_t n = (size_t)(s.end - s.p);
+    if (n == 4 && memcmp(s.p, "true", 4) == 0) return *out = 1, STREAMD_OK;
+    if (n == 5 && memcmp(s.p, "false", 5) == 0) return *out = 0, STREAMD_OK;
+    return STREAMD_JSON_INVALID;
+}
+
+int streamd_json_is_null(streamd_bytes value) {
+    json_scan s = json_raw(value);
+    return s.end - s.p == 4 && memcmp(s.p, "null", 4) == 0;
+}
+
+typedef struct json_keys_ctx {
+    const char *const *allowed;
+    streamd_error *err;
+} json_keys_ctx;
+
+static int json_keys_fn(void *ctx, json_scan name, streamd_bytes value) {
+    (void)value;
+    json_keys_ctx *k = ctx;
+    for (const char *const *a = k->allowed; *a; a++) {
+        if (json_name_is(name, *a, strlen(*a))) return 0;
+    }
+    streamd_error_setf(k->err, "unknown key %.*s", (int)(name.end - name.p), (const char *)name.p);
+    return STREAMD_JSON_INVALID;
+}
+
+int streamd_json_only_keys(streamd_bytes json, const char *const *allowed, streamd_error *err) {
+    json_keys_ctx k = {allowed, err};
+    int rc = json_members(json, json_keys_fn, &k);
+    if (rc == STREAMD_JSON_INVALID && err->msg.len == 0) streamd_error_set(err, "want a JSON object");
+    return rc;
+}
+
+int streamd_json_append_string(streamd_buf *out, streamd_bytes s) {
+    static const char hex[] = "0123456789abcdef";
+    if (streamd_buf_reserve(out, s.len + 2) != 0 || streamd_buf_append_byte(out, '"') != 0) return -1;
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = s.data[i];
+        const char *esc = NULL;
+        char u[7];
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case 8: esc = "\\b"; break;
+        case 12: esc = "\\f"; break;
+        default:
+            if (c < 0x20) {
+                u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0', u[4] = hex[c >> 4], u[5] = hex[c & 15], u[6] = 0;
+                esc = u;
+            }
+        }
+        int rc = esc ? streamd_buf_append(out, esc, strlen(esc)) : streamd_buf_append_byte(out, c);
+        if (rc != 0) return -1;
+    }
+    return streamd_buf_append_byte(out, '"');
+}

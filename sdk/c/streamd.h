@@ -181,6 +181,63 @@ int streamd_emit_header(streamd_emitter *out, streamd_bytes name, streamd_bytes 
 /* streamd_emit_end finishes the record begun last. */
 int streamd_emit_end(streamd_emitter *out);
 
+/*
+ * JSON helpers (RFC 8259), for the plugin's config and for JSON values.
+ * They read a document where it is, without allocating; a value is handed
+ * out as its raw JSON text (a view into the document).
+ *
+ *   static int init(streamd_bytes config, streamd_error *err) {
+ *       static const char *const keys[] = {"field", NULL};
+ *       streamd_bytes v;
+ *       if (streamd_json_only_keys(config, keys, err) != STREAMD_OK) return STREAMD_ERR_RECORD;
+ *       if (streamd_json_get(config, "field", &v) == STREAMD_OK &&
+ *           streamd_json_string(v, &field) != STREAMD_OK)
+ *           return streamd_error_set(err, "field: want a string");
+ *       return STREAMD_OK;
+ *   }
+ */
+
+/* streamd_json_get returned: the document has no such member. */
+#define STREAMD_JSON_MISSING 1
+/* streamd_json_*: not valid JSON, or not of the type asked for. */
+#define STREAMD_JSON_INVALID (-1)
+
+/* streamd_json_valid reports whether json is one valid JSON document
+ * (whitespace around it allowed; nesting at most 64 deep). */
+int streamd_json_valid(streamd_bytes json);
+
+/* streamd_json_get finds the member named key of the JSON object json and
+ * sets *value to its raw JSON text (the last one when the name repeats).
+ * Returns STREAMD_OK, STREAMD_JSON_MISSING, or STREAMD_JSON_INVALID when
+ * json is not a valid JSON object. */
+int streamd_json_get(streamd_bytes json, const char *key, streamd_bytes *value);
+
+/* streamd_json_string appends the text of the raw JSON string value (as
+ * streamd_json_get gives it) to out, escapes decoded, as UTF-8. Returns
+ * STREAMD_OK or STREAMD_JSON_INVALID (not a string). */
+int streamd_json_string(streamd_bytes value, streamd_buf *out);
+
+/* streamd_json_int64 reads the raw JSON value as an integer: an integer
+ * literal (no fraction, no exponent) that fits. */
+int streamd_json_int64(streamd_bytes value, int64_t *out);
+
+/* streamd_json_bool reads true or false. */
+int streamd_json_bool(streamd_bytes value, int *out);
+
+/* streamd_json_is_null reports whether the raw JSON value is null. */
+int streamd_json_is_null(streamd_bytes value);
+
+/* streamd_json_only_keys checks that json is an object whose member names
+ * are all in allowed (a NULL-terminated list), so that a misspelt config
+ * key can be refused; otherwise it sets err ("unknown key \"x\"") and
+ * returns STREAMD_JSON_INVALID. */
+int streamd_json_only_keys(streamd_bytes json, const char *const *allowed, streamd_error *err);
+
+/* streamd_json_append_string appends s to out as a JSON string: quotes,
+ * '"' and '\\' escaped, control characters as \n \r \t \b \f or \u00xx,
+ * all else as it is. */
+int streamd_json_append_string(streamd_buf *out, streamd_bytes s);
+
 /* Plugin function types. */
 
 /* streamd_init_fn receives the plugin's config as a JSON object. */

@@ -1146,3 +1146,4 @@ let fnA: RecordFn = noRecordFn; // transform, codec encode, sink write
 let fnB: RecordFn = noRecordFn; // codec decode
 let initFn: InitFn | null = null;
 let manifest: ArrayBuffer | null = null;
+export * from "./json";

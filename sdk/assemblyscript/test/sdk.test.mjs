@@ -19,7 +19,7 @@ const wasm = {};
 
 before(async () => {
   fs.mkdirSync(out, { recursive: true });
-  for (const name of ["transform", "codec", "sink", "empty", "badname"]) {
+  for (const name of ["transform", "codec", "sink", "empty", "badname", "json"]) {
     const file = path.join(out, `${name}.wasm`);
     const { error, stderr } = await asc.main(
       [
@@ -298,4 +298,30 @@ test("malformed batches: ERR_BATCH naming record and byte", async () => {
     assert.equal(r.status, STATUS.ERR_BATCH, `${re}: status ${r.status}`);
     assert.match(r.text, re);
   }
+});
+
+test("JSON helpers", async () => {
+  const p = await load(wasm.json);
+  assert.equal(p.init({ limite: 3 }).status, STATUS.ERR_CONFIG);
+  assert.equal(p.init({ limite: 3 }).text, 'unknown key "limite"');
+  assert.equal(p.init({ limit: "3" }).text, "limit: want an integer");
+  const r = p.init({ limit: 3 });
+  assert.equal(r.status, STATUS.OK, r.text);
+  const cases = [
+    [' {"a":"x\\u00e9\\ud83d\\ude00\\n","n":-9223372036854775808,"f":1.5e3,"b":true,"z":null,"l":[1,{}],"a":"last"} ',
+      "valid=1 object=1 a=s:last n=i:-9223372036854775808 f=f:1500.0 b=true z=null l=raw:[1,{}] unknown=- limit=3"],
+    ['{"a":"x\\u00e9\\ud83d\\ude00\\n","q\\u0021":1}', "valid=1 object=1 a=s:x\u00e9\u{1F600}\n n=- f=- b=- z=- l=- unknown=\"q\\u0021\" limit=3"],
+    ['{"n":9223372036854775808,"f":-0.5,"b":false}', "valid=1 object=1 a=- n=f:9223372036854776000.0 f=f:-0.5 b=false z=- l=- unknown=- limit=3"],
+    ["[1,2]", "valid=1 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+    ['{"a":1,}', "valid=0 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+    ['"\\ud800"', "valid=0 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+    ["[".repeat(65) + "]".repeat(65), "valid=0 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+    ["[".repeat(64) + "]".repeat(64), "valid=1 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+    ["01", "valid=0 object=0 a=- n=- f=- b=- z=- l=- unknown=(not a JSON object) limit=3"],
+  ];
+  const res = p.process(OP.TRANSFORM, cases.map(([v]) => rec(new TextEncoder().encode(v))));
+  assert.equal(res.status, STATUS.OK, res.text);
+  res.entries.forEach((e, i) => assert.equal(str(e.records[0].value), cases[i][1], cases[i][0]));
+  const bad = p.process(OP.TRANSFORM, [rec(new Uint8Array([0x22, 0xff, 0x22]))]);
+  assert.equal(str(bad.entries[0].records[0].value).slice(0, 7), "valid=0");
 });

@@ -146,6 +146,63 @@ static long check_result(streamd_bytes r) {
     return i == n ? (long)count : -1;
 }
 
+/* fuzz_json mutates a JSON document and runs the JSON helpers over it:
+ * no crash or sanitizer report, and a document they call valid has every
+ * member streamd_json_get finds. */
+static int fuzz_json(double seconds) {
+    static const char seedDoc[] = "{\"a\":\"x\\u00e9\\ud83d\\ude00\",\"n\":-12,\"f\":1.5e3,\"l\":[true,false,null,{\"b\":[]}]}";
+    uint8_t doc[256];
+    streamd_buf out = {0};
+    clock_t end = clock() + (clock_t)(seconds * CLOCKS_PER_SEC);
+    unsigned long runs = 0, valid = 0;
+    while (clock() < end) {
+        for (int k = 0; k < 256; k++, runs++) {
+            size_t n = sizeof seedDoc - 1;
+            memcpy(doc, seedDoc, n);
+            for (int m = (int)(next() % 4); m >= 0 && n > 0; m--) {
+                switch (next() % 3) {
+                case 0: doc[next() % n] = (uint8_t)next(); break;
+                case 1: n = next() % (n + 1); break;
+                default: {
+                    static const char punct[] = "{}[]\",:\\u0e-.";
+                    doc[next() % n] = (uint8_t)punct[next() % (sizeof punct - 1)];
+                    break;
+                }
+                }
+            }
+            streamd_bytes d = streamd_bytes_of(doc, n), v;
+            int ok = streamd_json_valid(d);
+            valid += ok;
+            int64_t i;
+            int b;
+            static const char *const keys[] = {"a", "n", "f", "l", NULL};
+            streamd_error err = {0};
+            streamd_json_only_keys(d, keys, &err);
+            streamd_buf_free(&err.msg);
+            for (const char *const *key = keys; *key; key++) {
+                int rc = streamd_json_get(d, *key, &v);
+                if (rc == STREAMD_JSON_INVALID && ok && n > 0 && doc[0] == '{') {
+                    fprintf(stderr, "json run %lu: a valid object fails streamd_json_get\n", runs);
+                    return 1;
+                }
+                if (rc == STREAMD_OK) {
+                    out.len = 0;
+                    streamd_json_string(v, &out);
+                    streamd_json_int64(v, &i);
+                    streamd_json_bool(v, &b);
+                    if (!streamd_json_valid(v)) {
+                        fprintf(stderr, "json run %lu: a member's value is not valid JSON\n", runs);
+                        return 1;
+                    }
+                }
+            }
+        }
+    }
+    streamd_buf_free(&out);
+    printf("fuzz json: %lu runs, %lu valid, no failure\n", runs, valid);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 5;
     const char *s = getenv("FUZZ_SEED");
@@ -188,5 +245,5 @@ int main(int argc, char **argv) {
     }
     streamd_buf_free(&req);
     printf("fuzz: %lu runs, %lu accepted, no failure\n", runs, ok);
-    return 0;
+    return fuzz_json(seconds / 2);
 }

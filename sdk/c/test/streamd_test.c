@@ -407,8 +407,64 @@ static void run(void) {
 }
 #endif
 
+/* ---- JSON helpers ---------------------------------------------------------- */
+
+static streamd_bytes lit(const char *s) { return streamd_bytes_of(s, strlen(s)); }
+
+static void test_json(void) {
+    const char *doc = " {\"a\":\"x\\u00e9\\ud83d\\ude00\\n\",\"n\":-9223372036854775808,\"f\":1.5e3,"
+                      "\"b\":true,\"z\":null,\"l\":[1,{\"a\":2}],\"a\":\"last\",\"e\\u0073c\":1} ";
+    streamd_bytes v;
+    streamd_buf b = {0};
+    int64_t n;
+    int t;
+    CHECK(streamd_json_valid(lit(doc)), "valid");
+    CHECK(streamd_json_get(lit(doc), "a", &v) == STREAMD_OK && streamd_json_string(v, &b) == STREAMD_OK &&
+              b.len == 4 && memcmp(b.data, "last", 4) == 0,
+          "last a wins");
+    CHECK(streamd_json_get(lit(doc), "n", &v) == STREAMD_OK && streamd_json_int64(v, &n) == STREAMD_OK && n == INT64_MIN,
+          "int64 min");
+    CHECK(streamd_json_get(lit(doc), "f", &v) == STREAMD_OK && streamd_json_int64(v, &n) == STREAMD_JSON_INVALID,
+          "1.5e3 is not an integer");
+    CHECK(streamd_json_get(lit(doc), "b", &v) == STREAMD_OK && streamd_json_bool(v, &t) == STREAMD_OK && t == 1, "bool");
+    CHECK(streamd_json_get(lit(doc), "z", &v) == STREAMD_OK && streamd_json_is_null(v), "null");
+    CHECK(streamd_json_get(lit(doc), "l", &v) == STREAMD_OK && v.len == 11, "raw array %zu", v.len);
+    CHECK(streamd_json_get(lit(doc), "esc", &v) == STREAMD_OK, "escaped name");
+    CHECK(streamd_json_get(lit(doc), "nope", &v) == STREAMD_JSON_MISSING, "missing");
+    CHECK(streamd_json_get(lit("[1]"), "a", &v) == STREAMD_JSON_INVALID, "not an object");
+    b.len = 0;
+    const char *s = "{\"s\":\"x\\u00e9\\ud83d\\ude00\\n\"}";
+    CHECK(streamd_json_get(lit(s), "s", &v) == STREAMD_OK && streamd_json_string(v, &b) == STREAMD_OK && b.len == 8 &&
+              memcmp(b.data, "x\xc3\xa9\xf0\x9f\x98\x80\n", 8) == 0,
+          "escapes decoded");
+    CHECK(streamd_json_int64(lit("9223372036854775808"), &n) == STREAMD_JSON_INVALID, "int64 overflow");
+    CHECK(streamd_json_int64(lit("012"), &n) == STREAMD_JSON_INVALID, "leading zero");
+    static const char *const bad[] = {"", "{", "{\"a\":1,}", "[1 2]", "01", "1.", "\"\\ud800\"", "\"\\x\"",
+                                      "\"a\nb\"", "{} x", "tru", "\"\xff\"", "\"\xc0\x80\"", NULL};
+    for (const char *const *d = bad; *d; d++) CHECK(!streamd_json_valid(lit(*d)), "%s is valid", *d);
+    char deep[200];
+    memset(deep, '[', 65);
+    memset(deep + 65, ']', 65);
+    CHECK(!streamd_json_valid(streamd_bytes_of(deep, 130)), "65 deep");
+    CHECK(streamd_json_valid(streamd_bytes_of(deep + 1, 128)), "64 deep");
+    static const char *const keys[] = {"field", "limit", NULL};
+    streamd_error err = {0};
+    CHECK(streamd_json_only_keys(lit("{\"field\":1,\"limit\":2}"), keys, &err) == STREAMD_OK, "only keys");
+    CHECK(streamd_json_only_keys(lit("{\"field\":1,\"feild\":2}"), keys, &err) == STREAMD_JSON_INVALID &&
+              err.msg.len == strlen("unknown key \"feild\"") && memcmp(err.msg.data, "unknown key \"feild\"", err.msg.len) == 0,
+          "unknown key: %.*s", (int)err.msg.len, (const char *)err.msg.data);
+    b.len = 0;
+    CHECK(streamd_json_append_string(&b, lit("\"\\\x01\b\f\t/\xc3\xa9")) == STREAMD_OK &&
+              b.len == strlen("\"\\\"\\\\\\u0001\\b\\f\\t/\xc3\xa9\"") &&
+              memcmp(b.data, "\"\\\"\\\\\\u0001\\b\\f\\t/\xc3\xa9\"", b.len) == 0,
+          "append string: %.*s", (int)b.len, (const char *)b.data);
+    streamd_buf_free(&err.msg);
+    streamd_buf_free(&b);
+}
+
 int main(void) {
     run();
+    test_json();
 #if defined(TEST_CODEC)
     test_malformed(STREAMD_OP_DECODE);
 #elif defined(TEST_SINK)

@@ -27,10 +27,13 @@
 //! define the ABI exports (and `_initialize`) in the plugin crate. The plugin
 //! type must implement `Default`; one value of it lives per Wasm instance.
 //!
+//! [`json`] reads and writes JSON, for the plugin's config and for values.
+//!
 //! The SDK supports Rust 1.63 and later and has no dependencies.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod json;
 mod wire;
 
 pub use wire::{decode_request, Headers, Record, Request, WireError};
