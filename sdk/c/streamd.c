@@ -618,6 +618,10 @@ STREAMD_EXPORT("streamd_process") int32_t streamd_process(int32_t len) {
             break;
         case STREAMD_OP_ENCODE:
         case STREAMD_OP_DECODE:
+            if (rec.value.data == NULL) { /* a null payload (a tombstone) stays null */
+                rc = streamd_keep(&e);
+                break;
+            }
             codec_buf.len = 0;
             rc = (op == STREAMD_OP_ENCODE ? pl->encode : pl->decode)(&rec, &codec_buf, &call_err);
             if (rc == STREAMD_OK) {

@@ -248,7 +248,8 @@ typedef int (*streamd_transform_fn)(const streamd_record *in, streamd_emitter *o
 /*
  * streamd_codec_fn encodes or decodes in->value, appending the resulting
  * payload to out (which is empty when called; appending nothing gives an
- * empty payload).
+ * empty payload). It is not called for a null payload (a tombstone), which
+ * stays null.
  */
 typedef int (*streamd_codec_fn)(const streamd_record *in, streamd_buf *out, streamd_error *err);
 /* streamd_sink_fn writes one record durably; STREAMD_OK means written. */

@@ -208,7 +208,7 @@ export function transform(name: string, version: string, fn: RecordFn): void {
 /**
  * Registers a codec: encode is called for ENCODE batches, decode for DECODE
  * batches. Each must answer exactly one record (Output.emitValue), keep, or
- * reject.
+ * reject. Neither is called for a null payload (a tombstone): it stays null.
  */
 export function codec(name: string, version: string, encode: RecordFn, decode: RecordFn): void {
   register(KIND_CODEC, "codec", name, version);
@@ -1048,7 +1048,11 @@ export function streamd_process(len: i32): i32 {
     rec.bodyLen = size;
     rec.index = <i32>i;
     out.startEntry();
-    fn(rec, out);
+    if (k == KIND_CODEC && rec.valueLen < 0) {
+      out.keep(); // a null payload (a tombstone) stays null: the codec is not called
+    } else {
+      fn(rec, out);
+    }
     if (out.failMsg !== null) {
       replyString(out.failMsg!);
       return STATUS_ERR_BATCH;

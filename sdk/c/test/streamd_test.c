@@ -225,15 +225,17 @@ static void run(void) {
     for (uint32_t op = STREAMD_OP_ENCODE; op <= STREAMD_OP_DECODE; op++) {
         streamd_buf req = {0};
         w32(&req, op);
-        w32(&req, 3);
-        streamd_record a = make("MiXed"), b = make("bad"), c = make("");
+        w32(&req, 4);
+        streamd_record a = make("MiXed"), b = make("bad"), c = make(""), n = make("");
+        n.value = STREAMD_NULL;
         wrecord(&req, &a);
         wrecord(&req, &b);
         wrecord(&req, &c);
+        wrecord(&req, &n);
         CHECK(call_process(&req) == 0, "op %u status", op);
         streamd_bytes res = streamd_test_reply();
         rd r = {res.data, res.len, 0};
-        CHECK(r32(&r) == 3, "count");
+        CHECK(r32(&r) == 4, "count");
         outrec o;
         CHECK(r32(&r) == 0 && r32(&r) == 1, "entry 0 head");
         rrecord(&r, &o);
@@ -245,6 +247,7 @@ static void run(void) {
         CHECK(r32(&r) == 0 && r32(&r) == 1, "entry 2 head");
         rrecord(&r, &o);
         CHECK(o.value.data != NULL && o.value.len == 0, "empty payload is not null");
+        CHECK(r32(&r) == 0 && r32(&r) == UINT32_MAX, "a null payload (a tombstone) is kept, not encoded");
         CHECK(r.i == r.n, "trailing result bytes");
         streamd_buf_free(&req);
     }

@@ -105,7 +105,9 @@ func BatchError(err error) error { return batchError{err} }
 // TransformFunc turns one record into zero or more records.
 type TransformFunc func(r *Record) ([]Record, error)
 
-// CodecFunc encodes or decodes one payload.
+// CodecFunc encodes or decodes one payload. It is not called for a null
+// payload (a tombstone), which stays null; the payload it returns is a
+// value even when nil or empty.
 type CodecFunc func(payload []byte) ([]byte, error)
 
 // SinkFunc writes one record durably; an error means it was not written.
@@ -282,8 +284,15 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 			if op == OpDecode {
 				fn = p.decode
 			}
+			if r.Value == nil {
+				err = KeepRecord // a null payload (a tombstone) stays null
+				break
+			}
 			var v []byte
 			if v, err = fn(r.Value); err == nil {
+				if v == nil {
+					v = []byte{} // a value stays a value: nil means empty here
+				}
 				res = []Record{{Value: v, Timestamp: -1, Partition: -1, Offset: -1}}
 			}
 		case OpWrite:

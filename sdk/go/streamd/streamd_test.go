@@ -139,6 +139,22 @@ func TestCodecAndSink(t *testing.T) {
 	if got := result(t, reply); len(got) != 1 || got[0] != "reject:nope" {
 		t.Fatalf("decode: %v", got)
 	}
+	// A null payload (a tombstone) is kept, not given to the codec; a nil
+	// result for a payload is an empty value, not null.
+	e := &plugin{encode: func(b []byte) ([]byte, error) {
+		if b == nil {
+			t.Error("codec called with a null payload")
+		}
+		return nil, nil
+	}}
+	_, reply = e.process(request(OpEncode, Record{Value: nil}, Record{Value: []byte("x")}))
+	if got := strings.Join(result(t, reply), " "); got != "keep records:" {
+		t.Fatalf("null payload: %s", got)
+	}
+	var r Record // the second entry's record: count, keep entry, status, out_count, size
+	if _, err := (&plugin{}).decodeBody(&r, reply[24:], nil); err != nil || r.Value == nil {
+		t.Fatalf("nil result: value %q (nil %v), %v; want empty, not null", r.Value, r.Value == nil, err)
+	}
 	var written []string
 	s := &plugin{sink: func(r *Record) error {
 		if string(r.Value) == "no" {

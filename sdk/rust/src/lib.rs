@@ -159,7 +159,8 @@ pub trait Transform {
     fn transform(&mut self, rec: &Record<'_>, out: &mut Emitter<'_>) -> Result<(), Error>;
 }
 
-/// A codec plugin: encodes and decodes payloads.
+/// A codec plugin: encodes and decodes payloads. It is not called for a
+/// null payload (a tombstone), which stays null.
 pub trait Codec {
     /// See [`Transform::init`].
     fn init(&mut self, config: &[u8]) -> Result<(), String> {
@@ -504,6 +505,11 @@ impl<T: Transform, C: Codec, S: Sink> Instance<T, C, S> {
                         output[entry + 4..entry + 8].copy_from_slice(&n.to_le_bytes());
                     }
                     r
+                }
+                Plugin::Codec(_) if rec.value.is_none() => {
+                    // A null payload (a tombstone) stays null: KEEP.
+                    output[entry + 4..entry + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+                    Ok(())
                 }
                 Plugin::Codec(p) => {
                     payload.clear();
