@@ -1,4 +1,7 @@
-// Package plugincli implements `streamd plugin inspect|run|test`: load one
+// Package plugincli implements `streamd plugin new|inspect|run|test`. new
+// writes a plugin project (a transform, codec or sink in Go, Rust, C,
+// AssemblyScript or WAT, with its build script and a fixture) that builds
+// and passes its test in the two commands it prints. The others load one
 // plugin (Wasm or native), show its manifest, run it over records read from a
 // JSON-lines file (the format of package record), and compare its output with
 // an expected file. run and test use a pipeline's limits (call timeout,

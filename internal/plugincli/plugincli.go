@@ -40,6 +40,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Ope
 		err = runCmd(ctx, args[1:], stdout, stderr, open)
 	case "test":
 		code, err = testCmd(ctx, args[1:], stdout, stderr, open)
+	case "new":
+		err = newCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "streamd plugin: unknown subcommand %q\n", args[0])
 		usage(stderr)
@@ -56,6 +58,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Ope
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
+  streamd plugin new --lang go|rust|c|assemblyscript|wat --kind transform|codec|sink [--dir DIR] [--sdk DIR] NAME
   streamd plugin inspect FILE
   streamd plugin run FILE --input in.jsonl [flags]
   streamd plugin test FILE --input in.jsonl --expect out.jsonl [--messages] [flags]
