@@ -88,6 +88,10 @@ type Status struct {
 	LastProgress time.Time `json:"last_progress"`
 	InFlight     int64     `json:"in_flight"`
 	Lag          LagMap    `json:"lag,omitempty"`
+	// Source and Sink say what they are connected to, when they can
+	// (Describer): for Kafka, the cluster and the group protocol in use.
+	Source map[string]string `json:"source,omitempty"`
+	Sink   map[string]string `json:"sink,omitempty"`
 	Counts
 }
 
@@ -144,6 +148,12 @@ func (p *Pipeline) Status() Status {
 		}
 	}
 	s.LastProgress = time.Unix(0, p.lastProgress.Load())
+	if d, ok := p.src.(Describer); ok {
+		s.Source = d.Describe()
+	}
+	if d, ok := p.sink.(Describer); ok {
+		s.Sink = d.Describe()
+	}
 	return s
 }
 

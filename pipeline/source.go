@@ -59,6 +59,13 @@ type Readier interface {
 	Ready(ctx context.Context) error
 }
 
+// Describer is implemented by sources and sinks that can say what they
+// are connected to, for /pipelines (a Kafka source: its cluster, group and
+// group protocol).
+type Describer interface {
+	Describe() map[string]string
+}
+
 // Lagger is implemented by sources that know how far behind they are.
 type Lagger interface {
 	// Lag returns records not yet consumed, per "topic/partition" of the

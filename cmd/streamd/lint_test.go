@@ -40,7 +40,7 @@ func TestLint(t *testing.T) {
 		{"negative retry_max", `policy = "stop"`, `policy = "stop"` + "\nretry_max = \"-1s\"",
 			`14: pipeline[0].errors.retry_max: "-1s" is out of range (allowed: "1ms" to "1h")`},
 		{"sink topic is the source topic", `topic = "orders.v1"`, `topic = "orders"`,
-			`11: pipeline[0].sink.topic: "orders" is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics)`},
+			`11: pipeline[0].sink.topic: "orders" is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics, or on another cluster)`},
 		{"workers = 0", `name = "orders"`, `name = "orders"` + "\nworkers = 0",
 			`5: pipeline[0].workers: 0 is out of range (allowed: 1 to 256)`},
 		{"max_records = 0", `policy = "stop"`, `policy = "stop"` + "\n[pipeline.batch]\nmax_records = 0",

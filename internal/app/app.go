@@ -26,6 +26,7 @@ import (
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/kafkaconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -50,6 +51,8 @@ type App struct {
 	closers []func() error
 	broker  *kfake.Cluster
 	journal *journalParts
+	// clusters are the Kafka clusters by config name ("" = [kafka]).
+	clusters map[string]*kafka.Cluster
 	// registries are the schema registry clients by [schema_registry] name.
 	registries map[string]*sr.Client
 	Admin      *admin.Server
@@ -219,8 +222,12 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	}
 	switch pc.Errors.Policy {
 	case "dlq":
-		dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: pc.Errors.DLQTopic,
-			Partitions: a.cfg.Kafka.Partitions, MaxRecordBytes: int32(pc.Sink.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "dlq")})
+		kc, err := a.kafkaCluster(pc.Errors.DLQCluster)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_cluster"), err)
+		}
+		dlq, err := kafka.NewSink(kafka.SinkConfig{Cluster: kc, Topic: pc.Errors.DLQTopic,
+			Partitions: a.partitions(pc.Errors.DLQCluster), MaxRecordBytes: int32(pc.Sink.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "dlq")})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
@@ -253,14 +260,22 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 		if s.Fluid != nil {
 			return a.newFluidSource(pc, log)
 		}
+		kc, err := a.kafkaCluster(s.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		topics := s.Topics
+		if s.TopicsRegex != "" {
+			topics = []string{s.TopicsRegex}
+		}
 		instanceID, instanceDir := s.InstanceID, ""
 		if instanceID == config.AutoInstanceID {
 			instanceID, instanceDir = "", filepath.Join(a.cfg.DataDir, "instances")
 		}
 		return kafka.NewSource(kafka.SourceConfig{
-			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topics: s.Topics, Group: s.Group,
-			Latest: s.Start == "latest", Partitions: a.cfg.Kafka.Partitions, Logger: log,
-			InstanceID: instanceID, InstanceDir: instanceDir, SessionTimeout: s.SessionTimeout.Duration,
+			Cluster: kc, Topics: topics, TopicsRegex: s.TopicsRegex != "", Group: s.Group,
+			Latest: s.Start == "latest", Partitions: a.partitions(s.Cluster), Logger: log,
+			InstanceID: instanceID, InstanceDir: instanceDir, SessionTimeout: s.SessionTimeout.Duration, Opts: kafkaconf.SourceOpts(s),
 		})
 	case "generate":
 		return pipeline.NewGenerateSource(s.Rate, s.Count, s.Keys), nil
@@ -312,10 +327,14 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 	k := &pc.Sink
 	switch k.Type {
 	case "kafka":
+		kc, err := a.kafkaCluster(k.Cluster)
+		if err != nil {
+			return nil, err
+		}
 		s, err := kafka.NewSink(kafka.SinkConfig{
-			Seeds: a.cfg.Kafka.Brokers, ClientID: a.cfg.Kafka.ClientID, Topic: k.Topic, Compression: k.Compression,
-			Level: k.CompressionLevel, SamePartition: k.Partition == "same", Partitions: a.cfg.Kafka.Partitions,
-			MaxRecordBytes: int32(k.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "kafka"),
+			Cluster: kc, Topic: k.Topic, Compression: k.Compression,
+			Level: k.CompressionLevel, SamePartition: k.Partition == "same", Partitions: a.partitions(k.Cluster),
+			MaxRecordBytes: int32(k.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "kafka"), Opts: kafkaconf.SinkOpts(k),
 		})
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/fluid/fluidsource"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/kafkaconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 )
@@ -33,11 +34,16 @@ func (a *App) startFluid(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
 	}
+	kc, err := a.kafkaCluster("")
+	if err != nil {
+		return err
+	}
 	opts := []fluid.Option{
 		fluid.WithMetadata(meta),
 		fluid.WithLoader(fluid.Loader(a.open)),
 		fluid.WithPluginOptions(a.pluginOpts(plugins.KindTransform, "fluid-downgrade", config.PluginSettings{}, 0)),
-		fluid.WithBrokers(a.cfg.Kafka.Brokers...),
+		fluid.WithBrokers(kc.Seeds...),
+		fluid.WithKafkaOptions(kc.Options()...),
 		fluid.WithStateTopic(fc.StateTopic),
 		fluid.WithLogger(a.log.With("component", "fluid")),
 	}
@@ -105,7 +111,11 @@ func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.So
 	if len(s.Topics) != 1 {
 		return nil, errors.New("a fluid consumer reads exactly one topic")
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Kafka.Brokers...), kgo.ClientID(a.cfg.Kafka.ClientID)}
+	kc, err := a.kafkaCluster(s.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	kopts := append(kc.Options(), kafkaconf.SourceOpts(s)...)
 	if s.InstanceID != "" && s.InstanceID != config.AutoInstanceID { // auto: not for fluid consumers yet
 		kopts = append(kopts, kgo.InstanceID(s.InstanceID))
 	}

@@ -92,7 +92,12 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	if err != nil {
 		return fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.Kafka.Brokers...), kgo.ClientID(a.cfg.Kafka.ClientID))
+	kc, err := a.kafkaCluster("")
+	if err != nil {
+		st.Close()
+		return err
+	}
+	cl, err := kgo.NewClient(kc.Options()...)
 	if err != nil {
 		st.Close()
 		return err

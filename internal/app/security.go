@@ -6,7 +6,9 @@ import (
 
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/kafkaconf"
 	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/pipeline/kafka"
 )
 
 // adminOptions turns [admin] into the admin server's options, reading the
@@ -39,4 +41,38 @@ func adminOptions(cfg *config.Config, log *slog.Logger) ([]admin.Option, error) 
 		log.Warn("admin server without auth (allow_unauthenticated = true): whoever reaches it can change journals and fluid groups", "listen", ac.Listen)
 	}
 	return opts, nil
+}
+
+// kafkaCluster returns the Kafka cluster a pipeline names ("" = [kafka]),
+// made once per cluster and shared by its clients.
+func (a *App) kafkaCluster(name string) (*kafka.Cluster, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if name == "" {
+		name = config.DefaultCluster
+	}
+	if c, ok := a.clusters[name]; ok {
+		return c, nil
+	}
+	cc := a.cfg.Cluster(name)
+	if cc == nil {
+		return nil, fmt.Errorf("no [kafka.clusters.%s] is configured", name)
+	}
+	c, err := kafkaconf.Cluster(cc, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.cfg.File, err)
+	}
+	if a.clusters == nil {
+		a.clusters = map[string]*kafka.Cluster{}
+	}
+	a.clusters[name] = c
+	return c, nil
+}
+
+// partitions is the partition count of topics created on a cluster.
+func (a *App) partitions(name string) int32 {
+	if cc := a.cfg.Cluster(name); cc != nil {
+		return cc.Partitions
+	}
+	return a.cfg.Kafka.Partitions
 }

@@ -57,13 +57,20 @@ type Log struct {
 	Format string `toml:"format"` // text | json (default text)
 }
 
-// Kafka says where the brokers are.
+// Kafka says where the brokers are: [kafka] is the default cluster, and
+// [kafka.clusters.NAME] are more (see KafkaCluster).
 type Kafka struct {
 	Brokers  []string  `toml:"brokers"`
 	Embedded *Embedded `toml:"embedded"`
 	ClientID string    `toml:"client_id"`
 	// Partitions is the partition count of topics streamd creates (default 4).
 	Partitions int32 `toml:"partitions"`
+	KafkaConn
+	// Clusters are the named clusters a pipeline's source.cluster,
+	// sink.cluster or errors.dlq_cluster pick.
+	Clusters map[string]*KafkaCluster `toml:"clusters"`
+
+	def *KafkaCluster // [kafka] as a KafkaCluster, made by setDefaults
 }
 
 // Embedded starts an in-process broker.
@@ -136,6 +143,23 @@ type Source struct {
 	// (default 45s).
 	SessionTimeout Duration     `toml:"session_timeout"`
 	Fluid          *SourceFluid `toml:"fluid"`
+	// Cluster names a [kafka.clusters.NAME] ("" = [kafka]).
+	Cluster string `toml:"cluster"`
+	// TopicsRegex, instead of Topics, reads every topic whose name the
+	// RE2 expression matches (not anchored: write ^...$), as topics come
+	// and go.
+	TopicsRegex string `toml:"topics_regex"`
+	// IsolationLevel is read_uncommitted (default) or read_committed
+	// (skip records of aborted transactions, stop at open ones).
+	IsolationLevel string `toml:"isolation_level"`
+	// Fetch sizes and wait (defaults: kafka.DefaultFetch*).
+	FetchMaxBytes          int32    `toml:"fetch_max_bytes"`
+	FetchMaxPartitionBytes int32    `toml:"fetch_max_partition_bytes"`
+	FetchMinBytes          int32    `toml:"fetch_min_bytes"`
+	FetchMaxWait           Duration `toml:"fetch_max_wait"`
+	// GroupProtocol is consumer (KIP-848 where the broker has it, else
+	// classic) or classic (cooperative-sticky).
+	GroupProtocol string `toml:"group_protocol"`
 
 	// generate: synthetic order JSON records
 	Rate  float64 `toml:"rate"`  // records per second, 0 = as fast as possible
@@ -232,6 +256,14 @@ type Sink struct {
 	// record goes to the error policy (default 1048588, Kafka's default
 	// message.max.bytes). The dead-letter topic's producer uses it too.
 	MaxRecordBytes int `toml:"max_record_bytes"`
+	// Cluster names a [kafka.clusters.NAME] ("" = [kafka]).
+	Cluster string `toml:"cluster"`
+	// Acks is "all" (default: every in-sync replica), "1" (the leader)
+	// or "0" (none); anything but all turns off idempotent writes.
+	Acks string `toml:"acks"`
+	// Linger is how long the producer waits to fill a batch (default 0:
+	// the pipeline batches already).
+	Linger Duration `toml:"linger"`
 
 	// file
 	Path string `toml:"path"`
@@ -245,6 +277,9 @@ type Sink struct {
 type Errors struct {
 	Policy   string `toml:"policy"` // dlq | stop | drop (default stop)
 	DLQTopic string `toml:"dlq_topic"`
+	// DLQCluster names the [kafka.clusters.NAME] of the dead-letter topic
+	// ("" = the sink's cluster if the sink is kafka, else [kafka]).
+	DLQCluster string `toml:"dlq_cluster"`
 	// Retry of transient sink errors: capped exponential backoff.
 	RetryInitial Duration `toml:"retry_initial"` // default 100ms
 	RetryMax     Duration `toml:"retry_max"`     // default 10s

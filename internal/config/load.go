@@ -179,7 +179,19 @@ func freeForm(k toml.Key) bool {
 			t = t.Elem()
 		}
 		switch t.Kind() {
-		case reflect.Map, reflect.Interface:
+		case reflect.Map:
+			// A map of tables ([kafka.clusters.NAME]) is described key by
+			// key below its names; any other map is free.
+			e := t.Elem()
+			for e.Kind() == reflect.Pointer {
+				e = e.Elem()
+			}
+			if e.Kind() != reflect.Struct || e == secretType {
+				return true
+			}
+			t = e // part is the table's name
+			continue
+		case reflect.Interface:
 			return true
 		case reflect.Struct:
 			if reflect.PointerTo(t).Implements(unmarshalerType) {
@@ -228,14 +240,27 @@ func (c *Config) Resolve(p string) string {
 	return filepath.Join(filepath.Dir(c.File), p)
 }
 
-var envRE = regexp.MustCompile(`\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var envRE = regexp.MustCompile(`\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{file:([^}]*)\}`)
+
+// wholeFileRE is a value that is one ${file:PATH} reference.
+var wholeFileRE = regexp.MustCompile(`^\$\{file:([^}]+)\}$`)
+
+var secretType = reflect.TypeFor[Secret]()
 
 // interpolate replaces ${VAR} in every string value, naming the key of an
-// unset variable.
+// unset variable, and ${file:PATH} with the file's content (without its
+// trailing newline); a Secret that is one ${file:PATH} is read at each use
+// instead (Secret.Value).
 func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 	var errs []error
 	var walk func(v reflect.Value, path string)
 	walk = func(v reflect.Value, path string) {
+		if v.Type() == secretType {
+			if err := v.Addr().Interface().(*Secret).interpolate(c, lookup); err != nil {
+				errs = append(errs, c.errorf(path, "%v", err))
+			}
+			return
+		}
 		switch v.Kind() {
 		case reflect.Pointer, reflect.Interface:
 			if !v.IsNil() {
@@ -261,15 +286,19 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 		case reflect.Map:
 			for _, k := range v.MapKeys() {
 				e := v.MapIndex(k)
+				if e.Kind() == reflect.Pointer && !e.IsNil() && e.Elem().Kind() == reflect.Struct {
+					walk(e.Elem(), joinKey(path, k.String())) // [kafka.clusters.NAME]
+					continue
+				}
 				if e.Kind() == reflect.Interface && !e.IsNil() && e.Elem().Kind() == reflect.String {
-					s, err := expand(e.Elem().String(), lookup)
+					s, err := expand(e.Elem().String(), lookup, c.Resolve)
 					if err != nil {
 						errs = append(errs, c.errorf(joinKey(path, k.String()), "%v", err))
 						continue
 					}
 					v.SetMapIndex(k, reflect.ValueOf(s))
 				} else if e.Kind() == reflect.String {
-					s, err := expand(e.String(), lookup)
+					s, err := expand(e.String(), lookup, c.Resolve)
 					if err != nil {
 						errs = append(errs, c.errorf(joinKey(path, k.String()), "%v", err))
 						continue
@@ -278,7 +307,7 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 				}
 			}
 		case reflect.String:
-			s, err := expand(v.String(), lookup)
+			s, err := expand(v.String(), lookup, c.Resolve)
 			if err != nil {
 				errs = append(errs, c.errorf(path, "%v", err))
 				return
@@ -295,14 +324,28 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 	return errors.Join(errs...)
 }
 
-func expand(s string, lookup func(string) (string, bool)) (string, error) {
+// expand interpolates s: ${VAR} from lookup, and ${file:PATH} read now
+// with resolve making PATH absolute (nil: ${file:} is left as written).
+// Errors name variables and files, never a value.
+func expand(s string, lookup func(string) (string, bool), resolve func(string) string) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
 	var missing []string
+	var fileErr error
 	out := envRE.ReplaceAllStringFunc(s, func(m string) string {
 		if m == "$${" {
 			return "${"
+		}
+		if strings.HasPrefix(m, "${file:") {
+			if resolve == nil {
+				return m
+			}
+			v, err := readSecretFile(resolve(m[len("${file:") : len(m)-1]))
+			if err != nil && fileErr == nil {
+				fileErr = err
+			}
+			return v
 		}
 		name := m[2 : len(m)-1]
 		v, ok := lookup(name)
@@ -313,6 +356,9 @@ func expand(s string, lookup func(string) (string, bool)) (string, error) {
 	})
 	if len(missing) > 0 {
 		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	if fileErr != nil {
+		return "", fileErr
 	}
 	return out, nil
 }

@@ -49,6 +49,7 @@ func (c *Config) setDefaults() {
 			c.Kafka.Brokers = []string{e.Listen}
 		}
 	}
+	c.kafkaDefaults()
 	if unset("plugins.cache_dir") {
 		c.Plugins.CacheDir = filepath.Join(c.DataDir, "wasm-cache")
 	} else {
@@ -99,6 +100,7 @@ func (c *Config) setDefaults() {
 		if unset(at + "errors.retry_max") {
 			p.Errors.RetryMax.Duration = max(pipeline.DefaultRetryMax, p.Errors.RetryInitial.Duration)
 		}
+		c.kafkaClientDefaults(at, p)
 		if p.Source.Type == "kafka" {
 			if unset(at + "source.start") {
 				p.Source.Start = "earliest"
@@ -208,8 +210,8 @@ func (c *Config) validate() error {
 		case "":
 			bad(at+".source.type", "required key is missing (kafka, generate or file)")
 		case "kafka":
-			if len(s.Topics) == 0 {
-				bad(at+".source.topics", "required for a kafka source")
+			if len(s.Topics) == 0 && s.TopicsRegex == "" {
+				bad(at+".source.topics", "required for a kafka source (or topics_regex)")
 			}
 			if s.Group == "" {
 				bad(at+".source.group", "required for a kafka source")
@@ -297,8 +299,8 @@ func (c *Config) validate() error {
 			if o.MaxRecordBytes < 512 || o.MaxRecordBytes > 1<<30 {
 				bad(at+".sink.max_record_bytes", "%d is out of range (allowed: 512 to %d)", o.MaxRecordBytes, 1<<30)
 			}
-			if s.Type == "kafka" && slices.Contains(s.Topics, o.Topic) {
-				bad(at+".sink.topic", "%q is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics)", o.Topic)
+			if p.readsTopic(p.sinkCluster(), o.Topic) {
+				bad(at+".sink.topic", "%q is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics, or on another cluster)", o.Topic)
 			}
 		case "file":
 			if o.Path == "" {
@@ -323,8 +325,8 @@ func (c *Config) validate() error {
 			switch {
 			case e.DLQTopic == "":
 				bad(at+".errors.dlq_topic", "required with policy = \"dlq\"")
-			case s.Type == "kafka" && slices.Contains(s.Topics, e.DLQTopic):
-				bad(at+".errors.dlq_topic", "%q is also this pipeline's source topic: every record dead-lettered would be read again, forever (allowed: a topic not in source.topics)", e.DLQTopic)
+			case p.readsTopic(p.dlqCluster(), e.DLQTopic):
+				bad(at+".errors.dlq_topic", "%q is also this pipeline's source topic: every record dead-lettered would be read again, forever (allowed: a topic not in source.topics, or on another cluster)", e.DLQTopic)
 			}
 		case "stop", "drop":
 		default:
@@ -339,7 +341,9 @@ func (c *Config) validate() error {
 				shortDur(e.RetryInitial.Duration), quoteDur(e.RetryInitial.Duration), quoteDur(rangeRetry.hi))
 		}
 		k.int(at+".errors.retry_attempts", int64(e.RetryAttempts), rangeRetryAttempts)
+		c.validateKafkaClients(k, at, p)
 	}
+	c.validateKafka(k)
 	c.checkLoops(k)
 	c.validateAdmin(k)
 	c.validateConsole(k)
@@ -390,32 +394,42 @@ func (k *checker) codecLevel(at, name string, level int) {
 // refused by validate with a message of its own.) The loop is reported
 // once, at the pipeline that closes it in file order.
 func (c *Config) checkLoops(k *checker) {
-	readers := map[string][]int{} // topic -> pipelines that read it
-	for i := range c.Pipelines {
-		if s := &c.Pipelines[i].Source; s.Type == "kafka" {
-			for _, t := range s.Topics {
-				readers[t] = append(readers[t], i)
+	// Topics are per cluster: a pipeline that reads "orders" on one
+	// cluster and writes "orders" on another mirrors, it does not loop.
+	readers := func(t clusterTopic) []int {
+		var rs []int
+		for i := range c.Pipelines {
+			if c.Pipelines[i].readsTopic(t.cluster, t.topic) {
+				rs = append(rs, i)
 			}
 		}
+		return rs
 	}
-	writes := func(i int) string {
-		if o := &c.Pipelines[i].Sink; o.Type == "kafka" {
-			return o.Topic
+	writes := func(i int) clusterTopic {
+		if p := &c.Pipelines[i]; p.Sink.Type == "kafka" {
+			return clusterTopic{p.sinkCluster(), p.Sink.Topic}
 		}
-		return ""
+		return clusterTopic{}
+	}
+	name := func(t clusterTopic) string {
+		if t.cluster == DefaultCluster {
+			return t.topic
+		}
+		return t.cluster + ":" + t.topic
 	}
 	for j := range c.Pipelines {
 		p := &c.Pipelines[j]
-		if p.Source.Type != "kafka" || writes(j) == "" || slices.Contains(p.Source.Topics, writes(j)) {
+		w := writes(j)
+		if p.Source.Type != "kafka" || w.topic == "" || p.readsTopic(w.cluster, w.topic) {
 			continue
 		}
 		// Depth-first from j's sink topic through pipelines before j.
 		type step struct {
-			topic string
+			topic clusterTopic
 			via   []int
 		}
-		seenTopic := map[string]bool{}
-		stack := []step{{writes(j), nil}}
+		seenTopic := map[clusterTopic]bool{}
+		stack := []step{{w, nil}}
 		for len(stack) > 0 {
 			st := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
@@ -423,18 +437,18 @@ func (c *Config) checkLoops(k *checker) {
 				continue
 			}
 			seenTopic[st.topic] = true
-			for _, r := range readers[st.topic] {
+			for _, r := range readers(st.topic) {
 				if r == j && len(st.via) > 0 {
-					path := writes(j)
+					path := name(w)
 					for _, v := range st.via {
-						path += " -> " + c.Pipelines[v].Name + " -> " + writes(v)
+						path += " -> " + c.Pipelines[v].Name + " -> " + name(writes(v))
 					}
-					path += " -> " + p.Name + " -> " + writes(j)
-					k.bad(fmt.Sprintf("pipeline[%d].sink.topic", j), "%q closes a loop of topics (%s): every record would go round forever (allowed: topics that do not lead back to a source)", writes(j), path)
+					path += " -> " + p.Name + " -> " + name(w)
+					k.bad(fmt.Sprintf("pipeline[%d].sink.topic", j), "%q closes a loop of topics (%s): every record would go round forever (allowed: topics that do not lead back to a source)", w.topic, path)
 					stack = nil
 					break
 				}
-				if r < j && writes(r) != "" {
+				if r < j && writes(r).topic != "" {
 					stack = append(stack, step{writes(r), append(slices.Clip(st.via), r)})
 				}
 			}

@@ -82,9 +82,9 @@ func TestRefused(t *testing.T) {
 
 		// A sink or dead-letter topic that is also a source topic loops forever.
 		{"sink topic is the source topic", strings.Replace(kpipe("", "", "", ""), `topic = "out"`, `topic = "in"`, 1), `topic = "in"`,
-			`pipeline[0].sink.topic: "in" is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics)`},
+			`pipeline[0].sink.topic: "in" is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics, or on another cluster)`},
 		{"dlq topic is the source topic", kpipe("", "", "", "[pipeline.errors]\npolicy = \"dlq\"\ndlq_topic = \"in\""), "dlq_topic",
-			`pipeline[0].errors.dlq_topic: "in" is also this pipeline's source topic: every record dead-lettered would be read again, forever (allowed: a topic not in source.topics)`},
+			`pipeline[0].errors.dlq_topic: "in" is also this pipeline's source topic: every record dead-lettered would be read again, forever (allowed: a topic not in source.topics, or on another cluster)`},
 		{"two pipelines in a loop", kpipe("", "", "", `
 [[pipeline]]
 name = "back"

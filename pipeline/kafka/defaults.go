@@ -16,3 +16,24 @@ const (
 	// its partitions for the lag (SourceConfig.LagInterval).
 	DefaultLagInterval = 5 * time.Second
 )
+
+// Defaults of the source's fetch settings and group protocol
+// (SourceConfig's fields; streamd's config fills them in for the keys a
+// file leaves out).
+const (
+	// DefaultFetchMaxBytes bounds one fetch response: franz-go's default
+	// (Kafka's fetch.max.bytes is 50 MiB too).
+	DefaultFetchMaxBytes = 50 << 20
+	// DefaultFetchMaxPartitionBytes bounds a partition's share of a fetch:
+	// franz-go's and Kafka's default, 1 MiB.
+	DefaultFetchMaxPartitionBytes = 1 << 20
+	// DefaultFetchMinBytes is how much a fetch waits for: 1 byte.
+	DefaultFetchMinBytes = 1
+	// DefaultFetchMaxWait is how long a fetch waits for FetchMinBytes:
+	// 100 ms, for low latency when topics are quiet (Kafka's is 500 ms).
+	DefaultFetchMaxWait = 100 * time.Millisecond
+	// DefaultGroupProtocol is the consumer group protocol: "consumer"
+	// (KIP-848) where the broker has it, else "classic" with the
+	// cooperative-sticky balancer.
+	DefaultGroupProtocol = "consumer"
+)

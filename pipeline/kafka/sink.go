@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -41,6 +42,9 @@ type SinkConfig struct {
 	MaxRecordBytes int32
 	// Logger receives the sink's own warnings (topic re-created, ...).
 	Logger *slog.Logger
+	// Cluster, when set, is the cluster to write (its Options replace
+	// Seeds and ClientID), and its Explain says the sink's errors.
+	Cluster *Cluster
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
@@ -69,6 +73,7 @@ type Sink struct {
 	partitions int32
 	maxBytes   int32
 	log        *slog.Logger
+	cluster    *Cluster
 	watch      *brokerWatch
 
 	repairMu   sync.Mutex
@@ -137,9 +142,11 @@ func NewSink(c SinkConfig) (*Sink, error) {
 	if c.SamePartition {
 		part = kgo.ManualPartitioner()
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Seeds...),
-		kgo.ClientID(c.ClientID),
+	if c.Cluster == nil {
+		c.Cluster = &Cluster{Seeds: c.Seeds, ClientID: c.ClientID}
+	}
+	opts := c.Cluster.Options()
+	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordPartitioner(part),
@@ -157,24 +164,28 @@ func NewSink(c SinkConfig) (*Sink, error) {
 		// they are retried either way.
 		kgo.UnknownTopicRetries(1),
 		kgo.WithHooks(watch),
-	}
+	)
 	cl, err := kgo.NewClient(append(opts, c.Opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger, watch: watch}, nil
+	return &Sink{cl: cl, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger, watch: watch, cluster: c.Cluster}, nil
 }
 
 // Condition implements pipeline.Conditioner: a broker's recent connection
 // or request error.
-func (s *Sink) Condition() error { return s.watch.condition() }
+func (s *Sink) Condition() error { return s.cluster.explainCondition(s.watch) }
 
-// Ready implements pipeline.Readier: the brokers answer and the topic exists.
+// Describe implements pipeline.Describer: the cluster written to.
+func (s *Sink) Describe() map[string]string {
+	return map[string]string{"cluster": s.cluster.name(), "topic": s.topic}
+}
+
+// Ready implements pipeline.Readier: the brokers answer, the topic exists
+// and the user may write it. Its errors are the cluster's explained ones
+// (Cluster.Explain).
 func (s *Sink) Ready(ctx context.Context) error {
-	if err := s.cl.Ping(ctx); err != nil {
-		return err
-	}
-	return EnsureTopics(ctx, s.cl, s.partitions, s.topic)
+	return s.cluster.ready(ctx, s.cl, s.watch, kmsg.ACLOperationWrite, "", s.partitions, false, s.topic)
 }
 
 // Write implements plugins.Sink: per-record errors are verdicts on the
@@ -281,7 +292,7 @@ func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Rec
 		default:
 			unknown = unknown || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
 			unknownID = unknownID || errors.Is(err, kerr.UnknownTopicID)
-			out[i] = plugins.Transient(fmt.Errorf("produce to %s: %w", s.topic, err))
+			out[i] = plugins.Transient(s.cluster.Explain(err, "", "produce to topic "+s.topic))
 		}
 	}
 	if unknown {
@@ -346,7 +357,7 @@ func (s *Sink) repair(ctx context.Context, recreated bool) {
 	s.lastRepair = time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, err := ensureTopic(rctx, s.cl, s.partitions, s.topic)
+	created, err := ensureTopic(rctx, s.cl, s.cluster, s.partitions, s.topic)
 	if err != nil {
 		s.log.Warn("sink topic unknown; creating it failed", "topic", s.topic, "err", err)
 		return

@@ -55,6 +55,9 @@ type Source struct {
 	latest      bool
 	log         *slog.Logger
 	watch       *brokerWatch
+	cluster     *Cluster
+	regex       bool
+	groupWatch  *groupWatch
 	lagInterval time.Duration
 	lagStale    time.Duration
 	stopLag     context.CancelFunc
@@ -95,6 +98,13 @@ type SourceConfig struct {
 	// LagInterval is how often the end offsets of the assigned partitions
 	// are queried for the lag; 0 means DefaultLagInterval.
 	LagInterval time.Duration
+	// Cluster, when set, is the cluster to read (its Options replace
+	// Seeds and ClientID), and its Explain says the source's errors.
+	Cluster *Cluster
+	// TopicsRegex makes Topics regular expressions (franz-go's
+	// ConsumeRegex): every topic whose name one matches is read, as
+	// topics come and go; none is created.
+	TopicsRegex bool
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
@@ -109,6 +119,9 @@ func NewSource(c SourceConfig) (*Source, error) {
 	case c.LagInterval < 0:
 		return nil, fmt.Errorf("lag interval %s: want more than 0 (0: %s)", c.LagInterval, DefaultLagInterval)
 	}
+	if c.Cluster == nil {
+		c.Cluster = &Cluster{Seeds: c.Seeds, ClientID: c.ClientID}
+	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
@@ -116,7 +129,8 @@ func NewSource(c SourceConfig) (*Source, error) {
 		c.LagInterval = DefaultLagInterval
 	}
 	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{},
-		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second)}
+		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second),
+		cluster: c.Cluster, regex: c.TopicsRegex, groupWatch: &groupWatch{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,9 +138,11 @@ func NewSource(c SourceConfig) (*Source, error) {
 	if c.Latest {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Seeds...),
-		kgo.ClientID(c.ClientID),
+	opts := c.Cluster.Options()
+	if c.TopicsRegex {
+		opts = append(opts, kgo.ConsumeRegex())
+	}
+	opts = append(opts,
 		kgo.ConsumerGroup(c.Group),
 		kgo.ConsumeTopics(c.Topics...),
 		kgo.ConsumeResetOffset(reset),
@@ -135,8 +151,8 @@ func NewSource(c SourceConfig) (*Source, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.FetchMaxWait(100e6), // 100ms: low latency when topics are quiet
-		kgo.WithHooks(s.watch),
-	}
+		kgo.WithHooks(s.watch, s.groupWatch),
+	)
 	if c.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout))
 	}
@@ -203,10 +219,7 @@ func (s *Source) Ready(ctx context.Context) error {
 	if err := s.connect(); err != nil {
 		return err
 	}
-	if err := s.cl.Ping(ctx); err != nil {
-		return err
-	}
-	return EnsureTopics(ctx, s.cl, s.partitions, s.topics...)
+	return s.cluster.ready(ctx, s.cl, s.watch, kmsg.ACLOperationRead, s.group, s.partitions, s.regex, s.topics...)
 }
 
 func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -273,7 +286,7 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
 			continue
 		}
-		s.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
+		s.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", s.cluster.Explain(fe.Err, "", "read topic "+fe.Topic))
 	}
 	got := fetches.NumRecords()
 	if got == 0 {
@@ -562,9 +575,19 @@ func (s *Source) Condition() error {
 	lagErr, at := s.lagErr, s.lagErrAt
 	s.mu.Unlock()
 	if lagErr != nil && time.Since(at) <= s.lagStale {
-		return fmt.Errorf("end offsets: %w", lagErr)
+		return fmt.Errorf("end offsets: %w", s.cluster.Explain(lagErr, "", "list end offsets"))
 	}
-	return s.watch.condition()
+	if _, err := s.groupWatch.state(); err != nil {
+		return s.cluster.Explain(err, "", fmt.Sprintf("consumer group %q", s.group))
+	}
+	return s.cluster.explainCondition(s.watch)
+}
+
+// Describe implements pipeline.Describer: the cluster and the group
+// protocol the member runs ("consumer" is KIP-848; "" until it joined).
+func (s *Source) Describe() map[string]string {
+	p, _ := s.groupWatch.state()
+	return map[string]string{"cluster": s.cluster.name(), "group": s.group, "group_protocol": p}
 }
 
 // closeTimeout bounds leaving the group on Close: with the coordinator
