@@ -36,7 +36,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	}
 	kc, err := a.kafkaCluster("")
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
 	}
 	opts := []fluid.Option{
 		fluid.WithMetadata(meta),

@@ -95,7 +95,7 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	kc, err := a.kafkaCluster("")
 	if err != nil {
 		st.Close()
-		return err
+		return fmt.Errorf("%s: %w", a.cfg.File, err)
 	}
 	cl, err := kgo.NewClient(kc.Options()...)
 	if err != nil {

@@ -60,7 +60,7 @@ func (a *App) kafkaCluster(name string) (*kafka.Cluster, error) {
 	}
 	c, err := kafkaconf.Cluster(cc, a.log)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.cfg.File, err)
+		return nil, err // the caller names the file
 	}
 	if a.clusters == nil {
 		a.clusters = map[string]*kafka.Cluster{}

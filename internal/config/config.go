@@ -157,8 +157,8 @@ type Source struct {
 	FetchMaxPartitionBytes int32    `toml:"fetch_max_partition_bytes"`
 	FetchMinBytes          int32    `toml:"fetch_min_bytes"`
 	FetchMaxWait           Duration `toml:"fetch_max_wait"`
-	// GroupProtocol is consumer (KIP-848 where the broker has it, else
-	// classic) or classic (cooperative-sticky).
+	// GroupProtocol is classic (cooperative-sticky; the default) or
+	// consumer (KIP-848 where the broker has it, else classic).
 	GroupProtocol string `toml:"group_protocol"`
 
 	// generate: synthetic order JSON records

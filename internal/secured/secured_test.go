@@ -29,7 +29,8 @@ type mechanism struct {
 	kafka     func(b *testenv.SecureBroker, dir string) string
 	kcat      func(t *testing.T, b *testenv.SecureBroker) (props, brokers string)
 	records   int
-	python    bool // Confluent's Python client reads the output too, with SCRAM-SHA-512
+	python    bool   // Confluent's Python client reads the output too, with SCRAM-SHA-512
+	protocol  string // the group protocol, "" for the default
 }
 
 func plainKcat(t *testing.T, b *testenv.SecureBroker) (string, string) {
@@ -73,7 +74,7 @@ func mechanisms() []mechanism {
 			os.WriteFile(tok, []byte(unsignedJWT(b.User, time.Hour)), 0o600)
 			return fmt.Sprintf("[kafka]\nbrokers = [%q]\n[kafka.sasl]\nmechanism = \"OAUTHBEARER\"\ntoken_file = %q\n", b.SASLPlaintext, tok)
 		}},
-		{name: "SASL_SSL-SCRAM-SHA-256", records: 1000, kcat: plainKcat, kafka: saslKafka("SCRAM-SHA-256")},
+		{name: "SASL_SSL-SCRAM-SHA-256", records: 1000, kcat: plainKcat, kafka: saslKafka("SCRAM-SHA-256"), protocol: "consumer"},
 	}
 }
 
@@ -142,7 +143,14 @@ func TestMechanisms(t *testing.T) {
 			props, brokers := m.kcat(t, b)
 			start := time.Now()
 			kcatProduce(t, kcat, props, brokers, in, 0, m.records)
-			d := startDaemon(t, "streamd", m.kafka(b, t.TempDir())+pipelineTOML(in, out, testenv.Topic(t, "secured-g"), plugin, ""))
+			group := testenv.Topic(t, "secured-g")
+			p := pipelineTOML(in, out, group, plugin, "")
+			want := "classic"
+			if m.protocol != "" {
+				p = strings.Replace(p, fmt.Sprintf("group = %q\n", group), fmt.Sprintf("group = %q\ngroup_protocol = %q\n", group, m.protocol), 1)
+				want = m.protocol
+			}
+			d := startDaemon(t, "streamd", m.kafka(b, t.TempDir())+p)
 			kcatConsume(t, kcat, props, brokers, out, 0, m.records)
 			t.Logf("%s: %d records in and out in %s", m.name, m.records, time.Since(start).Round(100*time.Millisecond))
 			if m.python {
@@ -150,7 +158,7 @@ func TestMechanisms(t *testing.T) {
 			}
 			st := d.pipelines(t)
 			src, _ := st[0]["source"].(map[string]any)
-			if src["cluster"] != "default" || src["group_protocol"] == "" {
+			if src["cluster"] != "default" || src["group_protocol"] != want {
 				t.Errorf("/pipelines source: %v", st[0]["source"])
 			}
 			t.Logf("/pipelines source: %v", src)

@@ -32,8 +32,14 @@ const (
 	// DefaultFetchMaxWait is how long a fetch waits for FetchMinBytes:
 	// 100 ms, for low latency when topics are quiet (Kafka's is 500 ms).
 	DefaultFetchMaxWait = 100 * time.Millisecond
-	// DefaultGroupProtocol is the consumer group protocol: "consumer"
-	// (KIP-848) where the broker has it, else "classic" with the
-	// cooperative-sticky balancer.
-	DefaultGroupProtocol = "consumer"
+	// DefaultGroupProtocol is the consumer group protocol: "classic" with
+	// the cooperative-sticky balancer. "consumer" (KIP-848, where the
+	// broker has it, else classic) is the other choice; it is not the
+	// default because a static member (streamd's instance_id "auto")
+	// restarted after a crash waits out the session timeout for its
+	// partitions under KIP-848 (Kafka 4.1 answers UNRELEASED_INSTANCE_ID
+	// until the old member expires: 48 s instead of seconds in
+	// internal/e2e TestRestartTakesPartitionsBack), and franz-go advises
+	// KIP-848 only from Kafka 4.3 (STALE_MEMBER_EPOCH on commits before).
+	DefaultGroupProtocol = "classic"
 )
