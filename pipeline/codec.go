@@ -11,13 +11,18 @@ import (
 // HeaderContentEncoding names the codec a record's value is encoded with.
 const HeaderContentEncoding = "content-encoding"
 
-// CodecStage adapts a payload codec to a transform stage. Encoding encodes
-// every value and sets content-encoding: name. Decoding decodes the values
-// whose content-encoding is name and removes the header; records without
-// the header pass unchanged; a record encoded with another codec is an
-// error naming both.
-func CodecStage(c plugins.Codec, name string, encode bool) plugins.Transformer {
-	return &codecStage{c: c, name: name, encode: encode}
+// EncodeStage adapts a payload codec to a transform stage that encodes
+// every value and sets content-encoding: name.
+func EncodeStage(c plugins.Codec, name string) plugins.Transformer {
+	return &codecStage{c: c, name: name, encode: true}
+}
+
+// DecodeStage adapts a payload codec to a transform stage that decodes the
+// values whose content-encoding is name and removes the header; records
+// without the header pass unchanged; a record encoded with another codec
+// is an error naming both.
+func DecodeStage(c plugins.Codec, name string) plugins.Transformer {
+	return &codecStage{c: c, name: name}
 }
 
 type codecStage struct {

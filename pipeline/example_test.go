@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/pipelinetest"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -35,7 +36,9 @@ func (printSink) Write(_ context.Context, batch []record.Record) ([]error, error
 // A pipeline from a finite source through one stage to a sink. Run returns
 // when the source ends and every record was written.
 func Example() {
-	src := pipeline.NewGenerateSource(0, 2, 10) // 2 synthetic orders, as fast as possible
+	src := pipelinetest.NewSourceOf(10, // a source of two records held in memory
+		record.Record{Key: []byte("k1"), Value: []byte("hello")},
+		record.Record{Key: []byte("k2"), Value: []byte("world")})
 	p := pipeline.New("example", src, printSink{},
 		pipeline.WithStages(pipeline.Stage{Name: "shout", Transformer: shout{}}),
 		pipeline.WithWorkers(1))
@@ -44,7 +47,7 @@ func Example() {
 	}
 	fmt.Println(p.Status().State, p.Status().Out)
 	// Output:
-	// c-0 {"ORDER_ID":"O-0","CUSTOMER":{"ID":"C-0","NAME":"CUSTOMER 0"},"AMOUNT_CENTS":0,"CURRENCY":"EUR","TAGS":["GENERATED","BATCH-0"]}
-	// c-1 {"ORDER_ID":"O-1","CUSTOMER":{"ID":"C-1","NAME":"CUSTOMER 1"},"AMOUNT_CENTS":7919,"CURRENCY":"USD","TAGS":["GENERATED","BATCH-0"]}
+	// k1 HELLO
+	// k2 WORLD
 	// done 2
 }

@@ -13,23 +13,23 @@ type Policy int
 
 // The error policies.
 const (
-	// Stop fails the pipeline; nothing after the bad record is committed.
-	Stop Policy = iota
-	// Drop logs and counts the record, then acknowledges it.
-	Drop
-	// DLQ writes the original input record, with error headers, to the
+	// PolicyStop fails the pipeline; nothing after the bad record is committed.
+	PolicyStop Policy = iota
+	// PolicyDrop logs and counts the record, then acknowledges it.
+	PolicyDrop
+	// PolicyDLQ writes the original input record, with error headers, to the
 	// dead-letter sink, then acknowledges it.
-	DLQ
+	PolicyDLQ
 )
 
 // String returns the policy's config name: stop, drop or dlq.
 func (p Policy) String() string {
 	switch p {
-	case Stop:
+	case PolicyStop:
 		return "stop"
-	case Drop:
+	case PolicyDrop:
 		return "drop"
-	case DLQ:
+	case PolicyDLQ:
 		return "dlq"
 	}
 	return "policy(" + strconv.Itoa(int(p)) + ")"
@@ -88,7 +88,7 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 // pauses above it. 0 means DefaultMaxInFlight; a negative n is 1.
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
-// WithErrorPolicy sets the error policy; dlq is the dead-letter sink for DLQ.
+// WithErrorPolicy sets the error policy; dlq is the dead-letter sink for PolicyDLQ.
 func WithErrorPolicy(p Policy, dlq plugins.Sink) Option {
 	return func(o *options) { o.policy, o.dlq = p, dlq }
 }

@@ -54,7 +54,7 @@ func TestZeroOptionsRun(t *testing.T) {
 				if err := p.Run(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if s := p.Status(); s.State != pipeline.Done || mem.Len() != 300 || src.AckedN() != 300 {
+				if s := p.Status(); s.State != pipeline.StateDone || mem.Len() != 300 || src.AckedN() != 300 {
 					t.Fatalf("wrote %d of 300, acked %d; status %+v", mem.Len(), src.AckedN(), s)
 				}
 			})

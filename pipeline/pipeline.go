@@ -21,12 +21,12 @@ type State string
 
 // The states of a pipeline.
 const (
-	Starting State = "starting"
-	Running  State = "running"
-	Draining State = "draining"
-	Done     State = "done"    // a finite source ended and everything was written
-	Stopped  State = "stopped" // shut down on request
-	Failed   State = "failed"
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StateDraining State = "draining"
+	StateDone     State = "done"    // a finite source ended and everything was written
+	StateStopped  State = "stopped" // shut down on request
+	StateFailed   State = "failed"
 )
 
 // Headers added to dead-letter records.
@@ -102,7 +102,7 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 		opt(&o)
 	}
 	o.resolve()
-	p := &Pipeline{name: name, src: src, sink: sink, o: o, state: Starting,
+	p := &Pipeline{name: name, src: src, sink: sink, o: o, state: StateStarting,
 		space: make(chan struct{}, 1), stop: make(chan struct{})}
 	if o.metrics != nil {
 		o.metrics.add(p)
@@ -127,14 +127,14 @@ func (p *Pipeline) Status() Status {
 		s.Lag = l.Lag()
 	}
 	switch s.State {
-	case Failed:
+	case StateFailed:
 		s.Ready, s.Reason = false, "failed: "+s.Error
-	case Starting:
+	case StateStarting:
 		s.Ready, s.Reason = false, errNotConnected.Error()
 		if t.err != nil {
 			s.Reason += ": " + t.err.Error()
 		}
-	case Running, Draining:
+	case StateRunning, StateDraining:
 		s.Stalled, s.Reason = p.stall(now, s.InFlight, s.Lag)
 		s.Ready = s.Ready && !s.Stalled
 	}
@@ -193,7 +193,7 @@ func (p *Pipeline) Ready() bool { return p.Status().Ready }
 
 func (p *Pipeline) setState(s State) {
 	p.mu.Lock()
-	if p.state != Failed {
+	if p.state != StateFailed {
 		p.state = s
 	}
 	p.mu.Unlock()
@@ -205,7 +205,7 @@ func (p *Pipeline) fail(err error) {
 	if p.err == nil {
 		p.err = err
 	}
-	p.state = Failed
+	p.state = StateFailed
 	p.mu.Unlock()
 	p.stopOnce.Do(func() { close(p.stop) })
 }
@@ -267,11 +267,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer p.src.Close()
 	log := p.o.logger.With("pipeline", p.name)
 	if err := p.waitReady(ctx); err != nil {
-		p.setState(Stopped)
+		p.setState(StateStopped)
 		return nil
 	}
 	p.progress()
-	p.setState(Running)
+	p.setState(StateRunning)
 	log.Info("pipeline running", "stages", len(p.o.stages), "workers", p.o.workers)
 	watchDone := make(chan struct{})
 	defer close(watchDone)
@@ -357,7 +357,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	for _, s := range shards {
 		close(s)
 	}
-	p.setState(Draining)
+	p.setState(StateDraining)
 	select {
 	case <-drained: // a finite source: everything written, however long it took
 	case <-work.Done():
@@ -390,9 +390,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return err
 	}
 	if eof && ctx.Err() == nil {
-		p.setState(Done)
+		p.setState(StateDone)
 	} else {
-		p.setState(Stopped)
+		p.setState(StateStopped)
 	}
 	log.Info("pipeline stopped", "state", p.Status().State)
 	return nil
@@ -1035,11 +1035,11 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 		p.o.logger.Warn("record rejected", "pipeline", p.name, "stage", f.stage, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", f.err)
 	}
 	switch p.o.policy {
-	case Stop:
+	case PolicyStop:
 		f := failed[idx[0]]
 		r := &batch[idx[0]].Record
 		return fmt.Errorf("record %s/%d@%d rejected by %s: %w (error policy: stop)", r.Topic, r.Partition, r.Offset, f.stage, f.err)
-	case Drop:
+	case PolicyDrop:
 		p.count(func(c *Counts) { c.Dropped += int64(len(idx)) })
 		if m := p.o.metrics; m != nil {
 			m.dropped.WithLabelValues(p.name).Add(float64(len(idx)))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"strings"
@@ -73,7 +72,7 @@ func TestOrderAndAck(t *testing.T) {
 					}
 				}
 			}
-			if s := p.Status(); s.State != pipeline.Done || s.In != 2000 || s.Out != 2000 || s.InFlight != 0 {
+			if s := p.Status(); s.State != pipeline.StateDone || s.In != 2000 || s.Out != 2000 || s.InFlight != 0 {
 				t.Fatalf("status %+v", s)
 			}
 			if src.Commits() == 0 {
@@ -89,7 +88,7 @@ func TestPoisonRecordIsolatedToDLQ(t *testing.T) {
 	src.Record(0, 30).Value = []byte("bad one")
 	sink, dlq := &pipelinetest.Sink{}, &pipelinetest.Sink{}
 	tr := &upper{}
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "down", Transformer: tr, Plugin: "orders-downgrade"}))...)
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "down", Transformer: tr, Plugin: "orders-downgrade"}))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +114,7 @@ func TestPoisonRecordIsolatedToDLQ(t *testing.T) {
 		t.Errorf("second dlq error %q", v)
 	}
 	if len(src.Acked(0)) != 40 {
-		t.Fatalf("acked %d, want all 40 (pipeline.DLQ'd records are handled)", len(src.Acked(0)))
+		t.Fatalf("acked %d, want all 40 (pipeline.PolicyDLQ'd records are handled)", len(src.Acked(0)))
 	}
 }
 
@@ -132,7 +131,7 @@ func TestStopPolicyFailsAndDoesNotAck(t *testing.T) {
 			t.Fatalf("offset %d acknowledged at or after the failing batch", o)
 		}
 	}
-	if p.Status().State != pipeline.Failed || p.Ready() {
+	if p.Status().State != pipeline.StateFailed || p.Ready() {
 		t.Fatalf("state %v", p.Status().State)
 	}
 }
@@ -189,7 +188,7 @@ func TestShutdownDrains(t *testing.T) {
 	if got := src.AckedN(); got != src.Fetched() || sink.Len() != 400 {
 		t.Fatalf("acked %d of %d fetched, wrote %d", got, src.Fetched(), sink.Len())
 	}
-	if p.Status().State != pipeline.Stopped {
+	if p.Status().State != pipeline.StateStopped {
 		t.Fatalf("state %s", p.Status().State)
 	}
 }
@@ -244,28 +243,6 @@ func TestStaleRecordsDropped(t *testing.T) {
 	}
 	if s := p.Status(); s.Dropped != 20 || s.InFlight != 0 {
 		t.Fatalf("status %+v", s)
-	}
-}
-
-func TestGenerateSource(t *testing.T) {
-	g := pipeline.NewGenerateSource(0, 300, 10)
-	var n int
-	for {
-		msgs, err := g.Fetch(context.Background())
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(msgs)
-	}
-	if n != 300 {
-		t.Fatalf("generated %d, want 300", n)
-	}
-	k, v := pipeline.Order(12, 10)
-	if string(k) != "c-2" || !strings.HasPrefix(string(v), `{"order_id":"o-12","customer":{"id":"c-2"`) {
-		t.Fatalf("order %s %s", k, v)
 	}
 }
 
@@ -380,7 +357,7 @@ func (b *brokenPlugin) Health() error {
 func TestUnhealthyStageFailsPipelineNotRecords(t *testing.T) {
 	src := pipelinetest.NewSource(1, 20, 20)
 	dlq := &pipelinetest.Sink{}
-	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "n", Transformer: &brokenPlugin{}}))...)
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, append(fast(), pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq), pipeline.WithStages(pipeline.Stage{Name: "n", Transformer: &brokenPlugin{}}))...)
 	err := p.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "5 crashes") {
 		t.Fatalf("err = %v, want the pipeline to fail with the plugin's health", err)
@@ -428,7 +405,7 @@ func (f *flakySink) Write(_ context.Context, batch []record.Record) ([]error, er
 // findings 1 and 2: a whole-batch retry wrote 49 records from 8, and
 // transient errors went to the policy).
 func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
-	for _, policy := range []pipeline.Policy{pipeline.Stop, pipeline.Drop, pipeline.DLQ} {
+	for _, policy := range []pipeline.Policy{pipeline.PolicyStop, pipeline.PolicyDrop, pipeline.PolicyDLQ} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			src := pipelinetest.NewSource(3, 40, 30)
 			sink := &flakySink{failFor: 5, part: 1}
@@ -497,7 +474,7 @@ func TestTransientStageErrorRetried(t *testing.T) {
 	src := pipelinetest.NewSource(3, 20, 60)
 	sink, dlq := &pipelinetest.Sink{}, &pipelinetest.Sink{}
 	st := &registryDown{failFor: 4}
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(1), pipeline.WithBatch(60, 1<<20, time.Millisecond), pipeline.WithErrorPolicy(pipeline.DLQ, dlq),
+	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(1), pipeline.WithBatch(60, 1<<20, time.Millisecond), pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq),
 		pipeline.WithStages(pipeline.Stage{Name: "schema", Transformer: st}))...)
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -623,7 +600,7 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 }
 
 // TestOversizeRecordDeadLettered: a record the sink rejects as too large
-// goes to the pipeline.DLQ; when the pipeline.DLQ has the same limit, without its value
+// goes to the pipeline.PolicyDLQ; when the pipeline.PolicyDLQ has the same limit, without its value
 // (then also without its key and own headers if still too large), with
 // the error and its origin (issue 11 finding 4: the dead-letter write
 // failed the same way and failed the pipeline).
@@ -657,7 +634,7 @@ func TestOversizeRecordDeadLettered(t *testing.T) {
 			}
 			sink := &pipelinetest.Sink{Reject: tooLarge(1000)}
 			dlq := &pipelinetest.Sink{Reject: tooLarge(1000)}
-			p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.DLQ, dlq))...)
+			p := pipeline.New("t", src, sink, append(fast(), pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))...)
 			if err := runFor(t, p, context.Background(), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}

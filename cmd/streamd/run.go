@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -44,10 +45,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer a.Close()
-	if err := mountExtensions(ctx, a, cfg, log); err != nil {
-		fmt.Fprintf(stderr, "streamd run: %v\n", err)
-		return 2
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -118,7 +115,7 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	b, err := app.StartBroker(*listen, *dir, *syncWrites, int32(*partitions))
+	b, err := embedded.Start(embedded.Config{Listen: *listen, DataDir: *dir, SyncWrites: *syncWrites, Partitions: int32(*partitions)})
 	if err != nil {
 		fmt.Fprintf(stderr, "streamd broker: %v\n", err)
 		return 1

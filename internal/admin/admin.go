@@ -77,7 +77,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	reasons := map[string]string{}
 	for _, p := range s.pipelines() {
 		st := p.Status()
-		if st.State == pipeline.Done || st.State == pipeline.Stopped {
+		if st.State == pipeline.StateDone || st.State == pipeline.StateStopped {
 			continue
 		}
 		if !st.Ready {

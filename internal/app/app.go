@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,13 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/embedded"
+	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/internal/kafkaconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
@@ -49,7 +48,7 @@ type App struct {
 	pipes   []*pipeline.Pipeline
 	loaded  []plugins.Plugin
 	closers []func() error
-	broker  *kfake.Cluster
+	broker  *embedded.Broker
 	journal *journalParts
 	// clusters are the Kafka clusters by config name ("" = [kafka]).
 	clusters map[string]*kafka.Cluster
@@ -232,11 +231,11 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
 		a.closers = append(a.closers, dlq.Close)
-		opts = append(opts, pipeline.WithErrorPolicy(pipeline.DLQ, dlq))
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
 	case "drop":
-		opts = append(opts, pipeline.WithErrorPolicy(pipeline.Drop, nil))
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
 	default:
-		opts = append(opts, pipeline.WithErrorPolicy(pipeline.Stop, nil))
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyStop, nil))
 	}
 	p := pipeline.New(pc.Name, src, sink, opts...)
 	a.keepParts(pc, p, stages, sink, opts)
@@ -278,7 +277,7 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 			InstanceID: instanceID, InstanceDir: instanceDir, SessionTimeout: s.SessionTimeout.Duration, Opts: kafkaconf.SourceOpts(s),
 		})
 	case "generate":
-		return pipeline.NewGenerateSource(s.Rate, s.Count, s.Keys), nil
+		return generate.NewSource(s.Rate, s.Count, s.Keys), nil
 	case "file":
 		return pipeline.NewFileSource(a.cfg.Resolve(s.Path))
 	}
@@ -310,7 +309,11 @@ func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipel
 			}
 			c, name = pc, p.Manifest().Name
 		}
-		return pipeline.Stage{Name: s.Name, Transformer: pipeline.CodecStage(c, name, s.Mode == "encode"), Plugin: name}, nil
+		t := pipeline.DecodeStage(c, name)
+		if s.Mode == "encode" {
+			t = pipeline.EncodeStage(c, name)
+		}
+		return pipeline.Stage{Name: s.Name, Transformer: t, Plugin: name}, nil
 	}
 	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), a.pluginOpts(plugins.KindTransform, s.Name, s.PluginSettings, pc.Workers))
 	if err != nil {
@@ -372,43 +375,12 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 	return nil, fmt.Errorf("unknown sink type %q", k.Type)
 }
 
-// StartBroker starts an in-process kfake broker on listen that persists to
-// dataDir.
-func StartBroker(listen, dataDir string, syncWrites bool, partitions int32) (*kfake.Cluster, error) {
-	host, portStr, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker listen %q: %w", listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker listen %q: bad port", listen)
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, err
-	}
-	opts := []kfake.Opt{
-		kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dataDir),
-		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(int(max(1, partitions))),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, portStr))
-		}),
-	}
-	if syncWrites {
-		opts = append(opts, kfake.SyncWrites())
-	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", listen, dataDir, err)
-	}
-	return c, nil
-}
-
 // Run starts the embedded broker (if configured) and the admin server, and
 // runs every pipeline until ctx is done or all of them have ended. It
 // returns an error if any pipeline failed.
 func (a *App) Run(ctx context.Context) error {
 	if e := a.cfg.Kafka.Embedded; e != nil {
-		b, err := StartBroker(e.Listen, e.DataDir, e.SyncWrites, a.cfg.Kafka.Partitions)
+		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions})
 		if err != nil {
 			return err
 		}

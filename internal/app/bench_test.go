@@ -21,7 +21,7 @@ import (
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
 	"github.com/streamd/streamd/record"
@@ -126,7 +126,7 @@ func fillOrders(b *testing.B, seeds []string, topic string, n int) {
 	cl := newClient(b, seeds, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
 	var failed atomic.Value
 	for i := 0; i < n; i++ {
-		k, v := pipeline.Order(int64(i), 1000)
+		k, v := generate.Order(int64(i), 1000)
 		v = v[:len(v)-1]
 		v = append(v, fmt.Sprintf(`,"note":"%0*d"}`, max(1, 200-len(v)-12), 0)...)
 		cl.Produce(context.Background(), &kgo.Record{Key: k, Value: v}, func(_ *kgo.Record, err error) {

@@ -269,7 +269,7 @@ func (a *App) fluidStatus() any {
 // that reads what the returned Target is given, until ctx ends or the
 // Target is closed.
 func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.ReplayTarget, error) {
-	if st := pp.p.Status().State; st == pipeline.Starting {
+	if st := pp.p.Status().State; st == pipeline.StateStarting {
 		return nil, fmt.Errorf("pipeline %s is not running yet (%s)", pp.cfg.Name, st)
 	}
 	src := &feedSource{in: make(chan []pipeline.Msg), batches: map[uint64]*feedBatch{}}

@@ -16,13 +16,14 @@ import (
 
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/pipeline"
 )
 
 // runPipeline runs a generator pipeline until the test ends.
 func runPipeline(t *testing.T, name string, rate float64) *pipeline.Pipeline {
 	t.Helper()
-	p := pipeline.New(name, pipeline.NewGenerateSource(rate, 0, 10), pipeline.DropSink{}, pipeline.WithBatch(100, 1<<20, 10*time.Millisecond))
+	p := pipeline.New(name, generate.NewSource(rate, 0, 10), pipeline.DropSink{}, pipeline.WithBatch(100, 1<<20, 10*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx) }()
@@ -154,7 +155,7 @@ func TestEvents(t *testing.T) {
 		}
 		last = ss[len(ss)-1].T
 		for _, s := range ss {
-			if s.State == pipeline.Running {
+			if s.State == pipeline.StateRunning {
 				rate += s.Out
 				outs++
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -86,7 +87,7 @@ func fill(b *testing.B, seeds []string, topic string, n int) {
 	defer cl.Close()
 	var failed atomic.Value
 	for i := 0; i < n; i++ {
-		k, v := pipeline.Order(int64(i), 1000)
+		k, v := generate.Order(int64(i), 1000)
 		v = append(v, fmt.Sprintf(`,"pad":"%0*d"`, max(0, 200-len(v)-10), 0)...)
 		cl.Produce(context.Background(), &kgo.Record{Key: k, Value: v[:200]}, func(_ *kgo.Record, err error) {
 			if err != nil {

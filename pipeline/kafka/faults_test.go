@@ -308,7 +308,7 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 		done chan error
 	}
 	var runs []*run
-	for _, policy := range []pipeline.Policy{pipeline.Stop, pipeline.Drop, pipeline.DLQ} {
+	for _, policy := range []pipeline.Policy{pipeline.PolicyStop, pipeline.PolicyDrop, pipeline.PolicyDLQ} {
 		name := []string{"stop", "drop", "dlq"}[policy]
 		createTopic(t, br.seeds(), "out-"+name, 4, nil)
 		sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: br.seeds(), Topic: "out-" + name, Partitions: 4})
@@ -334,7 +334,7 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 	time.Sleep(35 * time.Second)
 	for _, r := range runs {
 		s := r.p.Status()
-		if s.State != pipeline.Running {
+		if s.State != pipeline.StateRunning {
 			t.Errorf("policy %s: after 35 s of outage the pipeline is %s: %s", r.name, s.State, s.Error)
 		}
 		if s.Ready || !s.Stalled || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
@@ -520,7 +520,7 @@ func TestOversizeRecord(t *testing.T) {
 		{"over-max_record_bytes", 1500 * 1000, nil, "over the sink's max_record_bytes of 1048588"},
 		{"over-topic-max.message.bytes", 200 * 1000, map[string]string{"max.message.bytes": "100000"}, "max.message.bytes"},
 	} {
-		for _, policy := range []pipeline.Policy{pipeline.DLQ, pipeline.Stop} {
+		for _, policy := range []pipeline.Policy{pipeline.PolicyDLQ, pipeline.PolicyStop} {
 			t.Run(tc.name+"/"+policy.String(), func(t *testing.T) {
 				in, out, dlqTopic := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "dlq")
 				createTopic(t, b.Seeds, in, 1, map[string]string{"max.message.bytes": "4000000"})
@@ -552,7 +552,7 @@ func TestOversizeRecord(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 1)
 				go func() { done <- p.Run(ctx) }()
-				if policy == pipeline.Stop {
+				if policy == pipeline.PolicyStop {
 					select {
 					case err := <-done:
 						if err == nil || !strings.Contains(err.Error(), in+"/0@10") || !strings.Contains(err.Error(), tc.want) {
@@ -695,7 +695,7 @@ func TestSinkTopicDeleted(t *testing.T) {
 			if missing != 0 {
 				t.Fatalf("%d of the 1000 records written after the deletion are missing", missing)
 			}
-			if s := p.Status(); s.State != pipeline.Running || s.Errors != 0 {
+			if s := p.Status(); s.State != pipeline.StateRunning || s.Errors != 0 {
 				t.Fatalf("status %+v", s)
 			}
 			cancel()

@@ -27,7 +27,6 @@ type tp struct {
 type partState struct {
 	epoch     uint64
 	acked     int64 // highest acknowledged offset, -1 none
-	ackEpoch  int32 // leader epoch of that record
 	committed int64 // last committed offset (next to read), -1 unknown
 	fetched   int64 // next offset to fetch
 	hwm       int64

@@ -92,7 +92,7 @@ func TestPipelineNativeToPostgresKill9(t *testing.T) {
 	p := pipeline.New("native-pg", src, sp.(plugins.Sink),
 		pipeline.WithStages(pipeline.Stage{Name: "downgrade", Transformer: tp.(plugins.Transformer), Plugin: "orders-downgrade"}),
 		pipeline.WithBatch(64, 1<<20, time.Millisecond),
-		pipeline.WithErrorPolicy(pipeline.Stop, nil))
+		pipeline.WithErrorPolicy(pipeline.PolicyStop, nil))
 
 	var kills atomic.Int64
 	stop := make(chan struct{})

@@ -162,13 +162,6 @@ func copyShort(dst, src []byte) int {
 	return copy(dst, src)
 }
 
-func timestampMs(t time.Time) int64 {
-	if t.IsZero() {
-		return NoTimestamp
-	}
-	return t.UnixMilli()
-}
-
 // A MalformedError says where a result batch stopped making sense.
 type MalformedError struct {
 	Pos int
