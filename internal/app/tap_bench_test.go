@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
@@ -70,7 +71,7 @@ func BenchmarkTap(b *testing.B) {
 					}
 				}()
 			}
-			pl := pipeline.New("bench", pipeline.NewGenerateSource(0, int64(b.N), 100), pipeline.DropSink{}, pipeline.WithStages(stages...))
+			pl := pipeline.New("bench", generate.NewSource(0, int64(b.N), 100), pipeline.DropSink{}, pipeline.WithStages(stages...))
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime()
 			if err := pl.Run(ctx); err != nil {
