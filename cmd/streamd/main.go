@@ -6,7 +6,8 @@
 //	streamd run -c config.toml       run the daemon
 //	streamd lint -c config.toml      validate config and load every plugin (exit 0 or 2)
 //	streamd broker [--listen A] [--data-dir D]   the embedded broker alone
-//	streamd plugin inspect|run|test ...
+//	streamd plugin new|inspect|run|test ...
+//	streamd test FILE.toml...   run the pipeline tests in FILE
 //	streamd journal append|read|pointer|delete|purge ...
 //	streamd fluid check|bridge ...
 //	streamd schema check -c config.toml   resolve every subject the config names
@@ -39,6 +40,7 @@ func commands() map[string]command {
 		"journal": cmdJournal,
 		"fluid":   cmdFluid,
 		"schema":  cmdSchema,
+		"test":    cmdTest,
 		"dlq":     cmdDLQ,
 		"tap":     cmdTap,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
@@ -75,7 +77,8 @@ commands:
   run -c FILE        run the pipelines in FILE
   lint -c FILE       validate FILE and load every plugin it names; exit 0 or 2
   broker             run the embedded Kafka broker alone (--listen, --data-dir)
-  plugin             inspect, run or test a plugin (streamd plugin -h)
+  plugin             make, inspect, run or test a plugin (streamd plugin -h)
+  test FILE.toml...  run the [[pipeline.test]] fixtures of FILE: stages and error policy, no broker
   journal            append to and read event journals (streamd journal -h)
   fluid              Fluid Messaging: check metadata, run the bridge (streamd fluid -h)
   schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2

@@ -207,18 +207,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 		return nil, fmt.Errorf("%s: %w", a.where(i, "sink"), err)
 	}
 	stages = a.observeStages(pc.Name, stages)
-	opts := []pipeline.Option{
-		pipeline.WithStages(stages...),
-		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, none(pc.Batch.Linger.Duration)),
-		pipeline.WithWorkers(pc.Workers),
-		pipeline.WithMaxInFlight(pc.MaxInFlight),
-		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
-		pipeline.WithShutdownTimeout(none(pc.ShutdownTimeout.Duration)),
-		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
-		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
-		pipeline.WithLogger(a.log),
-		pipeline.WithMetrics(a.metrics),
-	}
+	opts := a.pipelineOptions(pc, stages)
 	switch pc.Errors.Policy {
 	case "dlq":
 		kc, err := a.kafkaCluster(pc.Errors.DLQCluster)
@@ -240,6 +229,23 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	p := pipeline.New(pc.Name, src, sink, opts...)
 	a.keepParts(pc, p, stages, sink, opts)
 	return p, nil
+}
+
+// pipelineOptions are the options of pipeline pc with stages, all but its
+// error policy: Build's and BuildTest's.
+func (a *App) pipelineOptions(pc *config.Pipeline, stages []pipeline.Stage) []pipeline.Option {
+	return []pipeline.Option{
+		pipeline.WithStages(stages...),
+		pipeline.WithBatch(pc.Batch.MaxRecords, pc.Batch.MaxBytes, none(pc.Batch.Linger.Duration)),
+		pipeline.WithWorkers(pc.Workers),
+		pipeline.WithMaxInFlight(pc.MaxInFlight),
+		pipeline.WithRetry(pc.Errors.RetryInitial.Duration, pc.Errors.RetryMax.Duration, pc.Errors.RetryAttempts),
+		pipeline.WithShutdownTimeout(none(pc.ShutdownTimeout.Duration)),
+		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
+		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
+		pipeline.WithLogger(a.log),
+		pipeline.WithMetrics(a.metrics),
+	}
 }
 
 // none maps a config duration of "0s" (no linger, abandon at once, commit

@@ -118,6 +118,26 @@ type Pipeline struct {
 	// acknowledge nothing before /readyz reports it stalled (default 30s;
 	// "0s" never).
 	StallTimeout *Duration `toml:"stall_timeout"`
+	// Tests are fixtures `streamd test` runs the pipeline's stages and
+	// error policy over; `streamd run` ignores them.
+	Tests []PipelineTest `toml:"test"`
+}
+
+// PipelineTest is one [[pipeline.test]]: input records and what the
+// pipeline must make of them. Paths are relative to the config file; an
+// expectation left out means "none" (no output records, no dead letters,
+// no failure).
+type PipelineTest struct {
+	// Name names the test (default "test-N", N from 1).
+	Name string `toml:"name"`
+	// Input is a JSON-lines file of source records (required).
+	Input string `toml:"input"`
+	// Output is a JSON-lines file of the records the sink must receive.
+	Output string `toml:"output"`
+	// DLQ is a JSON-lines file of the dead letters (policy "dlq").
+	DLQ string `toml:"dlq"`
+	// Error is text the pipeline's failure must contain (policy "stop").
+	Error string `toml:"error"`
 }
 
 // AutoInstanceID is the instance_id that asks for a generated static

@@ -342,6 +342,30 @@ func (c *Config) validate() error {
 		}
 		k.int(at+".errors.retry_attempts", int64(e.RetryAttempts), rangeRetryAttempts)
 		c.validateKafkaClients(k, at, p)
+		names := map[string]bool{}
+		for j := range p.Tests {
+			t := &p.Tests[j]
+			tat := fmt.Sprintf("%s.test[%d]", at, j)
+			if t.Name == "" {
+				t.Name = fmt.Sprintf("test-%d", j+1)
+			}
+			switch {
+			case !nameRE.MatchString(t.Name):
+				bad(tat+".name", "%q: use letters, digits, '.', '_' and '-'", t.Name)
+			case names[t.Name]:
+				bad(tat+".name", "test %q is defined twice", t.Name)
+			}
+			names[t.Name] = true
+			if t.Input == "" {
+				bad(tat+".input", "required key is missing (a JSON-lines file of source records)")
+			}
+			if t.DLQ != "" && e.Policy != "dlq" {
+				bad(tat+".dlq", "the pipeline's error policy is %q: nothing goes to a dead-letter queue (allowed: with policy = \"dlq\")", e.Policy)
+			}
+			if t.Error != "" && e.Policy != "stop" {
+				bad(tat+".error", "the pipeline's error policy is %q: a rejected record does not fail it (allowed: with policy = \"stop\")", e.Policy)
+			}
+		}
 	}
 	c.validateKafka(k)
 	c.checkLoops(k)

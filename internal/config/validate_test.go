@@ -80,6 +80,16 @@ func TestRefused(t *testing.T) {
 		{"retry_attempts negative", pipe("", "", "", "[pipeline.errors]\nretry_attempts = -1"), "retry_attempts",
 			`pipeline[0].errors.retry_attempts: -1 is out of range (allowed: 0 (retry until shutdown) to 1000000)`},
 
+		// [[pipeline.test]] (streamd test).
+		{"test without input", pipe("", "", "", "[[pipeline.test]]\nname = \"t\""), "[[pipeline.test]]",
+			`pipeline[0].test[0].input: required key is missing (a JSON-lines file of source records)`},
+		{"test dlq with policy stop", pipe("", "", "", "[[pipeline.test]]\ninput = \"i\"\ndlq = \"d\""), "dlq =",
+			`pipeline[0].test[0].dlq: the pipeline's error policy is "stop": nothing goes to a dead-letter queue (allowed: with policy = "dlq")`},
+		{"test error with policy drop", pipe("", "", "", "[pipeline.errors]\npolicy = \"drop\"\n[[pipeline.test]]\ninput = \"i\"\nerror = \"x\""), "error =",
+			`pipeline[0].test[0].error: the pipeline's error policy is "drop": a rejected record does not fail it (allowed: with policy = "stop")`},
+		{"two tests of one name", pipe("", "", "", "[[pipeline.test]]\ninput = \"i\"\n[[pipeline.test]]\ninput = \"i\"\nname = \"test-1\""), `name = "test-1"`,
+			`pipeline[0].test[1].name: test "test-1" is defined twice`},
+
 		// A sink or dead-letter topic that is also a source topic loops forever.
 		{"sink topic is the source topic", strings.Replace(kpipe("", "", "", ""), `topic = "out"`, `topic = "in"`, 1), `topic = "in"`,
 			`pipeline[0].sink.topic: "in" is also this pipeline's source topic: every record written would be read again, forever (allowed: a topic not in source.topics, or on another cluster)`},

@@ -49,7 +49,10 @@ func batchKind(err error) string {
 // written result. In an expected file, an error line's Kind is
 // KindRejected when not given, and HasOffset says whether input_offset was.
 type jsonLine struct {
-	Rec         record.Record
+	Rec record.Record
+	// Given says which of a record line's topic, partition and offset the
+	// line has (an expected line compares only those).
+	Given       fields
 	IsErr       bool
 	Err         string
 	Kind        string
@@ -65,16 +68,26 @@ type resultLine struct {
 	InputOffset *int64  `json:"input_offset"`
 }
 
+// fields are the position fields a record line gives.
+type fields struct{ topic, partition, offset bool }
+
+// members returns the member names of a JSON object line (nil if it is not
+// one).
+func members(line []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return nil
+	}
+	return m
+}
+
 // isResultLine reports whether a JSON object line is a result line (it has
 // an "error", "kind" or "written" member) rather than a record.
 func isResultLine(line []byte) bool {
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(line, &probe) != nil {
-		return false
-	}
-	_, e := probe["error"]
-	_, k := probe["kind"]
-	_, w := probe["written"]
+	m := members(line)
+	_, e := m["error"]
+	_, k := m["kind"]
+	_, w := m["written"]
 	return e || k || w
 }
 
@@ -85,7 +98,11 @@ func decodeLine(line []byte) (jsonLine, error) {
 		if err != nil {
 			return jsonLine{}, err
 		}
-		return jsonLine{Rec: r}, nil
+		m := members(line)
+		_, t := m["topic"]
+		_, p := m["partition"]
+		_, o := m["offset"]
+		return jsonLine{Rec: r, Given: fields{t, p, o}}, nil
 	}
 	var e resultLine
 	dec := json.NewDecoder(bytes.NewReader(line))
