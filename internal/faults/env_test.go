@@ -219,9 +219,14 @@ func (e *kenv) client(opts ...kgo.Opt) *kgo.Client {
 }
 
 // createTopic creates topic with 4 partitions and configs (name=value).
+// Its retention is unlimited unless configs say otherwise: the broker's
+// time-based retention (7 days) counts from the records' timestamps and
+// would delete a backlog from 2020 (and its copy in the output) while a
+// case reads it.
 func (e *kenv) createTopic(topic string, configs ...string) {
 	e.t.Helper()
-	cfg := map[string]*string{}
+	unlimited := "-1"
+	cfg := map[string]*string{"retention.ms": &unlimited}
 	for _, c := range configs {
 		k, v, _ := strings.Cut(c, "=")
 		cfg[k] = &v

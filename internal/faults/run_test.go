@@ -38,6 +38,23 @@ const (
 	exitSlack       = 2 * time.Second
 )
 
+// stallTimeout is the pipelines' stall_timeout: /readyz says a pipeline
+// with work pending is stalled once it has acknowledged nothing for this
+// long. The default (30 s) would leave only the last seconds of a fault
+// sized by the client timeouts (35 s) to see it; an operator who alerts on
+// readiness sets it shorter, as the suite does. A pipeline counts as
+// stalled once it has work pending for stall_timeout, and when a broker
+// answers nothing (frozen, partitioned) the work pending shows only when
+// the lag turns unknown, 15 s without an answer (README, "Readiness"):
+// stallBy is how late into a fault /readyz may say 503, stallSlack
+// allowing for the sampling and a loaded machine.
+const (
+	stallTimeout = 10 * time.Second
+	lagUnknown   = 15 * time.Second
+	stallSlack   = 5 * time.Second
+	stallBy      = lagUnknown + stallTimeout + stallSlack
+)
+
 // run is one case: its topics, daemons, producer and collector.
 type run struct {
 	t      *testing.T
@@ -145,7 +162,7 @@ func (r *run) tryDaemon(role string, o daemonOpts) (*daemon, string) {
 		if pol == "dlq" {
 			p.dlq = fmt.Sprintf("%s-%s-%s-dlq", r.prefix, role, pol)
 		}
-		fmt.Fprintf(&b, "\n[[pipeline]]\nname = %q\nmax_in_flight = %d\nshutdown_timeout = %q\n", p.name, maxInFlight, shutdownTimeout)
+		fmt.Fprintf(&b, "\n[[pipeline]]\nname = %q\nmax_in_flight = %d\nshutdown_timeout = %q\nstall_timeout = %q\n", p.name, maxInFlight, shutdownTimeout, stallTimeout)
 		if o.source != "" {
 			fmt.Fprintf(&b, "[pipeline.source]\n%s\n", o.source)
 		} else {
@@ -220,7 +237,7 @@ type producer struct {
 	failed []int
 	errs   []string
 
-	cancel context.CancelFunc
+	cancel func() // stops start's loop
 	done   chan struct{}
 }
 
@@ -324,20 +341,23 @@ func (p *producer) flush(ctx context.Context) {
 // connection too) production pauses and resumes: records are retried,
 // never skipped.
 func (p *producer) start(rate int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
+	// The loop stops on stop; the records keep a context that is never
+	// cancelled, so that none is failed while the broker may have it
+	// (and then written twice).
+	stop := make(chan struct{})
+	p.cancel, p.done = func() { close(stop) }, make(chan struct{})
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-stop:
 				return
 			case <-tick.C:
 			}
 			for _, seq := range p.take(rate / 10) {
-				p.produce(ctx, seq)
+				p.produce(context.Background(), seq)
 			}
 		}
 	}()
@@ -354,24 +374,7 @@ func (p *producer) halt() {
 	p.cancel = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// Records cut off by the cancel are produced again.
-	p.mu.Lock()
-	for seq := 0; seq < p.next; seq++ {
-		if !p.acked[seq] && !contains(p.failed, seq) {
-			p.failed = append(p.failed, seq)
-		}
-	}
-	p.mu.Unlock()
 	p.flush(ctx)
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // count is how many records were produced.

@@ -161,8 +161,22 @@ func oversize(t *testing.T) {
 	stopPipe := r.pipesOf(stopper)[0]
 	var stopSays string
 	var stopFails []string
+	names := func() bool {
+		for _, w := range where {
+			if strings.Contains(stopper.Log(), w) {
+				return true
+			}
+		}
+		return false
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
+		// Wait for the verdict (the log names the bad record), then
+		// see what the daemon does about it.
+		if !names() && !stopper.exited() && time.Now().Before(deadline) {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
 		if stopper.exited() {
 			stopSays = fmt.Sprintf("process exited %d", stopper.exitCode())
 			if stopper.exitCode() == 0 {
@@ -183,11 +197,7 @@ func oversize(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	named := false
-	for _, w := range where {
-		named = named || strings.Contains(stopper.Log(), w)
-	}
-	if !named {
+	if !names() {
 		stopFails = append(stopFails, "the log names none of the bad records' partition and offset "+fmt.Sprint(where))
 	}
 	stopTook, stopCode, stopOK := time.Duration(0), stopper.exitCode(), true
@@ -384,10 +394,10 @@ func fullDisk(t *testing.T) {
 		time.Sleep(time.Until(start.Add(8 * time.Second)))
 		termTook, termCode, termOK = term.sigterm()
 	}()
-	// 15 s: the sink's retry backoff reaches its cap (retry_max, 10 s)
-	// and retries at it; no client timeout matters, the broker answers at
-	// once.
-	time.Sleep(time.Until(start.Add(15 * time.Second)))
+	// 20 s: over stall_timeout + stallSlack, so that /readyz's verdict
+	// shows; the sink's retry backoff reaches its cap (retry_max, 10 s).
+	// No client timeout matters: the broker answers at once.
+	time.Sleep(time.Until(start.Add(20 * time.Second)))
 	os.Remove(filepath.Join(base, "filler"))
 	end := time.Now()
 	<-termDone
@@ -415,7 +425,7 @@ func fullDisk(t *testing.T) {
 		}
 	}
 	for _, pp := range ps {
-		res := &result{Backend: e.backend, Case: r.name, Fault: "disk under data_dir full (tmpfs; embedded broker and Wasm cache on it) (15 s)",
+		res := &result{Backend: e.backend, Case: r.name, Fault: "disk under data_dir full (tmpfs; embedded broker and Wasm cache on it) (20 s)",
 			Policy: pp.policy, Role: pp.role}
 		res.fill(t, accounts[pp], 2)
 		switch pp.d {
@@ -423,9 +433,12 @@ func fullDisk(t *testing.T) {
 			res.RecoverSeconds = r.recovery(pp, end, nil)
 			summary, first503, reason, _ := readyzDuring(ride.samplesIn(start, end), pp.name, start)
 			res.Readyz = summary
-			if first503.IsZero() {
+			switch {
+			case first503.IsZero():
 				res.fail(t, "/readyz said 200 throughout the full disk while the pipeline was stalled")
-			} else if !strings.Contains(strings.ToLower(reason), "no space") {
+			case first503.After(start.Add(stallTimeout + stallSlack)): // the broker answers at once
+				res.fail(t, "/readyz said 503 only %.1fs into the full disk (stall_timeout %v)", first503.Sub(start).Seconds(), stallTimeout)
+			case !strings.Contains(strings.ToLower(reason), "no space"):
 				res.fail(t, "/readyz did not say the disk is full: %q", reason)
 			}
 		case term:
