@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/internal/generate"
 )
 
 // BenchmarkOldBacklog is issue 11's must-show 3: a backlog of old records
@@ -108,7 +108,7 @@ func fillOrdersAt(b *testing.B, seeds []string, topic string, n int, ts func(int
 	cl := newClient(b, seeds, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100000))
 	var failed atomic.Value
 	for i := 0; i < n; i++ {
-		k, v := pipeline.Order(int64(i), 1000)
+		k, v := generate.Order(int64(i), 1000)
 		v = v[:len(v)-1]
 		v = append(v, fmt.Sprintf(`,"note":"%0*d"}`, max(1, 200-len(v)-12), 0)...)
 		r := &kgo.Record{Key: k, Value: v}
