@@ -573,5 +573,3 @@ func (b *Bridge) committed(ctx context.Context, group, topic string) (map[int32]
 	}
 	return out, nil
 }
-
-func kerrErr(code int16) error { return kerr.ErrorForCode(code) }

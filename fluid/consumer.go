@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/record"
 )
 
@@ -275,7 +275,7 @@ func (c *Consumer) drop(ctx context.Context, cl *kgo.Client, ps []int32, commitA
 	c.rc.RemoveConsumePartitions(map[string][]int32{c.cfg.Topic: ps, c.dtopic: ps})
 	c.mu.Unlock()
 	if len(commit) > 0 && ctx.Err() == nil {
-		if err := commitSync(ctx, cl, commit); err != nil {
+		if err := kgox.Commit(ctx, cl, commit); err != nil {
 			c.log.Warn("fluid consumer: commit of revoked partitions; the next owner replays from the last commit", "err", err)
 		}
 	}
@@ -401,7 +401,7 @@ func (c *Consumer) fromMain(ctx context.Context, r *kgo.Record) (record.Record, 
 	}
 	gen := st.gen
 	c.mu.Unlock()
-	rec := fromKgo(r)
+	rec := kgox.Record(r)
 	v, err := recordVersion(&rec, c.cfg.BaselineVersion)
 	if err != nil {
 		return rec, false, fmt.Errorf("fluid consumer: %w", err)
@@ -448,7 +448,7 @@ func (c *Consumer) switchPartition(ctx context.Context, r *kgo.Record, v int, ge
 			return fmt.Errorf("fluid consumer: read %s/%d before %d: %w", c.dtopic, p, dCommit, err)
 		}
 		if last != nil {
-			lr := fromKgo(last)
+			lr := kgox.Record(last)
 			if sp, _, so, _, err := sourceRange(&lr); err == nil && sp == p && so < pos {
 				start = dCommit
 			}
@@ -474,7 +474,7 @@ func (c *Consumer) switchPartition(ctx context.Context, r *kgo.Record, v int, ge
 // (the record for the position is not where it should be) the bridge is
 // told, and republishes the partition again from the position.
 func (c *Consumer) fromDowngrade(ctx context.Context, r *kgo.Record) (record.Record, bool, error) {
-	rec := fromKgo(r)
+	rec := kgox.Record(r)
 	c.mu.Lock()
 	st := c.parts[r.Partition]
 	if st == nil || !st.down {
@@ -575,28 +575,10 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	c.mu.Lock()
 	m := c.commitMap(nil)
 	c.mu.Unlock()
-	if err := commitSync(ctx, c.gc, m); err != nil {
-		return fmt.Errorf("fluid consumer: commit: %w", err)
+	if err := kgox.Commit(ctx, c.gc, m); err != nil {
+		return fmt.Errorf("fluid consumer: %w", err)
 	}
 	return nil
-}
-
-func commitSync(ctx context.Context, cl *kgo.Client, m map[string]map[int32]kgo.EpochOffset) error {
-	var cerr error
-	cl.CommitOffsetsSync(ctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if e := kerrErr(p.ErrorCode); e != nil && cerr == nil {
-					cerr = fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, e)
-				}
-			}
-		}
-	})
-	return cerr
 }
 
 // Close leaves the group. Call Commit first: what was not committed is

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/streamd/streamd/internal/kgox"
 )
 
 // Handler serves the bridge endpoints under /fluid/:
@@ -502,7 +504,7 @@ func (b *Bridge) fastForward(ctx context.Context, topic, group string, v int) (m
 		if last == nil {
 			continue
 		}
-		rec := fromKgo(last)
+		rec := kgox.Record(last)
 		sp, so, err := sourcePosition(&rec)
 		if err != nil {
 			return nil, err

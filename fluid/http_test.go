@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/internal/testenv"
 )
 
@@ -199,7 +200,7 @@ func TestStatusAfterRestart(t *testing.T) {
 	// Where republishing is: after the last downgrade record's source.
 	want := map[int32]int64{}
 	for _, r := range readAll(t, h.prod, dt.Topic) {
-		rec := fromKgo(r)
+		rec := kgox.Record(r)
 		_, so, err := sourcePosition(&rec)
 		must(t, err)
 		want[r.Partition] = so + 1

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/internal/testenv"
 )
 
@@ -203,7 +204,7 @@ func TestBridgeSIGKILL(t *testing.T) {
 	maxSeen := map[int32]int64{}
 	dups := 0
 	for _, r := range recs {
-		rec := fromKgo(r)
+		rec := kgox.Record(r)
 		sp, so, err := sourcePosition(&rec)
 		must(t, err)
 		if sp != r.Partition {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/record"
 )
 
@@ -71,7 +72,7 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 				return fmt.Errorf("resume %s/%d: %w", dtopic, p, err)
 			}
 			if last != nil {
-				rec := fromKgo(last)
+				rec := kgox.Record(last)
 				sp, _, so, lseg, err := sourceRange(&rec)
 				if err != nil {
 					return fmt.Errorf("resume %s/%d: %w", dtopic, p, err)
@@ -172,7 +173,7 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 		// step downgrades one chunk and writes it once the previous chunk is
 		// acknowledged; last says nothing else is queued (wait now).
 		step := func(recs []*kgo.Record, last bool) bool {
-			batch = fromKgoBatch(batch[:0], recs)
+			batch = kgox.AppendRecords(batch[:0], recs)
 			out, err := b.dg.toVersionAt(wctx, tv.topic, tv.version, batch, from, segID[p])
 			if err != nil {
 				settle()
@@ -255,24 +256,9 @@ func (b *Bridge) produceAsync(ctx context.Context, topic string, recs []record.R
 	// Not cancelled with ctx: a record already handed to the client is
 	// waited for, so nothing is left in flight when the republisher stops.
 	pctx := context.WithoutCancel(ctx)
-	nh := 0
-	for i := range recs {
-		nh += len(recs[i].Headers)
-	}
-	krs := make([]kgo.Record, len(recs))
-	khs := make([]kgo.RecordHeader, 0, nh)
-	for i := range recs {
-		r := &recs[i]
-		kr := &krs[i]
-		kr.Topic, kr.Key, kr.Value, kr.Timestamp, kr.Partition = topic, r.Key, r.Value, r.Timestamp, r.Partition
-		if len(r.Headers) > 0 {
-			k := len(khs)
-			for _, h := range r.Headers {
-				khs = append(khs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			kr.Headers = khs[k:len(khs):len(khs)]
-		}
-		b.cl.Produce(pctx, kr, promise)
+	krs := kgox.KgoRecords(recs, topic)
+	for i := range krs {
+		b.cl.Produce(pctx, &krs[i], promise)
 	}
 	return func() error {
 		wg.Wait()
@@ -300,37 +286,4 @@ func copyMap(m map[int32]int64) map[int32]int64 {
 		out[k] = v
 	}
 	return out
-}
-
-func fromKgo(r *kgo.Record) record.Record {
-	out := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	if len(r.Headers) > 0 {
-		out.Headers = make([]record.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			out.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return out
-}
-
-// fromKgoBatch appends the records of rs to dst, their headers carved
-// from one slab.
-func fromKgoBatch(dst []record.Record, rs []*kgo.Record) []record.Record {
-	nh := 0
-	for _, r := range rs {
-		nh += len(r.Headers)
-	}
-	slab := make([]record.Header, 0, nh)
-	for _, r := range rs {
-		out := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-		if len(r.Headers) > 0 {
-			k := len(slab)
-			for _, h := range r.Headers {
-				slab = append(slab, record.Header{Key: h.Key, Value: h.Value})
-			}
-			out.Headers = slab[k:len(slab):len(slab)]
-		}
-		dst = append(dst, out)
-	}
-	return dst
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/loop"
@@ -228,7 +229,7 @@ func crashTest(t *testing.T, dsn string) {
 	mrep, _ := NewReplicator(model, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ends := map[int32]int64{}
 	for _, rec := range recs {
-		if _, err := mrep.Write(ctx, []record.Record{loop.Convert(rec)}); err != nil {
+		if _, err := mrep.Write(ctx, []record.Record{kgox.Record(rec)}); err != nil {
 			t.Fatal(err)
 		}
 		ends[rec.Partition] = max(ends[rec.Partition], rec.Offset)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/record"
 )
 
@@ -67,10 +68,7 @@ func (r *Replicator) RunExpiry(ctx context.Context, j *Journal, every time.Durat
 func QuarantineTo(client *kgo.Client, topic string) QuarantineFunc {
 	return func(ctx context.Context, rec record.Record, reason error) error {
 		q := QuarantineRecord(rec, reason, topic)
-		kr := &kgo.Record{Topic: topic, Key: q.Key, Value: q.Value, Timestamp: rec.Timestamp}
-		for _, h := range q.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		return client.ProduceSync(ctx, kr).FirstErr()
+		kr := kgox.KgoRecords([]record.Record{q}, topic)
+		return client.ProduceSync(ctx, &kr[0]).FirstErr()
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -232,7 +233,7 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 	}
 	hdrs := make([]kgo.RecordHeader, 0, nh)
 	for i := range batch {
-		s.convert(&recs[i], &batch[i], &hdrs)
+		kgox.SetKgoRecord(&recs[i], &batch[i], s.topic, &hdrs)
 		s.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) {
 			if err != nil {
 				errs[i] = err
@@ -242,22 +243,6 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 				finish()
 			}
 		})
-	}
-}
-
-func (s *Sink) convert(r *kgo.Record, in *record.Record, hdrs *[]kgo.RecordHeader) {
-	r.Topic, r.Key, r.Value, r.Timestamp = s.topic, in.Key, in.Value, in.Timestamp
-	if s.same {
-		r.Partition = in.Partition
-	}
-	if len(in.Headers) > 0 {
-		h := *hdrs
-		start := len(h)
-		for _, x := range in.Headers {
-			h = append(h, kgo.RecordHeader{Key: x.Key, Value: x.Value})
-		}
-		r.Headers = h[start:len(h):len(h)]
-		*hdrs = h
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
@@ -292,6 +293,9 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		return nil, nil
 	}
 	msgs := make([]pipeline.Msg, 0, got)
+	nh := 0
+	fetches.EachRecord(func(r *kgo.Record) { nh += len(r.Headers) })
+	slab := make([]record.Header, 0, nh) // every record's headers: an allocation per fetch
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -301,22 +305,12 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		}
 		st.hwm, st.hwmAt = p.HighWatermark, time.Now()
 		for _, r := range p.Records {
-			msgs = append(msgs, pipeline.Msg{Record: convert(r), Token: st.epoch})
+			msgs = append(msgs, pipeline.Msg{Token: st.epoch})
+			kgox.SetRecord(&msgs[len(msgs)-1].Record, r, &slab)
 			st.fetched = r.Offset + 1
 		}
 	})
 	return msgs, nil
-}
-
-func convert(r *kgo.Record) record.Record {
-	out := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	if len(r.Headers) > 0 {
-		out.Headers = make([]record.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			out.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return out
 }
 
 // Live implements pipeline.Liveness.
@@ -417,22 +411,8 @@ func (s *Source) Commit(ctx context.Context) error {
 }
 
 func (s *Source) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
-	var cerr error
-	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
-					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, e)
-				}
-			}
-		}
-	})
-	if cerr != nil {
-		return cerr
+	if err := kgox.Commit(ctx, s.cl, offsets); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -37,10 +38,7 @@ func Run(ctx context.Context, cl *kgo.Client, sink plugins.Sink) error {
 		if len(krecs) == 0 {
 			continue
 		}
-		batch := make([]record.Record, len(krecs))
-		for i, r := range krecs {
-			batch[i] = Convert(r)
-		}
+		batch := kgox.AppendRecords(make([]record.Record, 0, len(krecs)), krecs)
 		errs, err := sink.Write(ctx, batch)
 		if err != nil {
 			return err
@@ -54,16 +52,4 @@ func Run(ctx context.Context, cl *kgo.Client, sink plugins.Sink) error {
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-}
-
-// Convert turns a franz-go record into a record.Record.
-func Convert(r *kgo.Record) record.Record {
-	rec := record.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	if len(r.Headers) > 0 {
-		rec.Headers = make([]record.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			rec.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return rec
 }
