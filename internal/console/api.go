@@ -61,7 +61,8 @@ func (c *Console) info(w http.ResponseWriter, _ *http.Request) {
 		// Tap is true when the engine reports stage calls (the tap works).
 		Tap       bool      `json:"tap"`
 		TapLimits TapLimits `json:"tap_limits"`
-	}{TapLimits: c.o.tap, Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil, Tap: c.hasObservers(),
+		TapsOpen  int64     `json:"taps_open"`
+	}{TapLimits: c.o.tap, TapsOpen: c.openTaps.Load(), Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil, Tap: c.hasObservers(),
 		Interval: c.o.interval.Milliseconds(), History: c.o.history.Milliseconds()}
 	for _, p := range c.o.pipelines() {
 		out.Pipelines = append(out.Pipelines, describe(p))

@@ -232,6 +232,15 @@ func TestBrowserConsole(t *testing.T) {
 	br.do(t, 10*time.Second, chromedp.Click(`table[data-dlq] tbody tr:nth-child(3)`))
 	br.waitJS(t, 30*time.Second, "a dead letter opened", `!!document.querySelector('[data-entry]') && document.querySelector('[data-entry]').textContent.includes("rejected by poison.wat")`)
 	br.screenshot(t, "dlq")
+	// Replay them through the pipeline from the page: the plugin still
+	// rejects them, so each is rejected again (a new dead letter); the
+	// job's row says so.
+	br.do(t, 10*time.Second, chromedp.SetValue(chromedp.CSS(`select[name="to"]`), "pipeline"), chromedp.Click(chromedp.CSS(`button[data-replay-button]`)))
+	br.waitJS(t, 60*time.Second, "the replay done", fmt.Sprintf(`(() => { const r = document.querySelector('tr[data-replay][data-done="1"]'); return !!r && r.querySelector('[data-replayed]').textContent === "%d" && r.textContent.includes("done"); })()`, s.paymentsBad))
+	rej := eval[string](t, br, `document.querySelector('tr[data-replay] td:nth-child(6)').textContent`)
+	if rej != fmt.Sprint(s.paymentsBad) {
+		t.Fatalf("rejected again: %q, want %d", rej, s.paymentsBad)
+	}
 
 	// Journal: the replicator and its quarantined record.
 	br.do(t, 30*time.Second, chromedp.Navigate(base+"/ui/#/journal"))

@@ -82,6 +82,20 @@ func TestTap(t *testing.T) {
 		}
 	}
 
+	// A client that opens a tap and reads nothing never holds up the
+	// stage: the tap drops what it cannot send. (A blocked send would
+	// hang here.)
+	idle, err := http.Get(base + "/ui/api/tap/p/upper?rate=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []record.Record{{Value: []byte("v")}}
+	for range 20000 {
+		obs.StageCall("upper", in, []plugins.Result{{Records: in}}, nil, time.Microsecond)
+	}
+	idle.Body.Close()
+	waitTapsClosed(t, base)
+
 	res, err := http.Get(base + "/ui/api/tap/p/upper?rate=20&bytes=32")
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +205,22 @@ func TestTap(t *testing.T) {
 	}
 }
 
+// waitTapsClosed waits until the daemon has noticed that every tap's
+// client is gone.
+func waitTapsClosed(t *testing.T, base string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "closed taps released", func() (bool, string) {
+		var info struct {
+			TapsOpen int `json:"taps_open"`
+		}
+		getJSON(t, base+"/ui/api/info", &info)
+		return info.TapsOpen == 0, fmt.Sprintf("%d taps open", info.TapsOpen)
+	})
+}
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	res, err := http.Get(url)
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -456,7 +456,7 @@ const pages = {
     const rform = el("form", {class: "filters", onsubmit: replay},
       el("label", {}, "replay what the filter above selects", to),
       el("label", {}, "to topic (source only)", topic),
-      el("button", {type: "submit", disabled: !(p.replay || []).length}, "Replay"), replayMsg);
+      el("button", {type: "submit", "data-replay-button": "", disabled: !(p.replay || []).length}, "Replay"), replayMsg);
     const root = el("div", {},
       el("h1", {}, "Dead letters of ", el("a", {href: "#/p/" + enc(name)}, name)),
       el("p", {class: "muted"}, `Topic ${p.dlq_topic}. Listing and replaying change nothing in it; a replay is at-least-once and its progress is kept below.`),
