@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
@@ -293,7 +294,7 @@ func (r *Reader) scanPartition(ctx context.Context, rg Range, f Filter, fn func(
 			}
 			got = true
 			next = kr.Offset + 1
-			e := FromRecord(fromKgo(kr))
+			e := FromRecord(kgox.Record(kr))
 			if f.Match(&e) {
 				stop = fn(&e)
 			}
@@ -317,17 +318,6 @@ func (r *Reader) scanPartition(ctx context.Context, rg Range, f Filter, fn func(
 		}
 	}
 	return nil
-}
-
-func fromKgo(kr *kgo.Record) record.Record {
-	r := record.Record{Key: kr.Key, Value: kr.Value, Timestamp: kr.Timestamp, Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset}
-	if len(kr.Headers) > 0 {
-		r.Headers = make([]record.Header, len(kr.Headers))
-		for i, h := range kr.Headers {
-			r.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return r
 }
 
 // List returns up to limit entries f selects (0: no limit), in partition
