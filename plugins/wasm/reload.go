@@ -16,3 +16,12 @@ func (b *base) Reload(ctx context.Context) error {
 	_, err := r.Reload(ctx)
 	return err
 }
+
+// Reloads returns how many times a new version of the plugin's file was
+// swapped in: 0 for a plugin opened with Open.
+func (b *base) Reloads() int64 {
+	if r, ok := b.m.(interface{ Reloads() int64 }); ok {
+		return r.Reloads()
+	}
+	return 0
+}
