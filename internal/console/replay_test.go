@@ -95,7 +95,10 @@ func (s *replaySetup) fix(t *testing.T) {
 	wat(t, "poison", s.dir, "validate.wasm", fixedPoison...)
 	waitFor(t, 60*time.Second, "the fixed plugin (1.0.1) reloaded", func() (bool, string) {
 		var d struct {
-			StageParts []struct{ Version string } `json:"stage_parts"`
+			StageParts []struct {
+				Version string
+				Reloads int64
+			} `json:"stage_parts"`
 		}
 		res, err := http.Get(s.d.Base + "/ui/api/pipelines/orders")
 		if err != nil {
@@ -103,7 +106,7 @@ func (s *replaySetup) fix(t *testing.T) {
 		}
 		defer res.Body.Close()
 		json.NewDecoder(res.Body).Decode(&d)
-		return len(d.StageParts) == 1 && d.StageParts[0].Version == "1.0.1", fmt.Sprintf("%+v", d.StageParts)
+		return len(d.StageParts) == 1 && d.StageParts[0].Version == "1.0.1" && d.StageParts[0].Reloads == 1, fmt.Sprintf("%+v", d.StageParts)
 	})
 }
 
