@@ -142,6 +142,18 @@ func (a *App) newFluidSource(pc *config.Pipeline, log *slog.Logger) (pipeline.So
 		fs.cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return a.Admin.InProcess().RoundTrip(r)
 		})}
+	} else if tok := s.Fluid.BridgeToken; !tok.IsZero() {
+		// Another process's bridge behind [admin.auth]: the token, read
+		// at each request (a ${file:} one may be rotated).
+		fs.cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			v, err := tok.Value()
+			if err != nil {
+				return nil, fmt.Errorf("fluid bridge_token: %w", err)
+			}
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+v)
+			return http.DefaultTransport.RoundTrip(r)
+		})}
 	}
 	return fs, nil
 }

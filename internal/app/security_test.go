@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,4 +142,74 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.(fmt.Stringer).String()
+}
+
+// TestFluidBridgeToken: a fluid consumer of another process's bridge
+// sends source.fluid.bridge_token (read from its file at each request) as
+// a bearer token; it never appears in the log.
+func TestFluidBridgeToken(t *testing.T) {
+	b := testenv.Kafka(t)
+	tok := testenv.Secret(t, "bridge token")
+	var mu sync.Mutex
+	var got []string
+	bridge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, `{"error":"test bridge"}`, http.StatusServiceUnavailable)
+	}))
+	defer bridge.Close()
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "bridge-token")
+	if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`[kafka]
+brokers = [%q]
+[[pipeline]]
+name = "v1"
+[pipeline.source]
+type = "kafka"
+topics = ["orders"]
+group = "v1"
+[pipeline.source.fluid]
+compatible_version = 1
+bridge = %q
+bridge_token = "${file:%s}"
+[pipeline.sink]
+type = "drop"
+`, b.Seeds[0], bridge.URL, tf)
+	cfg, err := config.Parse(filepath.Join(dir, "streamd.toml"), []byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedWriter{w: &strings.Builder{}}
+	a, err := app.Build(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), load.Open, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	a.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 || got[0] != "Bearer "+tok {
+		t.Fatalf("the bridge got Authorization %q, want the token", got)
+	}
+	if strings.Contains(logs.String(), tok) {
+		t.Fatalf("the token is in the log:\n%s", logs.String())
+	}
 }

@@ -194,6 +194,9 @@ type Source struct {
 type SourceFluid struct {
 	CompatibleVersion int    `toml:"compatible_version"`
 	Bridge            string `toml:"bridge"` // bridge base URL (default: this process's admin address)
+	// BridgeToken is the bearer token (role read) for a bridge whose admin
+	// server requires one ([admin.auth] of the process serving it).
+	BridgeToken Secret `toml:"bridge_token"`
 }
 
 // Stage is one transform stage.

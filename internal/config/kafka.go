@@ -341,6 +341,9 @@ func (c *Config) validateKafkaClients(k *checker, at string, p *Pipeline) {
 				k.bad(at+".source.topics_regex", "a fluid consumer reads one topic: use topics")
 			}
 		}
+		if f := s.Fluid; f != nil && !f.BridgeToken.IsZero() && f.Bridge == "" {
+			k.bad(at+".source.fluid.bridge_token", "applies to another process's bridge (bridge = URL): this process's own bridge is called in process, without a token")
+		}
 		if !oneOf(s.IsolationLevel, "read_uncommitted", "read_committed") {
 			k.bad(at+".source.isolation_level", "must be read_uncommitted or read_committed, not %q", s.IsolationLevel)
 		}

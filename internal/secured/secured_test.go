@@ -474,3 +474,77 @@ const (
 	kmsgWrite    = kmsg.ACLOperationWrite
 	kmsgDescribe = kmsg.ACLOperationDescribe
 )
+
+// TestACLRevokedWhileRunning: an ACL taken away from a running pipeline
+// (WRITE on its sink topic) stalls it: the records are retried, not
+// dead-lettered or dropped, /readyz says 503 with the refusal, and no
+// offset is committed past what was written; granted again, it goes on by
+// itself and every record comes out once.
+func TestACLRevokedWhileRunning(t *testing.T) {
+	b := testenv.SecureKafka(t)
+	kcat := testenv.Tool(t, "kcat")
+	plugin := downgradePlugin(t)
+	allowTestUsers(t, b)
+	in, out, group := testenv.Topic(t, "secured-in"), testenv.Topic(t, "secured-out"), testenv.Topic(t, "secured-g")
+	createTopics(t, b, 2, in, out)
+	bob := "User:" + b.User2
+	write := testenv.ACL{Principal: bob, Resource: kmsgTopic, Name: out, Literal: true, Op: kmsgWrite}
+	b.Allow(t,
+		testenv.ACL{Principal: bob, Resource: kmsgTopic, Name: in, Literal: true, Op: kmsgRead},
+		testenv.ACL{Principal: bob, Resource: kmsgTopic, Name: in, Literal: true, Op: kmsgDescribe},
+		testenv.ACL{Principal: bob, Resource: kmsgGroup, Name: group, Literal: true, Op: kmsgRead},
+		testenv.ACL{Principal: bob, Resource: kmsgTopic, Name: out, Literal: true, Op: kmsgDescribe},
+		write)
+	props, brokers := plainKcat(t, b)
+	kcatProduce(t, kcat, props, brokers, in, 0, 1000)
+	body := fmt.Sprintf("[kafka]\nbrokers = [%q]\n[kafka.tls]\nca_file = %q\n[kafka.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = %q\npassword = \"${file:%s}\"\n",
+		b.SASLSSL, b.CAFile, b.User2, b.Password2File) +
+		strings.Replace(pipelineTOML(in, out, group, plugin, ""), "commit_interval = \"200ms\"\n", "commit_interval = \"200ms\"\nstall_timeout = \"3s\"\n", 1) +
+		"[pipeline.errors]\npolicy = \"drop\"\nretry_max = \"1s\"\n"
+	d := startDaemon(t, "streamd", body)
+	kcatConsume(t, kcat, props, brokers, out, 0, 1000)
+	d.waitReady(t, 30*time.Second)
+	b.Revoke(t, write)
+	kcatProduce(t, kcat, props, brokers, in, 1000, 1000)
+	var reason string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		code, body := d.readyz(t)
+		if code == 503 && strings.Contains(body, "TOPIC_AUTHORIZATION_FAILED") {
+			var rz struct {
+				Reasons map[string]string `json:"reasons"`
+			}
+			json.Unmarshal([]byte(body), &rz)
+			reason = rz.Reasons["downgrade"]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the revoke: %d %s", code, body)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("/readyz: %s", reason)
+	if !strings.Contains(reason, `kafka cluster "default"`) || !strings.Contains(reason, "produce to topic "+out) || !strings.Contains(reason, "not authorized") {
+		t.Errorf("reason %q: want the cluster, the topic and the refusal", reason)
+	}
+	// Nothing committed past what was written: at most the first 1000.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(b.Admin(t)).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed > 1000 {
+		t.Errorf("%d offsets committed while writes were refused, want at most the 1000 written", committed)
+	}
+	b.Allow(t, write)
+	fixed := time.Now()
+	kcatConsume(t, kcat, props, brokers, out, 0, 2000)
+	d.waitReady(t, 60*time.Second)
+	t.Logf("WRITE granted again: all 2000 out, once, and ready in %s", time.Since(fixed).Round(100*time.Millisecond))
+	if st := d.pipelines(t); st[0]["dropped"] != float64(0) && st[0]["dropped"] != nil {
+		t.Errorf("records dropped: %v", st[0]["dropped"])
+	}
+}
