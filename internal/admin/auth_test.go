@@ -443,3 +443,33 @@ func TestInProcess(t *testing.T) {
 		t.Fatalf("from outside without a token: %d", a.code)
 	}
 }
+
+// FuzzParseTokens: any tokens file parses without a panic, and its errors
+// never quote a field of it (a token written in the wrong place would be
+// logged).
+func FuzzParseTokens(f *testing.F) {
+	f.Add([]byte("read grafana " + readToken + "\nwrite deployer " + writeToken + "\n"))
+	f.Add([]byte(readToken + " read x\n# c\n\nread y short\nwrite a b c d\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := parseTokens("tokens", b)
+		for _, e := range entries {
+			if e.role != RoleRead && e.role != RoleWrite {
+				t.Fatalf("entry with role %v", e.role)
+			}
+		}
+		if err == nil {
+			return
+		}
+		msg := strings.TrimPrefix(err.Error(), "tokens")
+		// The messages' own words are not quotes of the file.
+		const own = "tokens:: want ROLE NAME TOKEN (3 fields separated by spaces), not fields the role (first field) must be read or write " +
+			"the token (third field) is characters; use at least (e.g. openssl rand -hex 32) the token is the token of line too: give each its own"
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, field := range strings.Fields(line) {
+				if len(field) >= 8 && !strings.Contains(own, field) && strings.Contains(msg, field) {
+					t.Fatalf("the error quotes %q: %v", field, err)
+				}
+			}
+		}
+	})
+}

@@ -418,7 +418,7 @@ func (w *brokerWatch) lastAddr() string {
 	return last.addr
 }
 
-// TopicSettings returns the replication factor and configs of topics the
+// topicSettings returns the replication factor and configs of topics the
 // cluster's clients create: the cluster's, or the defaults for nil.
 func (c *Cluster) topicSettings() (int16, map[string]*string) {
 	if c == nil {

@@ -14,4 +14,13 @@
 // topic or a moving leader are plugins.Transient and retried by the
 // pipeline; only verdicts on the record itself (too large, invalid,
 // corrupt, bad timestamp) go to the error policy.
+//
+// A Cluster says how to reach a cluster (TLS, SASL with franz-go's
+// pkg/sasl mechanisms, rack, the settings of topics created there); both
+// take one (SourceConfig.Cluster, SinkConfig.Cluster), and every client of
+// the cluster can start from its Options. Their Ready checks and errors
+// go through Cluster.Explain: one line (an *Error) naming the cluster, the
+// broker and what was refused, with what to check (a wrong password, a
+// mechanism the listener lacks, an untrusted or expired certificate, a
+// host name not in it, an ACL denial on a topic or group).
 package kafka
