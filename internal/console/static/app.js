@@ -308,7 +308,8 @@ const pages = {
           el("td", {}, s.health ? el("span", {class: "tag err"}, s.health) : el("span", {class: "tag"}, "ok")),
           el("td", {class: "num"}, s.reloads < 0 ? "–" : s.reloads),
           el("td", {class: "num"}, r(x => x.in)), el("td", {class: "num"}, r(x => x.out)), el("td", {class: "num"}, r(x => x.errors)),
-          el("td", {class: "num"}, r(x => x.p50)), el("td", {class: "num"}, r(x => x.p90)), el("td", {class: "num"}, r(x => x.p99)));
+          el("td", {class: "num"}, r(x => x.calls ? x.p50 : null)), el("td", {class: "num"}, r(x => x.calls ? x.p90 : null)),
+          el("td", {class: "num"}, r(x => x.calls ? x.p99 : null)));
       });
       stages.replaceChildren(stageRows.length ? el("table", {},
         el("thead", {}, el("tr", {}, ["stage", "type", "plugin", "version", "health", "reloads", "in /s", "out /s", "errors /s", "p50 ms", "p90 ms", "p99 ms"].map(h => el("th", {}, h)))),
