@@ -62,7 +62,7 @@ type App struct {
 	// console parts (console.go)
 	parts   []*pipeParts
 	console *console.Console
-	adm     *kadm.Client
+	adm     map[string]*kadm.Client // by cluster name
 	bridge  *fluid.Bridge
 }
 

@@ -54,7 +54,10 @@ func (a *App) newConsole() {
 	if jc := a.cfg.Journal; jc != nil {
 		j := &console.Journal{Stats: a.journalStats}
 		if jc.QuarantineTopic != "" {
-			j.Quarantine = dlq.NewReader(jc.QuarantineTopic, dlq.WithClientOpts(KafkaOpts(a.cfg)...))
+			// The journal's client is the default cluster's (journal.go).
+			if ko, err := a.clusterOpts(""); err == nil {
+				j.Quarantine = dlq.NewReader(jc.QuarantineTopic, dlq.WithClientOpts(ko...))
+			}
 		}
 		opts = append(opts, console.WithJournal(j))
 	}
@@ -166,22 +169,30 @@ func (a *App) consolePipeline(pp *pipeParts) console.Pipeline {
 		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: unwrapStage(st.Transformer)})
 	}
 	if pc.Errors.Policy == "dlq" {
-		cp.DLQ = dlq.NewReader(pc.Errors.DLQTopic, dlq.WithClientOpts(KafkaOpts(a.cfg)...))
+		if ko, err := a.clusterOpts(pc.Errors.DLQCluster); err == nil { // Build made it, or failed
+			cp.DLQ = dlq.NewReader(pc.Errors.DLQTopic, dlq.WithClientOpts(ko...))
+		}
 		if pc.Source.Type == "kafka" {
-			cp.ToSource = a.toSource
+			cluster := pc.Source.Cluster
+			cp.ToSource = func(topic string) (dlq.Target, func(), error) { return a.toSource(cluster, topic) }
 		}
 		cp.ThroughPipeline = func(ctx context.Context) (console.ReplayTarget, error) { return a.throughPipeline(ctx, pp) }
 	}
 	if pc.Source.Type == "kafka" && pc.Source.Group != "" {
-		group := pc.Source.Group
-		cp.Owners = func(ctx context.Context) (map[string]string, error) { return a.groupOwners(ctx, group) }
+		group, cluster := pc.Source.Group, pc.Source.Cluster
+		cp.Owners = func(ctx context.Context) (map[string]string, error) { return a.groupOwners(ctx, cluster, group) }
 	}
 	return cp
 }
 
-// toSource is a Target producing to the records' source topics.
-func (a *App) toSource(topic string) (dlq.Target, func(), error) {
-	cl, err := kgo.NewClient(append(KafkaOpts(a.cfg), kgo.RecordPartitioner(dlq.Partitioner()))...)
+// toSource is a Target producing to the records' source topics, on the
+// source's cluster.
+func (a *App) toSource(cluster, topic string) (dlq.Target, func(), error) {
+	ko, err := a.clusterOpts(cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(append(ko, kgo.RecordPartitioner(dlq.Partitioner()))...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,8 +201,8 @@ func (a *App) toSource(topic string) (dlq.Target, func(), error) {
 
 // groupOwners describes the consumer group: the member owning each
 // "topic/partition".
-func (a *App) groupOwners(ctx context.Context, group string) (map[string]string, error) {
-	adm, err := a.adminClient()
+func (a *App) groupOwners(ctx context.Context, cluster, group string) (map[string]string, error) {
+	adm, err := a.adminClient(cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -225,19 +236,28 @@ func (a *App) groupOwners(ctx context.Context, group string) (map[string]string,
 	return out, nil
 }
 
-// adminClient is the app's own Kafka admin client, made on first use.
-func (a *App) adminClient() (*kadm.Client, error) {
+// adminClient is the app's own Kafka admin client of a cluster, made on
+// first use.
+func (a *App) adminClient(cluster string) (*kadm.Client, error) {
+	ko, err := a.clusterOpts(cluster) // before a.mu: kafkaCluster takes it
+	if err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.adm == nil {
-		cl, err := kgo.NewClient(KafkaOpts(a.cfg)...)
-		if err != nil {
-			return nil, err
-		}
-		a.adm = kadm.NewClient(cl)
-		a.closers = append(a.closers, func() error { cl.Close(); return nil })
+	if adm, ok := a.adm[cluster]; ok {
+		return adm, nil
 	}
-	return a.adm, nil
+	cl, err := kgo.NewClient(ko...)
+	if err != nil {
+		return nil, err
+	}
+	if a.adm == nil {
+		a.adm = map[string]*kadm.Client{}
+	}
+	a.adm[cluster] = kadm.NewClient(cl)
+	a.closers = append(a.closers, func() error { cl.Close(); return nil })
+	return a.adm[cluster], nil
 }
 
 func (a *App) journalStats() map[string]any {

@@ -159,7 +159,11 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.dryRun {
 		return dryRun(ctx, r, filter, stdout, stderr)
 	}
-	cl, err := kgo.NewClient(append(app.KafkaOpts(cfg), kgo.RecordPartitioner(dlq.Partitioner()))...)
+	ko, err := app.SourceOpts(cfg, pos[0])
+	if err != nil {
+		return fail(err)
+	}
+	cl, err := kgo.NewClient(append(ko, kgo.RecordPartitioner(dlq.Partitioner()))...)
 	if err != nil {
 		return fail(err)
 	}
