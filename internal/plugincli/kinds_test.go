@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
 )
@@ -174,5 +175,58 @@ func TestRunOutputIsInput(t *testing.T) {
 	code, out2, errOut := run(t, "run", poison, "--input", again)
 	if code != 0 || out2 != "{\"value\":\"ok-1\",\"partition\":0,\"offset\":1}\n{\"value\":\"ok-4\",\"partition\":0,\"offset\":4}\n" {
 		t.Fatalf("second run: exit %d\n%s%s", code, out2, errOut)
+	}
+}
+
+// TestGrantFlags: --clock gives the guest the real clock (without it, the
+// fake one of 2022), --random=false the fixed sequence, --config @FILE a
+// config from a file (h3's grants, issue 11; plugin CLI flags, issue 16).
+func TestGrantFlags(t *testing.T) {
+	testenv.Tool(t, "clang")
+	probe := filepath.Join(tmpRoot, "wasiprobe.wasm")
+	if b, err := exec.Command("sh", "../../examples/wasm/c/build-plugin.sh", probe, "../../runtime/testdata/wasiprobe.c").CombinedOutput(); err != nil {
+		if strings.Contains(string(b), "sysroot is missing") {
+			testenv.Missing(t, "wasi-libc (run scripts/install-tools)")
+		}
+		t.Fatalf("build wasiprobe: %v\n%s", err, b)
+	}
+	dir := t.TempDir()
+	in := writeFile(t, dir, "in.jsonl", "{\"value\":\"time\"}\n{\"value\":\"rand 8\"}\n")
+	value := func(args ...string) []string {
+		t.Helper()
+		code, out, errOut := run(t, append([]string{"run", probe, "--input", in}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		var vals []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			v := l[strings.Index(l, `"value":"`)+9:]
+			vals = append(vals, v[:strings.IndexByte(v, '"')])
+		}
+		return vals
+	}
+	year := func(v string) int {
+		t.Helper()
+		ns, err := strconv.ParseInt(strings.Fields(strings.TrimPrefix(v, "ok:"))[0], 10, 64)
+		if err != nil {
+			t.Fatalf("time: %s", v)
+		}
+		return time.Unix(0, ns).UTC().Year()
+	}
+	fake, real := value(), value("--clock")
+	if year(fake[0]) != 2022 || year(real[0]) != time.Now().UTC().Year() {
+		t.Errorf("clock: without --clock %s, with %s", fake[0], real[0])
+	}
+	fixed1, fixed2 := value("--random=false"), value("--random=false")
+	if fixed1[1] != fixed2[1] || real[1] == fake[1] {
+		t.Errorf("random: fixed %s and %s, crypto %s and %s", fixed1[1], fixed2[1], real[1], fake[1])
+	}
+	cfg := writeFile(t, dir, "config.json", `{"mode":"trap"}`)
+	misbehave := watPlugin(t, "misbehave")
+	if code, out, _ := run(t, "run", misbehave, "--input", in, "--config", "@"+cfg); code != 0 || strings.Count(out, `"kind":"trap"`) != 2 {
+		t.Errorf("--config @file: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, "run", misbehave, "--input", in, "--config", "@"+filepath.Join(dir, "nope.json")); code != 2 || !strings.Contains(errOut, "nope.json") {
+		t.Errorf("--config @missing: exit %d %s", code, errOut)
 	}
 }
