@@ -329,7 +329,15 @@ export function recordFromJSONL(line) {
     error: j.error,
     inputOffset: j.input_offset,
   };
-  // JSON.parse loses repeated header names; the fixtures have none.
+  if (Array.isArray(j.headers)) {
+    // The list form keeps order and repeated names (README, "JSON-lines records").
+    for (const h of j.headers) {
+      const v = h.value !== undefined ? (h.value === null ? null : enc.encode(h.value)) : h.value_b64 !== undefined ? b64(h.value_b64) : null;
+      r.headers.push([enc.encode(h.key), v]);
+    }
+    return r;
+  }
+  // JSON.parse loses repeated names of the object form; the writer uses the list then.
   for (const [n, v] of Object.entries(j.headers ?? {})) r.headers.push([enc.encode(n), v === null ? null : enc.encode(v)]);
   for (const [n, v] of Object.entries(j.headers_b64 ?? {})) r.headers.push([enc.encode(n), v === null ? null : b64(v)]);
   return r;
