@@ -2,48 +2,10 @@ package pipeline
 
 import (
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/streamd/streamd/plugins"
 )
-
-// Policy says what happens to a record that a stage or the sink rejects.
-type Policy int
-
-// The error policies.
-const (
-	// PolicyStop fails the pipeline; nothing after the bad record is committed.
-	PolicyStop Policy = iota
-	// PolicyDrop logs and counts the record, then acknowledges it.
-	PolicyDrop
-	// PolicyDLQ writes the original input record, with error headers, to the
-	// dead-letter sink, then acknowledges it.
-	PolicyDLQ
-)
-
-// String returns the policy's config name: stop, drop or dlq.
-func (p Policy) String() string {
-	switch p {
-	case PolicyStop:
-		return "stop"
-	case PolicyDrop:
-		return "drop"
-	case PolicyDLQ:
-		return "dlq"
-	}
-	return "policy(" + strconv.Itoa(int(p)) + ")"
-}
-
-// Stage is one transform stage.
-type Stage struct {
-	// Name identifies the stage in metrics, logs and the streamd-stage header.
-	Name string
-	// Transformer does the work.
-	Transformer plugins.Transformer
-	// Plugin is the plugin's name for the streamd-plugin header, if any.
-	Plugin string
-}
 
 // Option configures a Pipeline.
 type Option func(*options)
@@ -64,7 +26,7 @@ type options struct {
 	commitInterval  time.Duration
 	stallTimeout    time.Duration
 	logger          *slog.Logger
-	metrics         *Metrics
+	observers       []Observer
 }
 
 // WithStages sets the transform stages, run in order.
@@ -166,8 +128,11 @@ func (o *options) resolve() {
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithMetrics records the pipeline's metrics in m.
-func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }
+// WithObserver adds observers (see Observer); it may be given more than
+// once. A nil observer is ignored.
+func WithObserver(obs ...Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs...) }
+}
 
 // minRetryBackoff is the shortest retry backoff: a negative one is clamped
 // to it.

@@ -28,6 +28,7 @@ import (
 	"github.com/streamd/streamd/internal/kafkaconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
+	"github.com/streamd/streamd/pipeline/metrics"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/codecs"
 )
@@ -43,7 +44,7 @@ type App struct {
 	open    Opener
 	stdout  io.Writer
 	reg     *prometheus.Registry
-	metrics *pipeline.Metrics
+	metrics *metrics.Metrics
 
 	pipes   []*pipeline.Pipeline
 	loaded  []plugins.Plugin
@@ -82,7 +83,7 @@ func Logger(c config.Log, w io.Writer) *slog.Logger {
 func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opener, stdout io.Writer) (*App, error) {
 	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.metrics = pipeline.NewMetrics(a.reg)
+	a.metrics = metrics.New(a.reg)
 	a.newConsole()
 	var errs []error
 	for i := range cfg.Pipelines {
@@ -226,13 +227,14 @@ func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, err
 	default:
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyStop, nil))
 	}
-	p := pipeline.New(pc.Name, src, sink, opts...)
+	p := pipeline.New(pc.Name, src, sink, append(opts, pipeline.WithObserver(a.metrics))...)
 	a.keepParts(pc, p, stages, sink, opts)
 	return p, nil
 }
 
 // pipelineOptions are the options of pipeline pc with stages, all but its
-// error policy: Build's and BuildTest's.
+// error policy and the metrics observer: Build's, BuildTest's and the
+// console replay's.
 func (a *App) pipelineOptions(pc *config.Pipeline, stages []pipeline.Stage) []pipeline.Option {
 	return []pipeline.Option{
 		pipeline.WithStages(stages...),
@@ -244,7 +246,6 @@ func (a *App) pipelineOptions(pc *config.Pipeline, stages []pipeline.Stage) []pi
 		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
 		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
 		pipeline.WithLogger(a.log),
-		pipeline.WithMetrics(a.metrics),
 	}
 }
 

@@ -294,7 +294,7 @@ func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.Repla
 	}
 	src := &feedSource{in: make(chan []pipeline.Msg), batches: map[uint64]*feedBatch{}}
 	opts := append(append([]pipeline.Option(nil), pp.opts...),
-		pipeline.WithMetrics(nil), pipeline.WithLogger(a.log.With("replay", pp.cfg.Name)), pipeline.WithCommitInterval(-1)) // -1: commit after every batch
+		pipeline.WithLogger(a.log.With("replay", pp.cfg.Name)), pipeline.WithCommitInterval(-1)) // -1: commit after every batch
 	p := pipeline.New(pp.cfg.Name+" (replay)", src, pp.sink, opts...)
 	t := &through{p: p, src: src, done: make(chan struct{})}
 	go func() {

@@ -1,5 +1,3 @@
-// Package generate is the "generate" source of streamd's config: synthetic
-// order records for demos, tests and benchmarks.
 package generate
 
 import (

@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamd/streamd/pipeline"
+)
+
+// Metrics are the Prometheus metrics of a set of pipelines.
+type Metrics struct {
+	in, out, dlq, dropped, retries *prometheus.Desc
+	errors, inflight               *prometheus.Desc
+	lag, stalled, ready            *prometheus.Desc
+	batch                          *prometheus.HistogramVec
+
+	mu        sync.Mutex
+	pipelines []*pipeline.Pipeline
+}
+
+// New creates the metrics and registers them with reg.
+func New(reg prometheus.Registerer) *Metrics {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append([]string{"pipeline"}, labels...), nil)
+	}
+	m := &Metrics{
+		in:       desc("streamd_records_in_total", "Records read by the source."),
+		out:      desc("streamd_records_out_total", "Records written by the sink."),
+		dlq:      desc("streamd_records_dlq_total", "Input records sent to the dead-letter queue."),
+		dropped:  desc("streamd_records_dropped_total", "Input records dropped by the error policy or a partition revoke."),
+		retries:  desc("streamd_sink_retries_total", "Sink writes and stage calls retried after a transient error."),
+		errors:   desc("streamd_errors_total", "Records rejected, by stage (\"sink\" for the sink).", "stage"),
+		inflight: desc("streamd_records_in_flight", "Records read and not yet acknowledged."),
+		lag: desc("streamd_consumer_lag", "Records in the source partition not yet consumed; NaN while it cannot be measured (broker unreachable).",
+			"topic", "partition"),
+		stalled: desc("streamd_pipeline_stalled", "1 while the pipeline has work pending and makes no progress (its stall timeout passed)."),
+		ready:   desc("streamd_pipeline_ready", "1 while the pipeline is ready (what /readyz says for it)."),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamd_batch_duration_seconds", Help: "Time from a batch's processing start to its acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"pipeline"}),
+	}
+	reg.MustRegister(m)
+	return m
+}
+
+// ObserveNew implements pipeline.NewObserver: p's metrics are collected
+// from now on.
+func (m *Metrics) ObserveNew(p *pipeline.Pipeline) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pipelines = append(m.pipelines, p)
+}
+
+// Remove stops collecting p's metrics: for a pipeline that was stopped for
+// good or replaced (a config reload). A pipeline of the same name started
+// later begins its counters at zero.
+func (m *Metrics) Remove(p *pipeline.Pipeline) {
+	m.mu.Lock()
+	m.pipelines = slices.DeleteFunc(m.pipelines, func(q *pipeline.Pipeline) bool { return q == p })
+	m.mu.Unlock()
+	m.batch.DeletePartialMatch(prometheus.Labels{"pipeline": p.Name()})
+}
+
+// ObserveBatch implements pipeline.BatchObserver.
+func (m *Metrics) ObserveBatch(b pipeline.BatchDone) {
+	m.batch.WithLabelValues(b.Pipeline).Observe(b.Took.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready} {
+		ch <- d
+	}
+	m.batch.Describe(ch)
+}
+
+// Collect implements prometheus.Collector, from each pipeline's Status.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	ps := slices.Clone(m.pipelines)
+	m.mu.Unlock()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range ps {
+		s := p.Status()
+		name := p.Name()
+		counter := func(d *prometheus.Desc, v int64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{name}, labels...)...)
+		}
+		counter(m.in, s.In)
+		counter(m.out, s.Out)
+		counter(m.dlq, s.DLQ)
+		counter(m.dropped, s.Dropped)
+		counter(m.retries, s.Retries)
+		for stage, n := range s.Rejected {
+			counter(m.errors, n, stage)
+		}
+		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(s.InFlight), name)
+		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, b(s.Stalled), name)
+		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, b(s.Ready), name)
+		for tp, lag := range s.Lag {
+			topic, part, _ := strings.Cut(tp, "/")
+			v := float64(lag)
+			if lag < 0 {
+				v = math.NaN()
+			}
+			ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, v, name, topic, part)
+		}
+	}
+	m.batch.Collect(ch)
+}

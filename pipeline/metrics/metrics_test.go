@@ -1,0 +1,169 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/metrics"
+	"github.com/streamd/streamd/pipeline/pipelinetest"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// lagSource is a blocking pipelinetest.Source that reports a lag and a
+// condition.
+type lagSource struct {
+	*pipelinetest.Source
+	mu   sync.Mutex
+	lag  pipeline.LagMap
+	cond error
+}
+
+func (s *lagSource) Lag() pipeline.LagMap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lag
+}
+
+func (s *lagSource) Condition() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cond
+}
+
+// gather returns every sample of reg by metric name and labels, such as
+// streamd_errors_total{pipeline=t,stage=sink}: a counter's or gauge's
+// value, a histogram's sample count.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return out
+}
+
+func waitStatus(t *testing.T, p *pipeline.Pipeline, what string, ok func(pipeline.Status) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(p.Status()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never; status %+v", what, p.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStallAndUnknownLag: streamd_pipeline_stalled and
+// streamd_pipeline_ready follow Status, and an unknown lag is NaN, not 0.
+func TestStallAndUnknownLag(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	src := &lagSource{Source: pipelinetest.NewSource(1, 1, 1), lag: pipeline.LagMap{"in/0": pipeline.LagUnknown, "in/1": 3},
+		cond: errors.New("end offsets: connection refused")}
+	src.Block = true
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, pipeline.WithObserver(m), pipeline.WithStallTimeout(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitStatus(t, p, "stalled", func(s pipeline.Status) bool { return s.Stalled })
+	got := gather(t, reg)
+	if got["streamd_pipeline_stalled{pipeline=t}"] != 1 || got["streamd_pipeline_ready{pipeline=t}"] != 0 ||
+		!math.IsNaN(got["streamd_consumer_lag{partition=0,pipeline=t,topic=in}"]) || got["streamd_consumer_lag{partition=1,pipeline=t,topic=in}"] != 3 {
+		t.Fatalf("metrics %v", got)
+	}
+	cancel()
+	<-done
+}
+
+// rejectBad rejects records whose value holds "bad".
+type rejectBad struct{}
+
+func (rejectBad) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		if strings.Contains(string(r.Value), "bad") {
+			out[i].Err = errors.New("not an order")
+			continue
+		}
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+// TestCountsFromStatus: the counters are the pipeline's own totals (each
+// event counted once, by the pipeline), rejections by stage, every stage
+// listed; batches reach the histogram; Remove forgets a pipeline, so one
+// of the same name can take its place.
+func TestCountsFromStatus(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	src := pipelinetest.NewSource(2, 50, 20)
+	src.Record(0, 3).Value = []byte("bad")
+	src.Record(1, 7).Value = []byte("bad")
+	sink := &pipelinetest.Sink{Reject: func(r *record.Record) error {
+		if r.Partition == 1 && r.Offset == 9 {
+			return errors.New("too large")
+		}
+		return nil
+	}}
+	p := pipeline.New("t", src, sink, pipeline.WithObserver(m), pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil),
+		pipeline.WithStages(pipeline.Stage{Name: "check", Transformer: rejectBad{}}, pipeline.Stage{Name: "idle", Transformer: rejectBad{}}))
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg)
+	for k, want := range map[string]float64{
+		"streamd_records_in_total{pipeline=t}":         100,
+		"streamd_records_out_total{pipeline=t}":        97,
+		"streamd_records_dropped_total{pipeline=t}":    3,
+		"streamd_records_dlq_total{pipeline=t}":        0,
+		"streamd_errors_total{pipeline=t,stage=check}": 2,
+		"streamd_errors_total{pipeline=t,stage=idle}":  0,
+		"streamd_errors_total{pipeline=t,stage=sink}":  1,
+		"streamd_records_in_flight{pipeline=t}":        0,
+	} {
+		v, ok := got[k]
+		if !ok {
+			t.Errorf("%s missing", k)
+			continue
+		}
+		if v != want {
+			t.Errorf("%s = %v, want %v", k, v, want)
+		}
+	}
+	if got["streamd_batch_duration_seconds{pipeline=t}"] == 0 {
+		t.Error("no batch observed in streamd_batch_duration_seconds")
+	}
+	// A second pipeline of the same name while the first is collected
+	// makes Gather fail; after Remove it takes its place.
+	p2 := pipeline.New("t", pipelinetest.NewSource(1, 1, 1), &pipelinetest.Sink{}, pipeline.WithObserver(m))
+	if _, err := reg.Gather(); err == nil {
+		t.Fatal("two pipelines named t collected without an error")
+	}
+	m.Remove(p)
+	if err := p2.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := gather(t, reg)["streamd_records_in_total{pipeline=t}"]; v != 1 {
+		t.Fatalf("after Remove: records in %v, want the new pipeline's 1", v)
+	}
+}

@@ -1,0 +1,197 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
+)
+
+// Stage is one transform stage.
+type Stage struct {
+	// Name identifies the stage in metrics, logs and the streamd-stage header.
+	Name string
+	// Transformer does the work.
+	Transformer plugins.Transformer
+	// Plugin is the plugin's name for the streamd-plugin header, if any.
+	Plugin string
+}
+
+// prepare drops stale records and runs the stages; nil means nothing is
+// left to do.
+func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
+	start := time.Now()
+	if live, checked := p.filterLive(batch); checked {
+		if dropped := len(batch) - len(live); dropped > 0 {
+			p.release(dropped)
+			p.n.dropped.Add(int64(dropped))
+			p.o.logger.Debug("dropped records of a revoked partition", "pipeline", p.name, "n", dropped)
+		}
+		batch = live
+		if len(batch) == 0 {
+			return nil, nil
+		}
+	}
+
+	recs := make([]record.Record, len(batch))
+	origin := make([]int, len(batch))
+	for i := range batch {
+		recs[i] = batch[i].Record
+		origin[i] = i
+	}
+	var failed map[int]failure // allocated on the first failure
+	for si, st := range p.o.stages {
+		results, err := p.transform(ctx, st, recs)
+		if err != nil {
+			return nil, err
+		}
+		next := make([]record.Record, 0, len(results))
+		nextOrigin := make([]int, 0, len(results))
+		for i, r := range results {
+			o := origin[i]
+			if _, bad := failed[o]; bad {
+				continue
+			}
+			if r.Err != nil {
+				if failed == nil {
+					failed = map[int]failure{}
+				}
+				failed[o] = failure{at: si, stage: st.Name, plugin: st.Plugin, err: r.Err}
+				continue
+			}
+			for _, out := range r.Records {
+				next = append(next, out)
+				nextOrigin = append(nextOrigin, o)
+			}
+		}
+		recs, origin = next, nextOrigin
+	}
+	// Outputs of an input that failed anywhere are withheld: the input goes
+	// to the error policy whole.
+	if len(failed) > 0 {
+		keep := recs[:0:0]
+		var keepOrigin []int
+		for i := range recs {
+			if _, bad := failed[origin[i]]; !bad {
+				keep = append(keep, recs[i])
+				keepOrigin = append(keepOrigin, origin[i])
+			}
+		}
+		recs, origin = keep, keepOrigin
+	}
+	return &pending{start: start, batch: batch, recs: recs, origin: origin, failed: failed}, nil
+}
+
+// transform runs recs through st: one Result per record, or an error that
+// fails the pipeline. A batch error marked plugins.Transient retries the
+// batch; any other batch error runs the records one by one so that only a
+// poison record fails. A Result whose Err is transient retries that
+// record. Retries back off as sink writes do, until ctx is done or
+// retry_attempts is used up.
+func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(recs))
+	todo := recs
+	var idx []int // todo[i] is recs[idx[i]]; nil: todo is recs
+	backoff := p.o.retryInitial
+	for attempt := 1; ; attempt++ {
+		res, err := p.call(ctx, st, todo)
+		if err == nil && len(res) != len(todo) {
+			err = fmt.Errorf("stage returned %d results for %d records", len(res), len(todo))
+		}
+		if err != nil && !errors.Is(err, plugins.ErrTransient) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			if herr := stageHealth(st); herr != nil {
+				// A broken plugin fails every record: that is not the
+				// records' fault, so nothing goes to the error policy.
+				return nil, fmt.Errorf("stage %s: %w (batch error: %v)", st.Name, herr, err)
+			}
+			p.o.logger.Warn("batch failed; retrying its records one by one", "pipeline", p.name, "stage", st.Name, "records", len(todo), "err", err)
+			if res, err = p.isolate(ctx, st, todo); err != nil {
+				return nil, err
+			}
+		}
+		cause := err // transient batch error, or nil
+		if cause == nil {
+			var next []record.Record
+			var nextIdx []int
+			for i := range res {
+				j := i
+				if idx != nil {
+					j = idx[i]
+				}
+				if res[i].Err != nil && errors.Is(res[i].Err, plugins.ErrTransient) {
+					if cause == nil {
+						cause = res[i].Err
+					}
+					next = append(next, todo[i])
+					nextIdx = append(nextIdx, j)
+					continue
+				}
+				out[j] = res[i]
+			}
+			if cause == nil {
+				return out, nil
+			}
+			todo, idx = next, nextIdx
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stage %s: %w", st.Name, cause)
+		}
+		if p.o.retryAttempts > 0 && attempt >= p.o.retryAttempts {
+			return nil, fmt.Errorf("stage %s failed after %d attempts: %w", st.Name, attempt, cause)
+		}
+		p.noteRetry("stage "+st.Name, len(todo), attempt, backoff, cause)
+		if sleep(ctx, backoff) != nil {
+			return nil, fmt.Errorf("stage %s: %w", st.Name, cause)
+		}
+		backoff = min(backoff*2, p.o.retryMax)
+	}
+}
+
+// isolate runs a failed batch's records one at a time, so that only the
+// poison record fails. A record that fails transiently alone gets a
+// transient Result.Err, which transform retries.
+func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(recs))
+	for i := range recs {
+		res, err := p.call(ctx, st, recs[i:i+1])
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+			}
+			if herr := stageHealth(st); herr != nil {
+				return nil, fmt.Errorf("stage %s: %w (record error: %v)", st.Name, herr, err)
+			}
+			out[i] = plugins.Result{Err: err}
+		case len(res) != 1:
+			out[i] = plugins.Result{Err: fmt.Errorf("stage returned %d results for 1 record", len(res))}
+		default:
+			out[i] = res[0]
+		}
+	}
+	return out, nil
+}
+
+// call calls st's Transformer once, and tells the stage observers about
+// the call. With no observer it costs nothing more than the call.
+func (p *Pipeline) call(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
+	if len(p.obs.stages) == 0 {
+		return st.Transformer.Transform(ctx, recs)
+	}
+	start := time.Now()
+	res, err := st.Transformer.Transform(ctx, recs)
+	c := StageCall{Pipeline: p.name, Stage: st.Name, In: recs, Out: res, Err: err, Took: time.Since(start)}
+	if err != nil {
+		c.Out = nil
+	}
+	for _, o := range p.obs.stages {
+		o.ObserveStage(c)
+	}
+	return res, err
+}
