@@ -15,6 +15,8 @@ const (
 	accessProbe access = iota
 	accessRead
 	accessWrite
+	// accessOpen: never needs a token (static files that hold no data).
+	accessOpen
 )
 
 // route classifies requests: method ("" any) and path, a prefix when it
@@ -35,6 +37,23 @@ var routes = []route{
 	// pprof changes nothing, but a profile costs CPU for its duration and
 	// goroutine dumps show the process's insides.
 	{"", "/debug/pprof/", accessWrite},
+	// The console's API needs a token like every other read; its static
+	// files (HTML, JS, CSS: no data) are open, because a browser sends no
+	// Authorization header when it navigates: the page asks for the token.
+	{"GET", "/ui/api/", accessRead},
+	{"HEAD", "/ui/api/", accessRead},
+	{"GET", "/ui/", accessOpen},
+	{"HEAD", "/ui/", accessOpen},
+	// Fluid's protocol asks with GET, but these two change the bridge's
+	// state: downgrade-topic registers the group's version and may start
+	// republishing, downgrade-offset may start a new segment (a rewrite of
+	// a partition). A fluid consumer's bridge_token needs role write.
+	// GET /fluid/compatible stays a read: it may start republishing, but
+	// only for groups already registered (through downgrade-topic) on C.
+	{"GET", "/fluid/downgrade-topic", accessWrite},
+	{"HEAD", "/fluid/downgrade-topic", accessWrite},
+	{"GET", "/fluid/downgrade-offset", accessWrite},
+	{"HEAD", "/fluid/downgrade-offset", accessWrite},
 	{"GET", "/", accessRead},  // /pipelines, /metrics, GET /journal/..., GET /fluid/...
 	{"HEAD", "/", accessRead}, // as GET
 	{"", "/", accessWrite},    // POST /journal/... (append, delete, purge), DELETE /fluid/..., anything else
@@ -60,7 +79,7 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		}
 		need := classify(r.Method, r.URL.Path)
-		if s.tokens == nil || need == accessProbe && s.probesOpen {
+		if s.tokens == nil || need == accessOpen || need == accessProbe && s.probesOpen {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -65,6 +65,7 @@ func newServer(log *slog.Logger, opts ...Option) *Server {
 	})
 	s.Handle("/journal/", echo)
 	s.Handle("/fluid/", echo)
+	s.Handle("/ui/", echo)
 	return s
 }
 
@@ -86,6 +87,15 @@ func TestClassify(t *testing.T) {
 		{"POST", "/journal/orders/o-1/purge", accessWrite},
 		{"GET", "/fluid/status", accessRead},
 		{"GET", "/fluid/compatible", accessRead},
+		{"GET", "/fluid/downgrade-topic", accessWrite},
+		{"GET", "/fluid/downgrade-offset", accessWrite},
+		{"GET", "/ui/", accessOpen},
+		{"GET", "/ui/app.js", accessOpen},
+		{"HEAD", "/ui/", accessOpen},
+		{"GET", "/ui/api/status", accessRead},
+		{"GET", "/ui/api/events", accessRead},
+		{"POST", "/ui/api/dlq/p/replay", accessWrite},
+		{"POST", "/ui/", accessWrite},
 		{"DELETE", "/fluid/topics/t/groups/g/schema-version", accessWrite},
 		{"PUT", "/anything", accessWrite},
 		{"OPTIONS", "/pipelines", accessWrite},
@@ -147,6 +157,16 @@ func TestTokens(t *testing.T) {
 		{"metrics without a token", "GET", "/metrics", "", 401, "missing bearer token"},
 		{"pprof with a read token", "GET", "/debug/pprof/", readToken, 403, "role write needed"},
 		{"healthz without a token", "GET", "/healthz", "", 200, ""},
+		{"console page without a token", "GET", "/ui/", "", 200, ""},
+		{"console script without a token", "GET", "/ui/app.js", "", 200, ""},
+		{"console API without a token", "GET", "/ui/api/status", "", 401, "missing bearer token"},
+		{"console API with a read token", "GET", "/ui/api/status", readToken, 200, ""},
+		{"console replay with a read token", "POST", "/ui/api/dlq/p/replay", readToken, 403, "role write needed"},
+		{"console replay with a write token", "POST", "/ui/api/dlq/p/replay", writeToken, 200, ""},
+		{"fluid downgrade-topic with a read token", "GET", "/fluid/downgrade-topic?topic=t", readToken, 403, "role write needed"},
+		{"fluid downgrade-topic with a write token", "GET", "/fluid/downgrade-topic?topic=t", writeToken, 200, ""},
+		{"fluid downgrade-offset with a read token", "GET", "/fluid/downgrade-offset?topic=t", readToken, 403, "role write needed"},
+		{"fluid compatible with a read token", "GET", "/fluid/compatible?topic=t", readToken, 200, ""},
 		{"readyz without a token", "GET", "/readyz", "", 200, ""},
 	}
 	for _, tc := range tests {
