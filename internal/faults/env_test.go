@@ -271,10 +271,14 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// logDir is where daemons' logs are kept for a post-mortem
-// (bin/faults-logs/<backend>).
+// logDir is where daemons' logs are kept for a post-mortem:
+// $STREAMD_TEST_LOG_DIR/faults-<backend> (scripts/test: bin/logs, which
+// its secret scan reads), or bin/faults-logs/<backend>.
 func logDir() string {
 	d := filepath.Join(root, "bin", "faults-logs", backend())
+	if dir := os.Getenv("STREAMD_TEST_LOG_DIR"); dir != "" {
+		d = filepath.Join(dir, "faults-"+backend())
+	}
 	os.MkdirAll(d, 0o755)
 	return d
 }

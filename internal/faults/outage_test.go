@@ -205,7 +205,7 @@ func (o outage) run(t *testing.T) {
 			res.SigtermSeconds = termTook.Seconds()
 			res.Readyz = "SIGTERM at +" + o.sigtermAt.String() + "; " + readyzSummary(term, pp.name, start, start.Add(o.sigtermAt))
 			if !termOK {
-				res.fail(t, "SIGTERM during the fault: no exit within shutdown_timeout (%v) + 20s; killed", shutdownTimeout)
+				res.fail(t, "SIGTERM during the fault: no exit within shutdown_timeout (%v) + 40s; killed", shutdownTimeout)
 			} else if termTook > shutdownTimeout+exitSlack {
 				res.fail(t, "SIGTERM during the fault: exit took %.1fs, shutdown_timeout is %v", termTook.Seconds(), shutdownTimeout)
 			}
