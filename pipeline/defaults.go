@@ -32,4 +32,10 @@ const (
 	// DefaultStallTimeout is how long a pipeline with work pending may make
 	// no progress before it is reported stalled ([WithStallTimeout]).
 	DefaultStallTimeout = 30 * time.Second
+	// DefaultTxnRecords is the most fetched records in one transaction
+	// ([WithTransactions]).
+	DefaultTxnRecords = 10000
+	// DefaultTxnInterval is how long a transaction runs after its first
+	// record ([WithTransactions]): the latency exactly-once adds.
+	DefaultTxnInterval = 100 * time.Millisecond
 )

@@ -9,8 +9,8 @@ import (
 
 // An Observer watches pipelines: metrics exporters, consoles, taps. It is
 // any value that implements one or more of NewObserver, StageObserver,
-// RejectObserver and BatchObserver (as franz-go's hooks); New finds out
-// which, once. Observers are called from the pipeline's goroutines,
+// RejectObserver, BatchObserver and TxnObserver (as franz-go's hooks); New
+// finds out which, once. Observers are called from the pipeline's goroutines,
 // concurrently; they must return quickly and must neither keep nor change
 // the slices and records they are given (copy what is needed). A pipeline
 // without an observer of a kind makes no call and takes no time for it.
@@ -90,6 +90,7 @@ type observers struct {
 	stages  []StageObserver
 	rejects []RejectObserver
 	batches []BatchObserver
+	txns    []TxnObserver
 }
 
 func newObservers(all []Observer) observers {
@@ -106,6 +107,9 @@ func newObservers(all []Observer) observers {
 		}
 		if v, ok := x.(BatchObserver); ok {
 			o.batches = append(o.batches, v)
+		}
+		if v, ok := x.(TxnObserver); ok {
+			o.txns = append(o.txns, v)
 		}
 	}
 	return o

@@ -27,6 +27,8 @@ type options struct {
 	stallTimeout    time.Duration
 	logger          *slog.Logger
 	observers       []Observer
+	txnRecords      int
+	txnInterval     time.Duration
 }
 
 // WithStages sets the transform stages, run in order.
@@ -81,6 +83,16 @@ func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.co
 // false. 0 means DefaultStallTimeout; a negative d never reports a stall.
 func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stallTimeout = d } }
 
+// WithTransactions sizes the transactions of a pipeline whose source runs
+// in them (Transactor): one ends when it holds maxRecords fetched records
+// or interval after its first record, once everything fetched in it is
+// written; its output is visible to read_committed readers only then. 0
+// means DefaultTxnRecords and DefaultTxnInterval; a negative maxRecords is
+// 1 and a negative interval ends one after every fetch.
+func WithTransactions(maxRecords int, interval time.Duration) Option {
+	return func(o *options) { o.txnRecords, o.txnInterval = maxRecords, interval }
+}
+
 // resolve replaces zero values by the defaults and clamps negative ones,
 // whatever the order the options came in. Afterwards a zero linger,
 // shutdown timeout, commit interval or stall timeout means none.
@@ -97,6 +109,7 @@ func (o *options) resolve() {
 	count(&o.maxBytes, DefaultMaxBytes)
 	count(&o.workers, DefaultWorkers)
 	count(&o.maxInFlight, DefaultMaxInFlight)
+	count(&o.txnRecords, DefaultTxnRecords)
 	none := func(d *time.Duration, def time.Duration) {
 		switch {
 		case *d == 0:
@@ -109,6 +122,7 @@ func (o *options) resolve() {
 	none(&o.shutdownTimeout, DefaultShutdownTimeout)
 	none(&o.commitInterval, DefaultCommitInterval)
 	none(&o.stallTimeout, DefaultStallTimeout)
+	none(&o.txnInterval, DefaultTxnInterval)
 	switch {
 	case o.retryInitial == 0:
 		o.retryInitial = DefaultRetryInitial

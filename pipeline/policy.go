@@ -79,7 +79,7 @@ func (p *Pipeline) finish(ctx context.Context, pd *pending) error {
 	}
 	p.src.Ack(batch)
 	p.progress()
-	if p.o.commitInterval <= 0 {
+	if p.o.commitInterval <= 0 && p.tx == nil {
 		if err := p.src.Commit(ctx); err != nil {
 			p.o.logger.Warn("commit failed", "pipeline", p.name, "err", err)
 		}

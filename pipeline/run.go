@@ -89,8 +89,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	commitDone := make(chan struct{})
 	go func() {
 		defer close(commitDone)
-		if p.o.commitInterval <= 0 {
-			<-commitCtx.Done() // workers commit after every batch
+		if p.o.commitInterval <= 0 || p.tx != nil {
+			<-commitCtx.Done() // workers commit after every batch, or transactions do
 			return
 		}
 		t := time.NewTicker(p.o.commitInterval)
@@ -169,7 +169,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	defer cancel()
-	if err := p.src.Commit(cctx); err != nil {
+	if p.tx != nil {
+		// The open transaction commits what a graceful drain finished;
+		// after a failure (policy stop included) or abandoned work it
+		// aborts, and a restart reads it again.
+		commit := p.failed() == nil && work.Err() == nil && p.inflight.Load() == 0
+		p.endTxn(cctx, commit)
+	} else if err := p.src.Commit(cctx); err != nil {
 		log.Error("final commit failed", "err", err)
 		if p.failed() == nil {
 			p.fail(fmt.Errorf("final commit: %w", err))
@@ -196,42 +202,61 @@ const abandonGrace = 5 * time.Second
 // pipeline fails (false).
 func (p *Pipeline) fetchLoop(ctx, work context.Context, shards []chan []Msg) (eof bool) {
 	for ctx.Err() == nil {
-		for p.inflight.Load() >= int64(p.o.maxInFlight) {
-			select {
-			case <-p.space:
-			case <-ctx.Done():
-				return false
-			case <-p.stop:
-				return false
-			}
-		}
-		var msgs []Msg
-		var err error
-		if bs, ok := p.src.(BoundedSource); ok {
-			msgs, err = bs.FetchUpTo(ctx, p.o.maxInFlight-int(p.inflight.Load()))
-		} else {
-			msgs, err = p.src.Fetch(ctx)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return true
-			}
-			if ctx.Err() != nil {
-				return false
-			}
-			p.fail(fmt.Errorf("source: %w", err))
+		if p.tx != nil && !p.txnTurn(ctx) {
 			return false
 		}
-		if len(msgs) == 0 {
-			continue
-		}
-		p.inflight.Add(int64(len(msgs)))
-		p.n.in.Add(int64(len(msgs)))
-		if !p.dispatch(work, msgs, shards) {
-			return false
+		if !p.fetchOnce(ctx, work, shards) {
+			return p.eof
 		}
 	}
 	return false
+}
+
+// fetchOnce waits for room under max_in_flight, fetches and dispatches
+// once; false when the loop must stop (p.eof says whether the source
+// ended). In a transaction the wait and the fetch end when it is due.
+func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) bool {
+	fctx, cancel := p.txnFetchContext(ctx)
+	defer cancel()
+	for p.inflight.Load() >= int64(p.o.maxInFlight) {
+		select {
+		case <-p.space:
+		case <-fctx.Done():
+			return ctx.Err() == nil // the transaction is due
+		case <-p.stop:
+			return false
+		}
+	}
+	var msgs []Msg
+	var err error
+	if bs, ok := p.src.(BoundedSource); ok {
+		msgs, err = bs.FetchUpTo(fctx, p.o.maxInFlight-int(p.inflight.Load()))
+	} else {
+		msgs, err = p.src.Fetch(fctx)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			p.eof = true
+			return false
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if fctx.Err() != nil {
+			return true // the transaction is due
+		}
+		p.fail(fmt.Errorf("source: %w", err))
+		return false
+	}
+	if len(msgs) == 0 {
+		return true
+	}
+	if p.tx != nil {
+		p.tx.add(len(msgs))
+	}
+	p.inflight.Add(int64(len(msgs)))
+	p.n.in.Add(int64(len(msgs)))
+	return p.dispatch(work, msgs, shards)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

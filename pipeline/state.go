@@ -33,6 +33,8 @@ type Pipeline struct {
 	dlq   AsyncSink    // nil without a dead-letter sink
 	o     options
 	obs   observers
+	tx    *txnState // nil unless the source runs in transactions
+	eof   bool      // the source ended (set by the fetch loop)
 
 	inflight atomic.Int64
 	space    chan struct{} // signalled when in-flight drops
@@ -106,6 +108,10 @@ type Status struct {
 	// (Describer): for Kafka, the cluster and the group protocol in use.
 	Source map[string]string `json:"source,omitempty"`
 	Sink   map[string]string `json:"sink,omitempty"`
+	// Delivery is "exactly-once" when the pipeline runs in transactions
+	// (see Transactor), else "at-least-once"; Transactions counts them.
+	Delivery     string        `json:"delivery"`
+	Transactions *Transactions `json:"transactions,omitempty"`
 	Counts
 	// Rejected is Errors per stage name (SinkStage for the sink), every
 	// stage listed.
@@ -123,6 +129,7 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 	o.resolve()
 	p := &Pipeline{name: name, src: src, sink: sink, o: o, state: StateStarting,
 		space: make(chan struct{}, 1), stop: make(chan struct{}), obs: newObservers(o.observers)}
+	p.tx = newTxn(src, o)
 	p.out, p.depth = writePath(sink, o)
 	if o.dlq != nil {
 		p.dlq, _ = writePath(o.dlq, o)
@@ -148,6 +155,10 @@ func (p *Pipeline) Status() Status {
 	t := p.trouble
 	p.mu.Unlock()
 	s.Counts = p.n.snapshot()
+	s.Delivery, s.Transactions = "at-least-once", p.txnStatus()
+	if s.Transactions != nil {
+		s.Delivery = "exactly-once"
+	}
 	s.Rejected = make(map[string]int64, len(p.o.stages)+1)
 	for i, st := range p.o.stages {
 		s.Rejected[st.Name] += p.n.byStage[i].Load()

@@ -142,6 +142,9 @@ func (p *Pipeline) settle(ctx context.Context, sink AsyncSink, what string, recs
 		if len(again) == 0 {
 			return final, nil
 		}
+		if p.tx != nil {
+			return nil, errTxnWrite(what, cause)
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", what, cause)
 		}

@@ -16,7 +16,8 @@ type Metrics struct {
 	in, out, dlq, dropped, retries *prometheus.Desc
 	errors, inflight               *prometheus.Desc
 	lag, stalled, ready            *prometheus.Desc
-	batch                          *prometheus.HistogramVec
+	txns                           *prometheus.Desc
+	batch, txn                     *prometheus.HistogramVec
 
 	mu        sync.Mutex
 	pipelines []*pipeline.Pipeline
@@ -43,6 +44,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "streamd_batch_duration_seconds", Help: "Time from a batch's processing start to its acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"pipeline"}),
+		txns: desc("streamd_transactions_total", "Transactions of an exactly-once pipeline, by result (committed, aborted).", "result"),
+		txn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamd_transaction_duration_seconds", Help: "Time from a transaction's first record to its commit or abort (exactly-once pipelines).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"pipeline", "result"}),
 	}
 	reg.MustRegister(m)
 	return m
@@ -64,6 +70,16 @@ func (m *Metrics) Remove(p *pipeline.Pipeline) {
 	m.pipelines = slices.DeleteFunc(m.pipelines, func(q *pipeline.Pipeline) bool { return q == p })
 	m.mu.Unlock()
 	m.batch.DeletePartialMatch(prometheus.Labels{"pipeline": p.Name()})
+	m.txn.DeletePartialMatch(prometheus.Labels{"pipeline": p.Name()})
+}
+
+// ObserveTxn implements pipeline.TxnObserver.
+func (m *Metrics) ObserveTxn(t pipeline.TxnDone) {
+	result := "committed"
+	if !t.Committed {
+		result = "aborted"
+	}
+	m.txn.WithLabelValues(t.Pipeline, result).Observe(t.Took.Seconds())
 }
 
 // ObserveBatch implements pipeline.BatchObserver.
@@ -73,10 +89,11 @@ func (m *Metrics) ObserveBatch(b pipeline.BatchDone) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready} {
+	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready, m.txns} {
 		ch <- d
 	}
 	m.batch.Describe(ch)
+	m.txn.Describe(ch)
 }
 
 // Collect implements prometheus.Collector, from each pipeline's Status.
@@ -104,6 +121,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		for stage, n := range s.Rejected {
 			counter(m.errors, n, stage)
 		}
+		if x := s.Transactions; x != nil {
+			counter(m.txns, x.Committed, "committed")
+			counter(m.txns, x.Aborted, "aborted")
+		}
 		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(s.InFlight), name)
 		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, b(s.Stalled), name)
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, b(s.Ready), name)
@@ -117,4 +138,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.batch.Collect(ch)
+	m.txn.Collect(ch)
 }
