@@ -223,6 +223,40 @@ func String(b []byte, i int) int {
 	}
 }
 
+// PlainString returns the index just after the JSON string whose opening
+// quote is b[i], as String does, and whether the string is plain: ASCII
+// without escapes, so that the bytes between its quotes are its text.
+func PlainString(b []byte, i int) (end int, plain bool) {
+	if i >= len(b) || b[i] != '"' {
+		return -1, false
+	}
+	j := i + 1 + Plain(b[i+1:])
+	if j < len(b) && b[j] == '"' {
+		return j + 1, true
+	}
+	return String(b, i), false
+}
+
+// Plain returns the length of the longest prefix of s that a JSON string
+// holds as it is: ASCII bytes other than control characters, '"' and '\'.
+func Plain(s []byte) int {
+	i := 0
+	for len(s)-i >= 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		if m := (special(x) | x) & 0x8080808080808080; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(s) {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return i
+		}
+		i++
+	}
+	return i
+}
+
 // special takes 8 string bytes in little-endian order and returns a mask
 // with the top bit set of each byte that is a quote, a backslash or a
 // control character. Borrows may also set bits above the first such byte,

@@ -363,3 +363,59 @@ func TestStringNumber(t *testing.T) {
 		}
 	}
 }
+
+// plainRef is Plain one byte at a time.
+func plainRef(s []byte) int {
+	for i, c := range s {
+		if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return i
+		}
+	}
+	return len(s)
+}
+
+func TestPlainString(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		end   int
+		plain bool
+	}{
+		{`"abc"`, 5, true},
+		{`""`, 2, true},
+		{`"0123456789abcdef0123"x`, 22, true},
+		{`"a\"b"`, 6, false},
+		{`"0123456789\n"`, 14, false},
+		{`"é"`, 4, false},
+		{`"01234567é"`, 12, false},
+		{"\"a\x01\"", -1, false},
+		{`"abc`, -1, false},
+		{`"0123456789abcdef`, -1, false},
+		{`abc"`, -1, false},
+	} {
+		end, plain := PlainString([]byte(tt.in), 0)
+		if end != tt.end || plain != tt.plain {
+			t.Errorf("PlainString(%q) = %d, %v; want %d, %v", tt.in, end, plain, tt.end, tt.plain)
+		}
+	}
+}
+
+// FuzzPlain: Plain agrees with a byte-at-a-time loop, and PlainString ends
+// where String does and calls plain exactly the strings whose bytes are
+// their text.
+func FuzzPlain(f *testing.F) {
+	f.Add([]byte(`"abc"`))
+	f.Add([]byte(`"0123456789abcdef\"x"`))
+	f.Add([]byte("\"0123456\x80\""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Plain(b), plainRef(b); got != want {
+			t.Fatalf("Plain(%q) = %d, want %d", b, got, want)
+		}
+		end, plain := PlainString(b, 0)
+		if want := String(b, 0); end != want {
+			t.Fatalf("PlainString(%q) ends at %d, String at %d", b, end, want)
+		}
+		if plain != (end > 0 && plainRef(b[1:end-1]) == end-2) {
+			t.Fatalf("PlainString(%q) plain = %v", b, plain)
+		}
+	})
+}

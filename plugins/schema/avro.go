@@ -75,12 +75,21 @@ type avroNode struct {
 	items   *avroNode // array items, map values
 	union   []*avroNode
 	nullIdx int // index of null in a union, or -1
+	// fastOther is, in a union of null and one other type that
+	// encodeUnionAt can pick without pickBranch, the other's index; else -1.
+	fastOther int
+	// slow turns encodeLeafAt off for this node (tests compare the fast
+	// paths with encodeAvro).
+	slow bool
 }
 
 type avroField struct {
 	name string
 	key  []byte // "name": as decode writes it
-	node *avroNode
+	// quoted is "name" when the name is plain ASCII (jsonscan.Plain), as
+	// encodeRecordAt matches it; else nil.
+	quoted string
+	node   *avroNode
 	// def is the field default as JSON, encoded against the field's type
 	// (for a union, its first branch) when the field is missing; nil when
 	// the field has none.
@@ -115,6 +124,9 @@ func compileAvro(text string, refs []string) (*avroSchema, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, u := range c.unions {
+		u.fastOther = fastOther(u)
+	}
 	out := &avroSchema{root: root}
 	if n, ok := s.(avro.NamedSchema); ok {
 		out.fullName = n.FullName()
@@ -123,7 +135,8 @@ func compileAvro(text string, refs []string) (*avroSchema, error) {
 }
 
 type avroCompiler struct {
-	named map[string]*avroNode
+	named  map[string]*avroNode
+	unions []*avroNode // fastOther is set when every record is complete
 }
 
 func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
@@ -180,6 +193,9 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 				return nil, fmt.Errorf("%s.%s: %w", t.FullName(), f.Name(), err)
 			}
 			af := avroField{name: f.Name(), node: fn, key: append(record.AppendJSONString(nil, []byte(f.Name())), ':')}
+			if jsonscan.Plain([]byte(f.Name())) == len(f.Name()) {
+				af.quoted = `"` + f.Name() + `"`
+			}
 			if f.HasDefault() {
 				def, branch, err := defaultJSON(f, fn)
 				if err != nil {
@@ -234,10 +250,35 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 			}
 			nd.union = append(nd.union, bn)
 		}
+		c.unions = append(c.unions, nd)
 	default:
 		return nil, fmt.Errorf("unsupported schema type %s", s.Type())
 	}
 	return nd, nil
+}
+
+// fastOther returns the index of the type besides null in a union of two
+// whose values encodeUnionAt can tell from the JSON alone, or -1. A record
+// qualifies unless a field is named after a branch ({"null": ...} and
+// {"Name": ...} with one member are pickBranch's explicit branch form).
+func fastOther(nd *avroNode) int {
+	if len(nd.union) != 2 || nd.nullIdx < 0 {
+		return -1
+	}
+	i := 1 - nd.nullIdx
+	o := nd.union[i]
+	switch o.kind {
+	case aString, aEnum, aBoolean, aInt, aLong, aDouble, aFloat, aArray:
+		return i
+	case aRecord:
+		for _, f := range o.fields {
+			if f.name == "null" || f.name == o.name {
+				return -1
+			}
+		}
+		return i
+	}
+	return -1
 }
 
 func logicalFits(nd *avroNode) bool {
@@ -397,10 +438,7 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 			return nil, err
 		}
 		if nd.kind == aString {
-			if !utf8.Valid(b) {
-				return nil, errors.New("string is not UTF-8")
-			}
-			return record.AppendJSONString(dst, b), nil
+			return appendString(dst, b)
 		}
 		if nd.logical == lDecimal {
 			return appendDecimal(dst, b, nd.scale)
@@ -530,6 +568,21 @@ func zeroSize(nd *avroNode) bool {
 		return true
 	}
 	return false
+}
+
+// appendString writes the Avro string b (which must be UTF-8) as a JSON
+// string: as it is when it is plain ASCII, else escaped by
+// record.AppendJSONString.
+func appendString(dst, b []byte) ([]byte, error) {
+	if jsonscan.Plain(b) == len(b) {
+		dst = append(dst, '"')
+		dst = append(dst, b...)
+		return append(dst, '"'), nil
+	}
+	if !utf8.Valid(b) {
+		return nil, errors.New("string is not UTF-8")
+	}
+	return record.AppendJSONString(dst, b), nil
 }
 
 func appendBase64(dst, b []byte) []byte {
@@ -671,11 +724,29 @@ func encodeAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, er
 	if i >= len(b) {
 		return nil, 0, errJSON(i)
 	}
-	switch {
-	case nd.kind == aRecord && b[i] == '{':
-		return encodeRecordAt(dst, nd, b, i, depth)
-	case (nd.kind == aArray && b[i] == '[') || (nd.kind == aMap && b[i] == '{'):
-		return encodeBlocksAt(dst, nd, b, i, depth)
+	switch c := b[i]; nd.kind {
+	case aRecord:
+		if c == '{' {
+			return encodeRecordAt(dst, nd, b, i, depth)
+		}
+	case aArray:
+		if c == '[' {
+			return encodeBlocksAt(dst, nd, b, i, depth)
+		}
+	case aMap:
+		if c == '{' {
+			return encodeBlocksAt(dst, nd, b, i, depth)
+		}
+	case aUnion:
+		if out, end, ok := encodeUnionAt(dst, nd, b, i, depth); ok {
+			return out, end, nil
+		}
+	default:
+		if !nd.slow {
+			if out, end, ok := encodeLeafAt(dst, nd, b, i); ok {
+				return out, end, nil
+			}
+		}
 	}
 	end := jsonscan.Value(b, i, jsonscan.MaxDepth)
 	if end < 0 {
@@ -683,6 +754,140 @@ func encodeAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, er
 	}
 	dst, err := encodeAvro(dst, nd, b[i:end], depth)
 	return dst, end, err
+}
+
+// encodeLeafAt is encodeAt's fast path for the plain forms of strings,
+// enum symbols, integers, floating-point numbers, booleans and null: ok is
+// false for anything else (escapes, logical types, errors), which
+// encodeAvro then handles, so that both write the same bytes for the same
+// value and the errors are encodeAvro's.
+func encodeLeafAt(dst []byte, nd *avroNode, b []byte, i int) (out []byte, end int, ok bool) {
+	switch c := b[i]; nd.kind {
+	case aString:
+		if c == '"' {
+			if end, plain := jsonscan.PlainString(b, i); plain {
+				dst = binary.AppendVarint(dst, int64(end-i-2))
+				return append(dst, b[i+1:end-1]...), end, true
+			}
+		}
+	case aEnum:
+		if c == '"' {
+			if end, plain := jsonscan.PlainString(b, i); plain {
+				if k, found := nd.byName[string(b[i+1:end-1])]; found {
+					return binary.AppendVarint(dst, int64(k)), end, true
+				}
+			}
+		}
+	case aInt, aLong:
+		if nd.logical == lNone {
+			if n, end, ok := plainInt(b, i); ok && (nd.kind == aLong || n >= math.MinInt32 && n <= math.MaxInt32) {
+				return binary.AppendVarint(dst, n), end, true
+			}
+		}
+	case aDouble, aFloat:
+		if c == '-' || '0' <= c && c <= '9' {
+			end := jsonscan.Number(b, i)
+			if end < 0 {
+				return nil, 0, false
+			}
+			f, err := strconv.ParseFloat(string(b[i:end]), 64)
+			if err != nil {
+				return nil, 0, false
+			}
+			if nd.kind == aDouble {
+				return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), end, true
+			}
+			if math.Abs(f) <= math.MaxFloat32 {
+				return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), end, true
+			}
+		}
+	case aBoolean:
+		if c == 't' && hasLit(b, i, "true") {
+			return append(dst, 1), i + 4, true
+		}
+		if c == 'f' && hasLit(b, i, "false") {
+			return append(dst, 0), i + 5, true
+		}
+	case aNull:
+		if c == 'n' && hasLit(b, i, "null") {
+			return dst, i + 4, true
+		}
+	}
+	return nil, 0, false
+}
+
+// encodeUnionAt is encodeAt's fast path for the unions of null and one
+// other type (nd.fastOther) on values whose branch is plain to see: null,
+// or a value whose first byte only that type's encodeLeafAt, record or
+// array walk takes. ok is false for anything else and for every error, so
+// that pickBranch and encodeAvro give the answer.
+func encodeUnionAt(dst []byte, nd *avroNode, b []byte, i, depth int) (out []byte, end int, ok bool) {
+	if nd.fastOther < 0 {
+		return nil, 0, false
+	}
+	c := b[i]
+	if c == 'n' {
+		if !hasLit(b, i, "null") {
+			return nil, 0, false
+		}
+		return binary.AppendVarint(dst, int64(nd.nullIdx)), i + 4, true
+	}
+	other := nd.union[nd.fastOther]
+	dst = binary.AppendVarint(dst, int64(nd.fastOther))
+	var err error
+	switch other.kind {
+	case aRecord:
+		if c != '{' {
+			return nil, 0, false
+		}
+		if dst, end, err = encodeRecordAt(dst, other, b, i, depth+1); err != nil {
+			return nil, 0, false
+		}
+		return dst, end, true
+	case aArray:
+		if c != '[' {
+			return nil, 0, false
+		}
+		if dst, end, err = encodeBlocksAt(dst, other, b, i, depth+1); err != nil {
+			return nil, 0, false
+		}
+		return dst, end, true
+	case aString, aEnum, aBoolean, aInt, aLong, aDouble, aFloat:
+		if dst, end, ok = encodeLeafAt(dst, other, b, i); ok {
+			return dst, end, true
+		}
+	}
+	return nil, 0, false
+}
+
+// plainInt reads an integer of at most 18 digits (no fraction, no
+// exponent) at b[i].
+func plainInt(b []byte, i int) (n int64, end int, ok bool) {
+	neg := false
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' && i-start < 19 {
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	digits := i - start
+	if digits == 0 || digits > 18 || (digits > 1 && b[start] == '0') {
+		return 0, 0, false
+	}
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+		return 0, 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, i, true
+}
+
+func hasLit(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
 }
 
 // memberKey reads the key of an object member at b[i] (a '"'), and returns
@@ -743,16 +948,29 @@ func encodeRecordAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, i
 	}
 	var err error
 	for more {
-		var key []byte
-		if key, i, err = memberKey(b, i); err != nil {
-			return nil, 0, err
-		}
-		fi, ok := nd.byName[string(key)]
-		if !ok {
-			return nil, 0, fmt.Errorf("field %q is not in record %s", key, nd.name)
+		var fi int
+		if late == nil && next < len(nd.fields) && nd.fields[next].quoted != "" && hasLit(b, i, nd.fields[next].quoted) {
+			q := nd.fields[next].quoted
+			// The member the schema has next, its name as plain as
+			// the schema writes it: no lookup.
+			fi = next
+			j := jsonscan.SkipWS(b, i+len(q))
+			if j >= len(b) || b[j] != ':' {
+				return nil, 0, errJSON(j)
+			}
+			i = jsonscan.SkipWS(b, j+1)
+		} else {
+			var key []byte
+			if key, i, err = memberKey(b, i); err != nil {
+				return nil, 0, err
+			}
+			var ok bool
+			if fi, ok = nd.byName[string(key)]; !ok {
+				return nil, 0, fmt.Errorf("field %q is not in record %s", key, nd.name)
+			}
 		}
 		if seen[fi] {
-			return nil, 0, fmt.Errorf("field %q appears twice", key)
+			return nil, 0, fmt.Errorf("field %q appears twice", nd.fields[fi].name)
 		}
 		seen[fi] = true
 		if late == nil && fi == next {

@@ -129,3 +129,77 @@ func FuzzAvroEncode(f *testing.F) {
 		}
 	})
 }
+
+// unionTypes has a union of null and each type encodeUnionAt takes, and
+// records it must leave to pickBranch (a field named "null" or after the
+// record).
+const unionTypes = `{"type":"record","name":"U","fields":[
+ {"name":"s","type":["null","string"]},
+ {"name":"e","type":["null",{"type":"enum","name":"E","symbols":["A","B"]}]},
+ {"name":"b","type":["boolean","null"]},
+ {"name":"i","type":["null","int"]},
+ {"name":"l","type":["null","long"]},
+ {"name":"d","type":["null","double"]},
+ {"name":"f","type":["null","float"]},
+ {"name":"a","type":["null",{"type":"array","items":["null","string"]}]},
+ {"name":"r","type":["null",{"type":"record","name":"R","fields":[{"name":"x","type":"int"},{"name":"y","type":["null","string"],"default":null}]}]},
+ {"name":"n","type":["null",{"type":"record","name":"N","fields":[{"name":"null","type":"int"}]}]},
+ {"name":"ts","type":["null",{"type":"long","logicalType":"timestamp-millis"}]}]}`
+
+// slowCopy compiles text with encodeAt's fast paths off.
+func slowCopy(t testing.TB, text string) *avroSchema {
+	s, err := compileAvro(text, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*avroNode]bool{}
+	var walk func(nd *avroNode)
+	walk = func(nd *avroNode) {
+		if nd == nil || seen[nd] {
+			return
+		}
+		seen[nd] = true
+		nd.slow, nd.fastOther = true, -1
+		for i := range nd.fields {
+			nd.fields[i].quoted = ""
+			walk(nd.fields[i].node)
+		}
+		walk(nd.items)
+		for _, u := range nd.union {
+			walk(u)
+		}
+	}
+	walk(s.root)
+	return s
+}
+
+// FuzzAvroEncodeFast: encodeAt's fast paths (plain strings, numbers,
+// literals, nullable unions, fields in the schema's order) write exactly
+// the bytes encodeAvro writes, and accept exactly what it accepts.
+func FuzzAvroEncodeFast(f *testing.F) {
+	type pair struct{ fast, slow *avroSchema }
+	var schemas []pair
+	for _, text := range []string{allTypes, unionTypes, benchOrder} {
+		fast, err := compileAvro(text, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		schemas = append(schemas, pair{fast, slowCopy(f, text)})
+	}
+	f.Add(uint8(0), []byte(allJSON))
+	f.Add(uint8(1), []byte(`{"s":"x","e":"B","b":true,"i":-2147483648,"l":123456789012345678,"d":1e300,"f":3.5,"a":["p",null],"r":{"x":1},"n":{"null":2},"ts":"2026-01-02T03:04:05Z"}`))
+	f.Add(uint8(1), []byte(`{"s":null,"e":null,"b":null,"i":null,"l":null,"d":null,"f":null,"a":null,"r":null,"n":null,"ts":null}`))
+	f.Add(uint8(1), []byte(`{"s":"a\u00e9","e":"C","b":false,"i":2147483648,"l":1.0,"d":-0,"f":1e39,"a":[],"r":{"y":"z","x":2},"n":{"null":1},"ts":null}`))
+	f.Add(uint8(2), []byte(`{"order_id":"o-1","customer":{"id":"c-1","name":"Customer 1"},"amount_cents":7919,"currency":"EUR","tags":["generated","batch-0"],"note":"000"}`))
+	f.Fuzz(func(t *testing.T, which uint8, js []byte) {
+		p := schemas[int(which)%len(schemas)]
+		got, gerr := p.fast.encode(nil, js)
+		want, werr := p.slow.encode(nil, js)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%s: fast err %v, slow err %v", js, gerr, werr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: fast %x, slow %x", js, got, want)
+		}
+	})
+}
