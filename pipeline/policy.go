@@ -102,7 +102,10 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 	}
 	idx := make([]int, 0, len(failed))
 	for i := range batch {
-		if _, ok := failed[i]; ok {
+		// A record marked errNotIsolated has no verdict (isolate):
+		// PolicyStop stops at an earlier record, so it is neither counted
+		// nor logged.
+		if f, ok := failed[i]; ok && !errors.Is(f.err, errNotIsolated) {
 			idx = append(idx, i)
 		}
 	}

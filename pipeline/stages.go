@@ -156,8 +156,19 @@ func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record
 // isolate runs a failed batch's records one at a time, so that only the
 // poison record fails. A record that fails transiently alone gets a
 // transient Result.Err, which transform retries.
+//
+// Each record that fails alone can cost a whole call timeout (a guest that
+// hangs), so isolation is bounded (docs/plugins.md, "A batch that fails"):
+// under PolicyStop it ends at the first record that fails alone, the rest
+// marked errNotIsolated (the pipeline stops at that record: they are
+// neither written nor acknowledged); and the MaxIsolationTimeouts-th record
+// that times out alone (plugins.ErrTimeout) fails the stage: a plugin that
+// hangs on that many records of one batch hangs whatever the record, which
+// is no verdict on the records. So a batch costs at most its own call plus
+// MaxIsolationTimeouts timed-out calls, not one per record.
 func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
 	out := make([]plugins.Result, len(recs))
+	timeouts := 0
 	for i := range recs {
 		res, err := p.call(ctx, st, recs[i:i+1])
 		switch {
@@ -168,15 +179,36 @@ func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) 
 			if herr := stageHealth(st); herr != nil {
 				return nil, fmt.Errorf("stage %s: %w (record error: %v)", st.Name, herr, err)
 			}
+			if errors.Is(err, plugins.ErrTimeout) && !errors.Is(err, plugins.ErrTransient) {
+				if timeouts++; timeouts >= MaxIsolationTimeouts {
+					return nil, fmt.Errorf("stage %s: plugin %s timed out on %d records of one batch alone: the plugin hangs, whatever the record; no record of the batch is given a verdict or acknowledged: %w",
+						st.Name, st.Plugin, timeouts, err)
+				}
+			}
 			out[i] = plugins.Result{Err: err}
 		case len(res) != 1:
 			out[i] = plugins.Result{Err: fmt.Errorf("stage returned %d results for 1 record", len(res))}
 		default:
 			out[i] = res[0]
 		}
+		if e := out[i].Err; e != nil && !errors.Is(e, plugins.ErrTransient) && p.o.policy == PolicyStop {
+			for j := i + 1; j < len(recs); j++ {
+				out[j] = plugins.Result{Err: errNotIsolated}
+			}
+			break
+		}
 	}
 	return out, nil
 }
+
+// MaxIsolationTimeouts is how many records of one failed batch may time out
+// alone (plugins.ErrTimeout) before the stage fails (see isolate).
+const MaxIsolationTimeouts = 2
+
+// errNotIsolated marks the records after the one a PolicyStop pipeline
+// stops at: they were not run alone, so they have no verdict; they are
+// withheld from the sink and not counted as rejected.
+var errNotIsolated = errors.New("not run alone: the pipeline stops at an earlier record of the batch")
 
 // call calls st's Transformer once, and tells the stage observers about
 // the call. With no observer it costs nothing more than the call.

@@ -136,7 +136,8 @@ type PipelineTest struct {
 	Output string `toml:"output"`
 	// DLQ is a JSON-lines file of the dead letters (policy "dlq").
 	DLQ string `toml:"dlq"`
-	// Error is text the pipeline's failure must contain (policy "stop").
+	// Error is text the pipeline's failure must contain: a record rejected
+	// under policy "stop", or a plugin that is broken or hangs.
 	Error string `toml:"error"`
 }
 

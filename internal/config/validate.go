@@ -362,9 +362,6 @@ func (c *Config) validate() error {
 			if t.DLQ != "" && e.Policy != "dlq" {
 				bad(tat+".dlq", "the pipeline's error policy is %q: nothing goes to a dead-letter queue (allowed: with policy = \"dlq\")", e.Policy)
 			}
-			if t.Error != "" && e.Policy != "stop" {
-				bad(tat+".error", "the pipeline's error policy is %q: a rejected record does not fail it (allowed: with policy = \"stop\")", e.Policy)
-			}
 		}
 	}
 	c.validateKafka(k)

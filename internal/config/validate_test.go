@@ -85,8 +85,6 @@ func TestRefused(t *testing.T) {
 			`pipeline[0].test[0].input: required key is missing (a JSON-lines file of source records)`},
 		{"test dlq with policy stop", pipe("", "", "", "[[pipeline.test]]\ninput = \"i\"\ndlq = \"d\""), "dlq =",
 			`pipeline[0].test[0].dlq: the pipeline's error policy is "stop": nothing goes to a dead-letter queue (allowed: with policy = "dlq")`},
-		{"test error with policy drop", pipe("", "", "", "[pipeline.errors]\npolicy = \"drop\"\n[[pipeline.test]]\ninput = \"i\"\nerror = \"x\""), "error =",
-			`pipeline[0].test[0].error: the pipeline's error policy is "drop": a rejected record does not fail it (allowed: with policy = "stop")`},
 		{"two tests of one name", pipe("", "", "", "[[pipeline.test]]\ninput = \"i\"\n[[pipeline.test]]\ninput = \"i\"\nname = \"test-1\""), `name = "test-1"`,
 			`pipeline[0].test[1].name: test "test-1" is defined twice`},
 

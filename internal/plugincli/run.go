@@ -26,9 +26,9 @@ type RunOptions struct {
 
 // MaxIsolationTimeouts is how many records of one failed batch may time out
 // alone before Run stops running that batch's records one by one: a plugin
-// that hangs on that many records hangs, whatever the record (a pipeline
-// fails there; docs/plugins.md, "Limits").
-const MaxIsolationTimeouts = 2
+// that hangs on that many records hangs, whatever the record; a pipeline
+// fails there (pipeline.MaxIsolationTimeouts; docs/plugins.md, "Limits").
+const MaxIsolationTimeouts = pipeline.MaxIsolationTimeouts
 
 // Summary is what Run did.
 type Summary struct {

@@ -1,5 +1,7 @@
 ;; A transform that keeps every record (KEEP) but traps on a record whose
-;; value starts with "poison": the host's failure-isolation test guest.
+;; value starts with "poison", and never returns for one whose value starts
+;; with "hang" (the call timeout stops it): the host's failure-isolation
+;; test guest.
 ;; It also logs "init" through streamd.log at init and rejects a record whose
 ;; value starts with "reject" (ERR_RECORD "rejected by poison.wat").
 (module
@@ -41,6 +43,8 @@
         (then (local.set $w (i32.load offset=4 (local.get $v)))))
       ;; "pois" = 0x73696f70
       (if (i32.eq (local.get $w) (i32.const 0x73696f70)) (then unreachable))
+      ;; "hang" = 0x676e6168
+      (if (i32.eq (local.get $w) (i32.const 0x676e6168)) (then (loop $forever (br $forever))))
       ;; "reje" = 0x656a6572
       (if (i32.eq (local.get $w) (i32.const 0x656a6572))
         (then
