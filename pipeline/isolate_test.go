@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/pipelinetest"
@@ -90,6 +91,24 @@ func TestIsolationBounded(t *testing.T) {
 		}
 	})
 
+	// A stop bound to happen when a batch is finished is not preceded by
+	// the next batches' calls (each a timeout with a hanging plugin): the
+	// worker takes no batch after one with a rejected record. The sink
+	// answers late, as a Kafka producer does, so the worker would have run
+	// the next batch by then.
+	t.Run("one record hangs, stop, more batches", func(t *testing.T) {
+		src, sink := pipelinetest.NewSource(1, 4*n, n), &lateSink{}
+		src.Record(0, 10).Value = []byte("hang")
+		h := &hangs{}
+		err := pipeline.New("t", src, sink, opts(h, pipeline.PolicyStop, nil)...).Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "in/0@10 rejected by s") {
+			t.Fatalf("err %v", err)
+		}
+		if c := h.calls.Load(); c != 1+11 {
+			t.Fatalf("%d calls, want 12: the first batch's call, records 0-9 and 10 alone, none of the next batches", c)
+		}
+	})
+
 	t.Run("one record hangs, dlq", func(t *testing.T) {
 		src, sink, dlq := pipelinetest.NewSource(1, n, n), &pipelinetest.Sink{}, &pipelinetest.Sink{}
 		src.Record(0, 10).Value = []byte("hang")
@@ -101,4 +120,14 @@ func TestIsolationBounded(t *testing.T) {
 			t.Fatalf("sink %d, dlq %d, acked %d", sink.Len(), dlq.Len(), src.AckedN())
 		}
 	})
+}
+
+// lateSink is an AsyncSink that answers each write 50 ms later.
+type lateSink struct{ pipelinetest.Sink }
+
+func (s *lateSink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		done(s.Write(ctx, batch))
+	}()
 }

@@ -36,6 +36,13 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 		if pd == nil {
 			return true
 		}
+		if p.o.policy == PolicyStop && len(pd.failed) > 0 {
+			// The pipeline stops when this batch is finished: running
+			// the next one through the stages meanwhile is wasted (and,
+			// with a plugin that hangs, a timeout or more).
+			w.submit(ctx, pd)
+			return false
+		}
 		return w.submit(ctx, pd)
 	}
 	for {
