@@ -66,10 +66,15 @@ func WithRetry(initial, maxBackoff time.Duration, attempts int) Option {
 	return func(o *options) { o.retryInitial, o.retryMax, o.retryAttempts = initial, maxBackoff, attempts }
 }
 
-// WithShutdownTimeout bounds draining in-flight work after Run's context is
-// done (or the pipeline failed); what is still in flight then is abandoned,
-// not acknowledged. 0 means DefaultShutdownTimeout; a negative d abandons
-// in-flight work at once.
+// WithShutdownTimeout bounds the whole shutdown after Run's context is done
+// (or the pipeline failed): one deadline, d later, for draining in-flight
+// work, the final commit and closing the source (a Kafka source leaves its
+// group; streamd closes the sinks by [Pipeline.ShutdownDeadline] too).
+// Draining gets d less a close reserve (a fifth of d, 500 ms to 2 s); what
+// is still in flight then is abandoned, not acknowledged, and the rest is
+// for the commit and the close. 0 means DefaultShutdownTimeout; a negative
+// d abandons in-flight work at once and leaves the commit and the close
+// 500 ms.
 func WithShutdownTimeout(d time.Duration) Option { return func(o *options) { o.shutdownTimeout = d } }
 
 // WithCommitInterval sets how often acknowledged positions are committed.

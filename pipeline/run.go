@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -45,19 +44,21 @@ func (p *Pipeline) waitReady(ctx context.Context) error {
 }
 
 // Run runs the pipeline until its source ends, ctx is done or it fails.
-// When ctx is done it stops fetching, drains in-flight work for at most the
-// shutdown timeout, commits, and returns nil. It returns the error that
-// failed the pipeline, if any. Run closes the source.
+// When ctx is done it stops fetching, drains in-flight work, commits and
+// closes the source, all within the shutdown timeout (one deadline; see
+// [WithShutdownTimeout]), and returns nil. It returns the error that failed
+// the pipeline, if any. Run closes the source.
 func (p *Pipeline) Run(ctx context.Context) error {
-	defer p.src.Close()
 	log := p.o.logger.With("pipeline", p.name)
 	if p.o.policy == PolicyDLQ && p.dlq == nil {
 		err := errors.New("error policy dlq without a dead-letter sink")
 		p.fail(err)
+		p.closeSource(log, p.startShutdown())
 		return err
 	}
 	if err := p.waitReady(ctx); err != nil {
 		p.setState(StateStopped)
+		p.closeSource(log, p.startShutdown())
 		return nil
 	}
 	p.progress()
@@ -67,7 +68,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer close(watchDone)
 	go p.watch(watchDone)
 
-	// work is cancelled only when the shutdown timeout runs out: in-flight
+	// work is cancelled only when the drain time runs out: in-flight
 	// batches finish writing after ctx is done.
 	work, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
@@ -84,7 +85,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	// Periodic commits run on their own context, cancelled when Run
 	// stops them: a commit blocked on an unreachable broker must not hold
-	// up shutdown (the final commit below has its own bound).
+	// up shutdown (the final commit below has the shutdown's deadline).
 	commitCtx, stopCommits := context.WithCancel(work)
 	commitDone := make(chan struct{})
 	go func() {
@@ -121,11 +122,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}()
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
-	// The shutdown timeout starts when ctx is done or the pipeline fails,
-	// wherever Run is blocked then (a fetch, handing records to a full
-	// worker, a stuck write): once it runs out, the work context is
-	// cancelled and in-flight batches are abandoned, not committed.
-	var shutdownStart atomic.Int64
+	// The shutdown starts when ctx is done or the pipeline fails, wherever
+	// Run is blocked then (a fetch, handing records to a full worker, a
+	// stuck write), and has one deadline, the shutdown timeout later:
+	// draining gets all of it but the close reserve, after which the work
+	// context is cancelled and in-flight batches are abandoned, not
+	// committed; the final commit and closing the source get what is left.
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -133,8 +135,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		case <-drained:
 			return
 		}
-		shutdownStart.Store(time.Now().UnixNano())
-		t := time.NewTimer(p.o.shutdownTimeout)
+		p.startShutdown()
+		t := time.NewTimer(drainTime(p.o.shutdownTimeout))
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -151,23 +153,28 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	select {
 	case <-drained: // a finite source: everything written, however long it took
 	case <-work.Done():
+		// Aborted: workers return as soon as their stages and sink see
+		// the cancelled context. One that ignores it is left behind
+		// rather than hold the commit past the deadline; what it
+		// acknowledges later is not committed.
+		grace := closeReserve(p.o.shutdownTimeout) / 4
 		select {
 		case <-drained:
-		case <-time.After(abandonGrace):
-			// A stage or sink that ignores its context: leave it behind
-			// rather than hang the process.
-			log.Error("workers did not stop after the shutdown timeout; leaving them", "grace", abandonGrace)
+		case <-time.After(grace):
+			log.Error("workers did not stop after the shutdown timeout; leaving them", "grace", grace)
 		}
 	}
 	stopCommits()
 	<-commitDone
-	// The final commit gets what is left of the shutdown timeout, at least
-	// 2 s and at most 10 s.
-	left := 10 * time.Second
-	if t0 := shutdownStart.Load(); t0 != 0 {
-		left = min(max(p.o.shutdownTimeout-time.Since(time.Unix(0, t0)), 2*time.Second), left)
+	// A source that ended (or nothing at all stopped it) has no deadline
+	// yet: the final commit and the close get the close budget of a
+	// shutdown that starts now.
+	end, ok := p.ShutdownDeadline()
+	if !ok {
+		end = time.Now().Add(max(shutdownBudget(p.o.shutdownTimeout), finalCommitMin))
+		p.shutdownAt.Store(end.UnixNano())
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
 	if p.tx != nil {
 		// The open transaction commits what a graceful drain finished;
@@ -181,6 +188,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.fail(fmt.Errorf("final commit: %w", err))
 		}
 	}
+	p.closeSource(log, end)
 	if err := p.failed(); err != nil {
 		log.Error("pipeline failed", "err", err)
 		return err
@@ -194,9 +202,84 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return nil
 }
 
-// abandonGrace is how long Run waits, after the shutdown timeout cancelled
-// the in-flight work, for the workers to return.
-const abandonGrace = 5 * time.Second
+// ContextCloser is implemented by sources whose Close can block on a
+// server (a Kafka source leaves its consumer group): Run calls CloseContext
+// instead of Close, with the shutdown's deadline.
+type ContextCloser interface {
+	CloseContext(ctx context.Context)
+}
+
+// closeSource closes the source by the deadline; a source that does not
+// return by then is left closing in the background.
+func (p *Pipeline) closeSource(log interface{ Warn(string, ...any) }, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if c, ok := p.src.(ContextCloser); ok {
+			c.CloseContext(ctx)
+		} else {
+			p.src.Close()
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(closeGrace):
+			log.Warn("the source did not close within the shutdown timeout; leaving it", "grace", closeGrace)
+		}
+	}
+}
+
+// The parts of the shutdown's one deadline. A shutdown of timeout T ends
+// T after it starts (shutdownBudget, at least minCloseReserve): draining
+// in-flight work gets T less the close reserve (drainTime), and the final
+// commit, closing the source (a Kafka source's group leave) and, in
+// streamd, flushing and closing the sinks share the reserve: a fifth of T,
+// from 500 ms to 2 s. A source or worker that ignores its context is
+// waited for closeGrace more, then left behind.
+const (
+	minCloseReserve = 500 * time.Millisecond
+	maxCloseReserve = 2 * time.Second
+	closeGrace      = 100 * time.Millisecond
+	// finalCommitMin is what the final commit and the close get when the
+	// source ended by itself (no shutdown started): at least 10 s.
+	finalCommitMin = 10 * time.Second
+)
+
+// startShutdown sets the shutdown's deadline, the shutdown timeout from
+// now, and returns it.
+func (p *Pipeline) startShutdown() time.Time {
+	end := time.Now().Add(shutdownBudget(p.o.shutdownTimeout))
+	p.shutdownAt.Store(end.UnixNano())
+	return end
+}
+
+func closeReserve(timeout time.Duration) time.Duration {
+	return min(max(timeout/5, minCloseReserve), maxCloseReserve)
+}
+
+func drainTime(timeout time.Duration) time.Duration {
+	return max(timeout-closeReserve(timeout), 0)
+}
+
+func shutdownBudget(timeout time.Duration) time.Duration {
+	return max(timeout, closeReserve(timeout))
+}
+
+// ShutdownDeadline returns when the pipeline's shutdown must be over (its
+// start plus the shutdown timeout), once it started; ok is false before.
+// Whoever closes the pipeline's sinks gives them what is left of it.
+func (p *Pipeline) ShutdownDeadline() (time.Time, bool) {
+	ns := p.shutdownAt.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
 
 // fetchLoop fetches until the source ends (true), ctx is done or the
 // pipeline fails (false).

@@ -42,6 +42,7 @@ type Pipeline struct {
 	stopOnce sync.Once
 
 	lastProgress atomic.Int64 // unix ns
+	shutdownAt   atomic.Int64 // unix ns: the shutdown's deadline, 0 before it starts
 	n            counters
 
 	mu      sync.Mutex
