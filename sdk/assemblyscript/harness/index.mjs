@@ -27,7 +27,8 @@ function toBytes(v, what) {
 /**
  * Encodes a request batch. A record is
  * {offset, timestamp, partition, key, value, headers: [[name, value], ...]}
- * with i64 fields as number or bigint (default -1, 0, -1) and bytes as
+ * with i64 fields as number or bigint (default -1, -1, -1, as the host
+ * sends a record without a position or timestamp) and bytes as
  * string, Uint8Array or null.
  */
 export function encodeRequest(op, records) {
@@ -60,7 +61,7 @@ export function encodeRequest(op, records) {
   for (const { r, key, value, headers, size } of parts) {
     dv.setUint32(p, size, true);
     dv.setBigInt64(p + 4, BigInt(r.offset ?? -1), true);
-    dv.setBigInt64(p + 12, BigInt(r.timestamp ?? 0), true);
+    dv.setBigInt64(p + 12, BigInt(r.timestamp ?? -1), true);
     dv.setInt32(p + 20, r.partition ?? -1, true);
     p += 24;
     bytes(key);
@@ -316,31 +317,62 @@ const validUTF8 = (b) => {
   }
 };
 
-/** Parses one JSON-lines record of record/doc.go into harness form. */
+/**
+ * Parses one JSON-lines record of record/doc.go into harness form, with the
+ * defaults streamd's reader gives (record.DecodeJSON): a missing or null key
+ * or value is null, partition 0, offset -1, timestamp -1 (none, as the host
+ * sends it); timestamp is an RFC 3339 string or Unix milliseconds. An error
+ * line's kind defaults to "rejected". A field of the wrong type is an error
+ * naming it.
+ */
 export function recordFromJSONL(line) {
   const j = JSON.parse(line);
+  const bytes = (text, b64text, what) => {
+    if (text !== undefined && text !== null) {
+      if (typeof text !== "string") throw new TypeError(`${what}: want a string or null, got ${JSON.stringify(text)}`);
+      return enc.encode(text);
+    }
+    if (b64text !== undefined && b64text !== null) {
+      if (typeof b64text !== "string") throw new TypeError(`${what}_b64: want a base64 string, got ${JSON.stringify(b64text)}`);
+      return b64(b64text);
+    }
+    return null;
+  };
   const r = {
-    key: j.key !== undefined ? enc.encode(j.key) : j.key_b64 !== undefined ? b64(j.key_b64) : null,
-    value: j.value !== undefined ? enc.encode(j.value) : j.value_b64 !== undefined ? b64(j.value_b64) : null,
+    key: bytes(j.key, j.key_b64, "key"),
+    value: bytes(j.value, j.value_b64, "value"),
     headers: [],
     partition: j.partition ?? 0,
     offset: BigInt(j.offset ?? -1),
-    timestamp: j.timestamp ? BigInt(Date.parse(j.timestamp)) : 0n,
+    timestamp: timestampMs(j.timestamp),
     error: j.error,
+    kind: j.error !== undefined ? (j.kind ?? "rejected") : undefined,
     inputOffset: j.input_offset,
   };
   if (Array.isArray(j.headers)) {
     // The list form keeps order and repeated names (README, "JSON-lines records").
-    for (const h of j.headers) {
-      const v = h.value !== undefined ? (h.value === null ? null : enc.encode(h.value)) : h.value_b64 !== undefined ? b64(h.value_b64) : null;
-      r.headers.push([enc.encode(h.key), v]);
+    for (const [i, h] of j.headers.entries()) {
+      r.headers.push([enc.encode(h.key), bytes(h.value, h.value_b64, `headers[${i}].value`)]);
     }
     return r;
   }
   // JSON.parse loses repeated names of the object form; the writer uses the list then.
-  for (const [n, v] of Object.entries(j.headers ?? {})) r.headers.push([enc.encode(n), v === null ? null : enc.encode(v)]);
-  for (const [n, v] of Object.entries(j.headers_b64 ?? {})) r.headers.push([enc.encode(n), v === null ? null : b64(v)]);
+  for (const [n, v] of Object.entries(j.headers ?? {})) r.headers.push([enc.encode(n), bytes(v, undefined, `headers.${n}`)]);
+  for (const [n, v] of Object.entries(j.headers_b64 ?? {})) r.headers.push([enc.encode(n), bytes(undefined, v, `headers_b64.${n}`)]);
   return r;
+}
+
+// timestampMs reads a JSON-lines timestamp as the ABI's timestamp_ms.
+function timestampMs(ts) {
+  if (ts === undefined || ts === null) return -1n;
+  if (typeof ts === "number") {
+    if (!Number.isInteger(ts)) throw new TypeError(`timestamp: want whole Unix milliseconds, got ${ts}`);
+    return BigInt(ts);
+  }
+  if (typeof ts !== "string") throw new TypeError(`timestamp: want an RFC 3339 string or Unix milliseconds, got ${JSON.stringify(ts)}`);
+  const ms = Date.parse(ts);
+  if (Number.isNaN(ms)) throw new TypeError(`timestamp: ${JSON.stringify(ts)} is not RFC 3339`);
+  return BigInt(ms);
 }
 
 /** Renders an output record's bytes fields comparably with recordFromJSONL. */

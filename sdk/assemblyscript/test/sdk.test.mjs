@@ -9,7 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import asc from "assemblyscript/asc";
-import { load, OP, STATUS, encodeRequest, decodeResult } from "../harness/index.mjs";
+import { load, OP, STATUS, encodeRequest, decodeResult, recordFromJSONL } from "../harness/index.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.join(here, "..");
@@ -324,4 +324,34 @@ test("JSON helpers", async () => {
   res.entries.forEach((e, i) => assert.equal(str(e.records[0].value), cases[i][1], cases[i][0]));
   const bad = p.process(OP.TRANSFORM, [rec(new Uint8Array([0x22, 0xff, 0x22]))]);
   assert.equal(str(bad.entries[0].records[0].value).slice(0, 7), "valid=0");
+});
+
+test("recordFromJSONL: the defaults and forms of streamd's JSON lines (record.DecodeJSON)", () => {
+  const r = recordFromJSONL('{"value":"v"}');
+  assert.equal(r.key, null);
+  assert.equal(str(r.value), "v");
+  assert.equal(r.partition, 0);
+  assert.equal(r.offset, -1n);
+  assert.equal(r.timestamp, -1n, "no timestamp is -1, as the host sends it");
+  // A tombstone: a null value is null, not the text "null".
+  const t = recordFromJSONL('{"key":"k","value":null,"timestamp":null}');
+  assert.equal(t.value, null);
+  assert.equal(t.timestamp, -1n);
+  assert.equal(recordFromJSONL('{"value":"v","timestamp":1767225600123}').timestamp, 1767225600123n);
+  assert.equal(recordFromJSONL('{"value":"v","timestamp":-1}').timestamp, -1n);
+  assert.equal(recordFromJSONL('{"value":"v","timestamp":"2026-01-01T00:00:00.5Z"}').timestamp, 1767225600500n);
+  assert.deepEqual([...recordFromJSONL('{"value_b64":"/wA="}').value], [255, 0]);
+  // The list form keeps order, repeated names and null values.
+  const h = recordFromJSONL('{"value":"v","headers":[{"key":"a","value":"1"},{"key":"b","value_b64":"/w=="},{"key":"a","value":null}]}');
+  assert.deepEqual(h.headers.map(([n, v]) => [str(n), v === null ? null : [...v]]), [["a", [49]], ["b", [255]], ["a", null]]);
+  const o = recordFromJSONL('{"value":"v","headers":{"a":"1","n":null},"headers_b64":{"b":"/w=="}}');
+  assert.deepEqual(o.headers.map(([n, v]) => [str(n), v === null ? null : [...v]]), [["a", [49]], ["n", null], ["b", [255]]]);
+  // Error lines: kind defaults to rejected, as plugin test reads them.
+  assert.equal(recordFromJSONL('{"error":"bad","input_offset":3}').kind, "rejected");
+  assert.equal(recordFromJSONL('{"error":"x","kind":"trap"}').kind, "trap");
+  assert.throws(() => recordFromJSONL('{"value":"v","timestamp":"yesterday"}'), /timestamp: "yesterday" is not RFC 3339/);
+  assert.throws(() => recordFromJSONL('{"value":7}'), /value: want a string or null, got 7/);
+  // A record encoded without a timestamp carries -1 (docs/abi.md section 7).
+  const req = encodeRequest(OP.TRANSFORM, [{ value: "v" }]);
+  assert.equal(new DataView(req.buffer).getBigInt64(8 + 4 + 8, true), -1n);
 });
