@@ -42,6 +42,7 @@ type Bridge struct {
 
 	triggerMu sync.Mutex // serialises state changes from HTTP
 	compat    sync.Map   // compatKey -> bool (answers already acted on)
+	regCompat sync.Map   // compatKey -> bool (the registry's answers)
 }
 
 type compatKey struct {
@@ -78,7 +79,11 @@ func NewBridge(ctx context.Context, opts ...Option) (*Bridge, error) {
 	meta := cfg.meta
 	if meta == nil {
 		var err error
-		if meta, err = LoadMetadata(cfg.metaDir); err != nil {
+		var src SchemaSource
+		if cfg.registry != nil {
+			src = RegistrySource(ctx, cfg.registry)
+		}
+		if meta, err = LoadMetadataFrom(cfg.metaDir, src); err != nil {
 			return nil, err
 		}
 	}

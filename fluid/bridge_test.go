@@ -49,7 +49,7 @@ func newHarness(t *testing.T, partitions int32, versions int) *harness {
 }
 
 // newHarnessMeta is newHarness on metadata already loaded.
-func newHarnessMeta(t *testing.T, partitions int32, meta *Metadata) *harness {
+func newHarnessMeta(t *testing.T, partitions int32, meta *Metadata, opts ...Option) *harness {
 	t.Helper()
 	h := &harness{t: t, broker: testenv.Kafka(t), meta: meta}
 	// The metadata names the topic "orders"; on a shared real broker every
@@ -64,7 +64,7 @@ func newHarnessMeta(t *testing.T, partitions int32, meta *Metadata) *harness {
 	h.leader = testenv.Topic(t, "fluid-leader")
 	h.broker.CreateTopic(t, h.topic, partitions)
 	h.prod = h.broker.Client(t, kgo.DefaultProduceTopic(h.topic))
-	h.startBridge()
+	h.startBridge(opts...)
 	return h
 }
 

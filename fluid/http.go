@@ -340,9 +340,9 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	compatible, err := b.meta.Compatible(topic, o, c)
-	if err != nil { // cannot happen after the checks above
-		writeErr(w, http.StatusNotFound, "", "%v", err)
+	compatible, err := b.compatible(r.Context(), topic, o, c)
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, "", "%v", err)
 		return
 	}
 	if !compatible && o > c {
@@ -366,6 +366,38 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Write(compatFalse)
 	}
+}
+
+// compatible answers /fluid/compatible: by the registry's compatibility
+// check for a topic whose versions come from a registry subject (when the
+// bridge has WithRegistry), else, and for a subject at level NONE, by
+// Metadata.Compatible. The registry's answers are kept for the bridge's
+// life, as consumers keep the bridge's; an error is the registry's (503:
+// the consumer asks again).
+func (b *Bridge) compatible(ctx context.Context, topic string, o, c int) (bool, error) {
+	tv, err := b.meta.Topic(topic, o)
+	if err != nil {
+		return false, err
+	}
+	if b.cfg.registry == nil || tv.Subject == "" {
+		return b.meta.Compatible(topic, o, c)
+	}
+	key := compatKey{topic, o, c}
+	if v, ok := b.regCompat.Load(key); ok {
+		return v.(bool), nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ok, err := b.meta.RegistryCompatible(rctx, b.cfg.registry, topic, o, c)
+	if errors.Is(err, ErrNoRegistryRule) {
+		b.log.Info("fluid: the registry has no compatibility rule for the subject; comparing the schemas", "topic", topic, "subject", tv.Subject, "observed", o, "compatible", c)
+		ok, err = b.meta.Compatible(topic, o, c)
+	}
+	if err != nil {
+		return false, fmt.Errorf("schema registry: %w", err)
+	}
+	b.regCompat.Store(key, ok)
+	return ok, nil
 }
 
 // trigger makes sure republishing of topic for version c is on, starting

@@ -91,7 +91,11 @@ type TopicVersion struct {
 	Downgrade string
 	// DowngradeConfig is the downgrade plugin's config table.
 	DowngradeConfig map[string]any
+	// Subject is the registry subject the schema came from ("" for a
+	// file); its version there is the version folder's number.
+	Subject string
 
+	text   string // the registry's schema text (Subject set)
 	schema *jsonschema.Schema
 	fast   *fastschema.Validator // nil when the schema is outside its subset
 	epoch  int                   // bumps at each version where the schema changed
@@ -369,11 +373,20 @@ func loadVersion(dir string, n int, src SchemaSource) (map[string]*TopicVersion,
 			Normalized:      norm,
 			Downgrade:       resolveRef(dir, mt.Downgrade),
 			DowngradeConfig: mt.DowngradeConfig,
+			Subject:         mt.Subject,
+			text:            textOf(mt.Subject, raw),
 			schema:          sch,
 			fast:            fastschema.Compile(sch),
 		}
 	}
 	return out, nil
+}
+
+func textOf(subject string, raw []byte) string {
+	if subject == "" {
+		return ""
+	}
+	return string(raw)
 }
 
 // resolveRef makes the path of a plugin reference absolute against dir:

@@ -37,6 +37,7 @@ type config struct {
 	suffix      string
 	batchSize   int
 	log         *slog.Logger
+	registry    Registry
 }
 
 // WithMetadata uses already loaded metadata.

@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
 	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
 )
@@ -21,14 +24,21 @@ func fluidUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: streamd fluid <command>
 
 commands:
-  check [--no-plugins] [DIR]   validate a Fluid metadata directory (default .fluid):
+  check [--no-plugins] [--registry URL | -c FILE] [DIR]
+                               validate a Fluid metadata directory (default .fluid):
                                version folders, manifests, schemas, a downgrade for
                                every changed topic, and every downgrade plugin loads.
                                Exit 0 when valid, 1 when not, 2 on usage errors.
   bridge --brokers B [--listen A] [--metadata DIR] [--state-topic T] [--instance-id ID]
-         [--baseline-version N]
+         [--baseline-version N] [--registry URL | -c FILE]
                                run the Fluid bridge alone, serving /fluid/ on --listen
                                (streamd run serves it on the admin address with [fluid])
+
+A manifest topic that names a registry "subject" takes its schema versions from
+a Schema Registry: --registry URL (no auth), or -c FILE for the registry of that
+streamd config ([fluid] registry, else [schema_registry]; its auth and TLS). The
+bridge then answers /fluid/compatible for such topics by the registry's
+compatibility check.
 `)
 }
 
@@ -53,6 +63,7 @@ func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet("streamd fluid check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	noPlugins := fs.Bool("no-plugins", false, "do not load the downgrade plugins")
+	regURL, regConfig := registryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,7 +75,15 @@ func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
-	m, err := fluid.LoadMetadata(dir)
+	reg, code := fluidRegistry("streamd fluid check", *regURL, *regConfig, stderr)
+	if code != 0 {
+		return code
+	}
+	var src fluid.SchemaSource
+	if reg != nil {
+		src = fluid.RegistrySource(ctx, reg)
+	}
+	m, err := fluid.LoadMetadataFrom(dir, src)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -97,6 +116,7 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	state := fs.String("state-topic", fluid.DefaultStateTopic, "compacted state topic")
 	instance := fs.String("instance-id", "", "static leader-group member id (fast takeover after a restart)")
 	baseline := fs.Int("baseline-version", 0, "version of records without the header (0: the first)")
+	regURL, regConfig := registryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -112,6 +132,13 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if *baseline > 0 {
 		opts = append(opts, fluid.WithBaselineVersion(*baseline))
+	}
+	reg, code := fluidRegistry("streamd fluid bridge", *regURL, *regConfig, stderr)
+	if code != 0 {
+		return code
+	}
+	if reg != nil {
+		opts = append(opts, fluid.WithRegistry(reg))
 	}
 	b, err := fluid.NewBridge(ctx, opts...)
 	if err != nil {
@@ -143,4 +170,55 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // runtime, "native:PATH" as a native plugin process.
 func fluidLoader(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
 	return load.Open(ctx, ref, opts)
+}
+
+// registryFlags adds --registry and -c to fs.
+func registryFlags(fs *flag.FlagSet) (url, file *string) {
+	url = fs.String("registry", "", "Schema Registry URL for manifests that name a subject")
+	file = fs.String("c", "", "streamd config whose [fluid] registry (else [schema_registry]) to use")
+	return url, file
+}
+
+// fluidRegistry is the registry of --registry URL or of config file's
+// [fluid] registry (else [schema_registry]); nil with neither. code is the
+// exit code on an error (2: usage, 1: the config or the client).
+func fluidRegistry(name, url, file string, stderr io.Writer) (reg fluid.Registry, code int) {
+	switch {
+	case url != "" && file != "":
+		fmt.Fprintf(stderr, "%s: give --registry or -c, not both\n", name)
+		return nil, 2
+	case url != "":
+		if _, err := neturl.Parse(url); err != nil || !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+			fmt.Fprintf(stderr, "%s: --registry %q: want an http:// or https:// URL\n", name, url)
+			return nil, 2
+		}
+		cl, err := app.NewRegistryClient(&config.SchemaRegistry{URL: url, Timeout: config.Duration{Duration: 10 * time.Second}})
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --registry: %v\n", name, err)
+			return nil, 1
+		}
+		return cl, 0
+	case file != "":
+		cfg, err := config.Load(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: invalid config:\n%v\n", name, err)
+			return nil, 1
+		}
+		regName := ""
+		if cfg.Fluid != nil {
+			regName = cfg.Fluid.Registry
+		}
+		rc := cfg.Registry(regName)
+		if rc == nil {
+			fmt.Fprintf(stderr, "%s: %s has no [schema_registry]\n", name, cfg.File)
+			return nil, 1
+		}
+		cl, err := app.NewRegistryClient(rc)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %s: [schema_registry]: %v\n", name, cfg.File, err)
+			return nil, 1
+		}
+		return cl, 0
+	}
+	return nil, 0
 }

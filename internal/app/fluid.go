@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/fluid/fluidsource"
@@ -30,7 +29,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	if a.cfg.Admin.Listen == "" {
 		return fmt.Errorf("%s: [fluid] needs [admin] listen: the bridge is served on the admin address", a.cfg.File)
 	}
-	meta, err := a.fluidMetadata(ctx, fc)
+	meta, reg, err := a.fluidMetadata(ctx, fc)
 	if err != nil {
 		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
 	}
@@ -46,6 +45,9 @@ func (a *App) startFluid(ctx context.Context) error {
 		fluid.WithKafkaOptions(kc.Options()...),
 		fluid.WithStateTopic(fc.StateTopic),
 		fluid.WithLogger(a.log.With("component", "fluid")),
+	}
+	if reg != nil {
+		opts = append(opts, fluid.WithRegistry(reg))
 	}
 	if fc.BaselineVersion > 0 {
 		opts = append(opts, fluid.WithBaselineVersion(fc.BaselineVersion))
@@ -72,28 +74,19 @@ func (a *App) startFluid(ctx context.Context) error {
 }
 
 // fluidMetadata loads [fluid] metadata; a manifest may name subjects of
-// [fluid] registry (or [schema_registry]) instead of schema files.
-func (a *App) fluidMetadata(ctx context.Context, fc *config.Fluid) (*fluid.Metadata, error) {
+// [fluid] registry (or [schema_registry]) instead of schema files. reg is
+// that registry's client, nil without one.
+func (a *App) fluidMetadata(ctx context.Context, fc *config.Fluid) (m *fluid.Metadata, reg fluid.Registry, err error) {
 	var src fluid.SchemaSource
 	if a.cfg.Registry(fc.Registry) != nil {
 		cl, err := a.registryClient(fc.Registry)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		src = func(subject string, version int) (string, error) {
-			rctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			ss, err := cl.SchemaByVersion(rctx, subject, version)
-			if err != nil {
-				return "", err
-			}
-			if ss.Type != sr.TypeJSON {
-				return "", fmt.Errorf("subject %s version %d is a %s schema; Fluid metadata needs JSON Schema", subject, version, ss.Type)
-			}
-			return ss.Schema.Schema, nil
-		}
+		reg, src = cl, fluid.RegistrySource(ctx, cl)
 	}
-	return fluid.LoadMetadataFrom(fc.Metadata, src)
+	m, err = fluid.LoadMetadataFrom(fc.Metadata, src)
+	return m, reg, err
 }
 
 // fluidSource is a kafka source that is a Fluid Messaging consumer

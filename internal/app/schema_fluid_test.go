@@ -50,7 +50,7 @@ func TestFluidMetadataFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	m, err := app.FluidMetadata(a, context.Background(), cfg.Fluid)
+	m, _, err := app.FluidMetadata(a, context.Background(), cfg.Fluid)
 	if err != nil {
 		t.Fatal(err)
 	}
