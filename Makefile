@@ -7,7 +7,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 
-.PHONY: build run test examples bench clean tools
+.PHONY: build run test lint examples bench clean tools
 
 ## build: bin/streamd
 build:
@@ -21,6 +21,10 @@ run: build
 ## test: the full test command (services, examples, both Kafka passes)
 test:
 	scripts/test
+
+## lint: golangci-lint at the pinned version with .golangci.yml (scripts/lint; scripts/test runs it)
+lint:
+	scripts/lint
 
 ## examples: run every examples/**/build.sh, in sorted order; stop at the first failure
 examples:

@@ -122,7 +122,7 @@ func NewBridge(ctx context.Context, opts ...Option) (*Bridge, error) {
 	go func() {
 		select {
 		case <-ctx.Done():
-			b.Close(context.Background())
+			_ = b.Close(context.Background())
 		case <-b.ctx.Done():
 		}
 	}()
@@ -183,7 +183,9 @@ func (b *Bridge) Close(ctx context.Context) error {
 	err := b.dg.close(ctx)
 	// The last progress records are written asynchronously: let them out.
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	b.cl.Flush(fctx)
+	if ferr := b.cl.Flush(fctx); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("fluid bridge: flushing the last progress records: %w", ferr))
+	}
 	cancel()
 	b.cl.Close()
 	return err
@@ -238,7 +240,7 @@ func (b *Bridge) leadership() {
 	b.setLeader(false)
 	if b.cfg.instanceID == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cl.LeaveGroupContext(ctx)
+		_ = cl.LeaveGroupContext(ctx)
 		cancel()
 	}
 	cl.Close()

@@ -181,7 +181,7 @@ func (c *Consumer) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("fluid bridge: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("fluid bridge: %w", err)

@@ -51,7 +51,7 @@ func (d *downgrader) step(ctx context.Context, s Step) (plugins.Transformer, err
 	}
 	t, ok := p.(plugins.Transformer)
 	if !ok {
-		p.Close(context.WithoutCancel(ctx))
+		_ = p.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("fluid: downgrade %s is a %s plugin, not a transform", s.Downgrade, p.Manifest().Kind)
 	}
 	d.plugins[k] = p

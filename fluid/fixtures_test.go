@@ -42,8 +42,6 @@ var orderSchemas = map[int]string{
 			"properties":{"amount":{"type":"number"},"currency":{"type":"string"}}}}}`,
 }
 
-const paymentsSchema = `{"type":"object","title":"payment","properties":{"id":{"type":"integer"}}}`
-
 // writeMetadata writes versions 1..n of the test metadata into a new dir.
 func writeMetadata(tb testing.TB, n int) string {
 	tb.Helper()

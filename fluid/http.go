@@ -87,7 +87,7 @@ type apiError struct {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeErr(w http.ResponseWriter, code int, param, format string, args ...any) {
@@ -362,9 +362,9 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if compatible {
-		w.Write(compatTrue)
+		_, _ = w.Write(compatTrue)
 	} else {
-		w.Write(compatFalse)
+		_, _ = w.Write(compatFalse)
 	}
 }
 

@@ -480,7 +480,7 @@ func checkPlugin(ctx context.Context, load Loader, tv *TopicVersion) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close(context.WithoutCancel(ctx))
+	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
 	if _, ok := p.(plugins.Transformer); !ok {
 		return fmt.Errorf("plugin %q is a %s, not a transform", p.Manifest().Name, p.Manifest().Kind)
 	}

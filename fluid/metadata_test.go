@@ -110,7 +110,7 @@ func edit(t *testing.T, path, old, new string, n int) {
 	if c := strings.Count(string(b), old); c != n {
 		t.Fatalf("%s: %q occurs %d times, want %d:\n%s", path, old, c, n, b)
 	}
-	must(t, os.WriteFile(path, []byte(strings.Replace(string(b), old, new, -1)), 0o644))
+	must(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), old, new)), 0o644))
 }
 
 func TestLoadMetadataErrors(t *testing.T) {

@@ -52,7 +52,7 @@ func Handler(j *Journal) http.Handler {
 			httpError(w, statusOf(err), err)
 			return
 		}
-		bw.Flush()
+		_ = bw.Flush()
 	})
 	mux.HandleFunc("GET /journal/{topic}/{id}/pointer", func(w http.ResponseWriter, r *http.Request) {
 		seqNr, _, err := j.Pointer(r.Context(), key(r))

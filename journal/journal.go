@@ -388,7 +388,7 @@ func (j *Journal) storeState(ctx context.Context, key Key) (store.Head, map[int3
 	if err != nil {
 		return store.Head{}, nil, err
 	}
-	defer snap.Close()
+	defer func() { _ = snap.Close() }()
 	m, ok, err := snap.Meta(ctx, store.Key{Topic: key.Topic, ID: key.ID})
 	if err != nil {
 		return store.Head{}, nil, err
@@ -520,7 +520,7 @@ type view struct {
 
 func (v *view) close() {
 	if v.snap != nil {
-		v.snap.Close()
+		_ = v.snap.Close()
 	}
 }
 

@@ -57,7 +57,7 @@ func (s *FileSource) Ack([]Msg) {}
 func (s *FileSource) Commit(context.Context) error { return nil }
 
 // Close implements Source.
-func (s *FileSource) Close() { s.f.Close() }
+func (s *FileSource) Close() { _ = s.f.Close() }
 
 // WriterSink writes records as JSON lines to a writer. If the writer is an
 // *os.File it is synced after every batch, so a written batch is durable.

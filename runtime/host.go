@@ -171,14 +171,14 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	}
 	for _, mem := range cm.ExportedMemories() {
 		if mem.Min() > maxPages {
-			rt.Close(context.WithoutCancel(ctx))
+			_ = rt.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("%s: %w: the module's initial memory is %s, more than %s; raise max_memory_pages, or make the module start smaller",
 				name, plugins.ErrMemoryLimit, pagesText(mem.Min()), limitText(maxPages))
 		}
 	}
 	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, opts)
 	if err != nil {
-		rt.Close(context.WithoutCancel(ctx))
+		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	m.path = path
@@ -200,7 +200,7 @@ func (h *Host) compile(ctx context.Context, rc wazero.RuntimeConfig, code []byte
 			if err == nil {
 				return rt, cm, nil
 			}
-			rt.Close(context.WithoutCancel(ctx))
+			_ = rt.Close(context.WithoutCancel(ctx))
 			// Either the cache failed or the module is invalid: without
 			// the cache, an invalid module fails again, and that error
 			// is the one to report.
@@ -220,7 +220,7 @@ func compileNoCache(ctx context.Context, rc wazero.RuntimeConfig, code []byte) (
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	cm, err := compileModule(ctx, rt, code)
 	if err != nil {
-		rt.Close(context.WithoutCancel(ctx))
+		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, nil, err
 	}
 	return rt, cm, nil
@@ -271,7 +271,7 @@ func keep(path string, code []byte) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 	}
 	return err
 }

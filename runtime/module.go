@@ -182,7 +182,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		}
 		defer func() { // err is newModule's result
 			if err != nil {
-				m.closeDirs()
+				_ = m.closeDirs()
 			}
 		}()
 		m.modCfg = m.modCfg.WithFSConfig(fsc)
@@ -302,12 +302,12 @@ func (m *Module) openDirs(dirs map[string]string) (wazero.FSConfig, error) {
 	for _, g := range guests {
 		host, readOnly := DirGrant(dirs[g])
 		if g == "" || host == "" {
-			m.closeDirs()
+			_ = m.closeDirs()
 			return nil, fmt.Errorf("%s: dirs: %q = %q: want a guest path and a host directory", m.name, g, dirs[g])
 		}
 		d, err := rootfs.Open(host, readOnly)
 		if err != nil {
-			m.closeDirs()
+			_ = m.closeDirs()
 			return nil, fmt.Errorf("%s: dirs: %s = %s: %w", m.name, g, dirs[g], err)
 		}
 		m.dirs = append(m.dirs, d)
@@ -365,7 +365,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		inst.timedOut.Store(true)
 		inst.wakeUp()
 		if !m.fueled { // an instrumented guest stops at its next refill
-			mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+			_ = mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
 		}
 	})
 	inst.timer.Stop()
@@ -373,7 +373,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		inst.canceled.Store(true)
 		inst.wakeUp()
 		if !m.fueled {
-			mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
+			_ = mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
 		}
 	}
 	inst.mem = mod.Memory()
@@ -477,7 +477,7 @@ func (inst *instance) close(ctx context.Context) {
 	inst.timer.Stop()
 	inst.out.flush()
 	inst.errOut.flush()
-	inst.mod.Close(ctx)
+	_ = inst.mod.Close(ctx)
 }
 
 // invoke calls fn with inst.stack, bounded by the timeout and by ctx.

@@ -133,7 +133,7 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 		return fail(err)
 	}
 	if a, b := m.Manifest(), old.Manifest(); a.Name != b.Name || a.Kind != b.Kind {
-		m.Close(ctx)
+		_ = m.Close(ctx)
 		w.stamp = stampOf(st) // a different plugin: final until the file changes
 		return fail(fmt.Errorf("%s: new version is %s plugin %q, the running one %s plugin %q",
 			w.path, a.Kind, a.Name, b.Kind, b.Name))
@@ -143,7 +143,7 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	w.reloads.Add(1)
 	old.logger.Info("plugin reloaded", "path", w.path, "version", m.Manifest().Version)
 	// Calls in progress on old finish first; Close waits for them.
-	go old.Close(context.WithoutCancel(ctx))
+	go func() { _ = old.Close(context.WithoutCancel(ctx)) }()
 	return true, nil
 }
 

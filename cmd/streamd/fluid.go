@@ -145,7 +145,7 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "streamd fluid bridge:", err)
 		return 1
 	}
-	defer b.Close(context.Background())
+	defer func() { _ = b.Close(context.Background()) }()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "streamd fluid bridge:", err)
@@ -156,7 +156,7 @@ func fluidBridge(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(sctx)
+		_ = srv.Shutdown(sctx)
 	}()
 	fmt.Fprintf(stdout, "fluid bridge on http://%s (metadata %s)\n", ln.Addr(), *meta)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -105,7 +105,7 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...)}
 	if cfg.Kafka.ClientID != "" {
 		opts = append(opts, kgo.ClientID(cfg.Kafka.ClientID))
@@ -131,12 +131,14 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return fail("%v", err)
 		}
-		enc.Encode(pos)
+		if err := enc.Encode(pos); err != nil {
+			return fail("writing the result: %v", err)
+		}
 	case "read":
 		w := bufio.NewWriter(stdout)
 		wenc := json.NewEncoder(w)
 		_, err := j.Read(ctx, key, *from, func(e journal.Event) error { return wenc.Encode(e) })
-		w.Flush()
+		err = errors.Join(err, w.Flush())
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -157,15 +159,17 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		if !ok {
 			fmt.Fprintln(stdout, "null")
-		} else {
-			enc.Encode(pos)
+		} else if err := enc.Encode(pos); err != nil {
+			return fail("writing the result: %v", err)
 		}
 	case "purge":
 		pos, err := j.Purge(ctx, key)
 		if err != nil {
 			return fail("%v", err)
 		}
-		enc.Encode(pos)
+		if err := enc.Encode(pos); err != nil {
+			return fail("writing the result: %v", err)
+		}
 	}
 	return 0
 }
@@ -192,7 +196,7 @@ func readEvents(path string) ([]journal.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		r, name = f, path
 	}
 	sc := bufio.NewScanner(r)

@@ -136,7 +136,7 @@ func (s *Server) Start(addr string) (string, error) {
 		return "", err
 	}
 	if err := s.exposed(addr, ln.Addr()); err != nil {
-		ln.Close()
+		_ = ln.Close()
 		return "", err
 	}
 	s.srv = &http.Server{
@@ -191,7 +191,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v)
 }
 
 // InProcess returns a RoundTripper that serves requests with the server's

@@ -40,7 +40,7 @@ func (s *sse) send(event string, id int64, v any) error {
 	if err != nil {
 		return err
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	if id != 0 {
 		if _, err := fmt.Fprintf(s.w, "id: %d\n", id); err != nil {
 			return err
@@ -54,7 +54,7 @@ func (s *sse) send(event string, id int64, v any) error {
 
 // comment writes a keep-alive comment.
 func (s *sse) comment() error {
-	s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ type tickEvent struct {
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	var last int64
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		fmt.Sscan(id, &last)
+		_, _ = fmt.Sscan(id, &last)
 	}
 	s := startSSE(w)
 	if s == nil {

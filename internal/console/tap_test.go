@@ -145,13 +145,13 @@ func TestTap(t *testing.T) {
 				t.Fatalf("input value not cut at 32 bytes: %+v", te.In.Value)
 			}
 			i := te.In.Offset % 100
-			switch {
-			case i%10 == 0:
+			switch i % 10 {
+			case 0:
 				rejected++
 				if te.Err != "rejected: bad value" || len(te.Out) != 0 {
 					t.Fatalf("rejected record %d: %+v", i, te)
 				}
-			case i%10 == 5:
+			case 5:
 				dropped++
 				if te.Err != "" || len(te.Out) != 0 {
 					t.Fatalf("dropped record %d: %+v", i, te)

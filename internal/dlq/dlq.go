@@ -240,7 +240,7 @@ func (r *Reader) Ranges(ctx context.Context, f Filter) ([]Range, error) {
 	return out, nil
 }
 
-// ErrStop, returned by a Scan callback, ends the scan without error.
+// ErrStop ends a scan without error when a Scan callback returns it.
 var ErrStop = errors.New("stop scan")
 
 // Scan reads ranges (from Ranges) partition by partition in offset order

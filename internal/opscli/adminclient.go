@@ -100,11 +100,11 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if err != nil {
 		return fmt.Errorf("admin API %s: %w", c.base, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 8<<20))
 	if res.StatusCode >= 300 {
 		var e struct{ Error, Detail string }
-		json.Unmarshal(b, &e)
+		_ = json.Unmarshal(b, &e)
 		msg := strings.TrimSpace(e.Error + ": " + e.Detail)
 		if e.Error == "" {
 			msg = strings.TrimSpace(string(b))

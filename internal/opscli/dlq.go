@@ -255,7 +255,7 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 	if f.json {
 		enc := json.NewEncoder(w)
 		for i := range es {
-			enc.Encode(entryView(topic, &es[i], f.maxBytes))
+			_ = enc.Encode(entryView(topic, &es[i], f.maxBytes))
 		}
 		return
 	}
@@ -273,7 +273,7 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), e.Stage, e.Source,
 			recview.Bytes(e.Record.Key, f.maxBytes), errText)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	note := fmt.Sprintf("%d dead letters in %s", len(es), topic)
 	if more {
 		note = fmt.Sprintf("the first %d dead letters in %s (more: --limit 0 for all)", len(es), topic)
@@ -284,7 +284,7 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 func printEntry(w io.Writer, topic string, e *dlq.Entry, f dlqFlags) {
 	v := entryView(topic, e, f.maxBytes)
 	if f.json {
-		json.NewEncoder(w).Encode(v)
+		_ = json.NewEncoder(w).Encode(v)
 		return
 	}
 	fmt.Fprintf(w, "dead letter  %s/%d@%d  (%s)\n", topic, e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339Nano))

@@ -110,7 +110,7 @@ func Tap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return nil
 		}
 		if *asJSON {
-			stdout.Write(append(data, '\n'))
+			_, _ = stdout.Write(append(data, '\n'))
 		} else {
 			var ev console.TapEvent
 			if err := json.Unmarshal(data, &ev); err != nil {
@@ -171,11 +171,11 @@ func (c *adminClient) stream(ctx context.Context, path string, fn func(event str
 	if err != nil {
 		return fmt.Errorf("admin API %s: %w", c.base, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 		var e struct{ Error, Detail string }
-		json.Unmarshal(b, &e)
+		_ = json.Unmarshal(b, &e)
 		msg := strings.TrimSuffix(strings.TrimSpace(e.Error+": "+e.Detail), ":")
 		if e.Error == "" {
 			msg = strings.TrimSpace(string(b))

@@ -49,7 +49,7 @@ func SecureKafka(tb testing.TB) *SecureBroker {
 	if err != nil {
 		tb.Fatalf("secured Kafka: %v", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	env := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -202,7 +202,7 @@ func registerSecret(tb testing.TB, s string) {
 	if err != nil {
 		tb.Fatalf("secret registry: %v", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fmt.Fprintln(f, s)
 }
 
@@ -223,7 +223,7 @@ func LogFile(tb testing.TB, name string) *os.File {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { f.Close() })
+	tb.Cleanup(func() { _ = f.Close() })
 	return f
 }
 
@@ -237,7 +237,7 @@ func TailOnFailure(tb testing.TB, path string) {
 		if err != nil {
 			return
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		b, _ := io.ReadAll(f)
 		lines := strings.Split(string(b), "\n")
 		if len(lines) > 60 {

@@ -29,10 +29,13 @@ type secured struct {
 	certs *testenv.Certs
 }
 
-func newSecured(t *testing.T, serverCert, serverKey string) *secured {
+// newSecured starts a secured broker; cert "expired" gives it an expired
+// certificate, "" a valid one.
+func newSecured(t *testing.T, cert string) *secured {
 	t.Helper()
 	certs := testenv.NewCerts(t)
-	if serverCert == "expired" {
+	var serverCert, serverKey string
+	if cert == "expired" {
 		serverCert, serverKey = certs.ExpiredCert, certs.ExpiredKey
 	} else {
 		serverCert, serverKey = certs.ServerCert, certs.ServerKey
@@ -79,8 +82,8 @@ func scram256(user, pass string) sasl.Mechanism {
 // refused, with what to check (issue 13), from the Ready check of a
 // source or a sink; and the client with the right settings is ready.
 func TestClusterErrors(t *testing.T) {
-	s := newSecured(t, "", "")
-	exp := newSecured(t, "expired", "")
+	s := newSecured(t, "")
+	exp := newSecured(t, "expired")
 	plainBroker := testenv.Kafka(t)
 	good := func() *kafka.Cluster {
 		return &kafka.Cluster{Name: "secure", Seeds: []string{s.addr}, TLS: s.tls(t, tlsconf.Files{}), SASL: scram256("alice", "alice-secret"), SASLUser: "alice"}

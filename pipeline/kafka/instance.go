@@ -45,16 +45,16 @@ func ClaimInstanceID(dir, group string) (id string, release func(), err error) {
 		}
 		locked, err := tryLock(f)
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return "", nil, fmt.Errorf("lock instance id slot %s: %w", path, err)
 		}
 		if !locked {
-			f.Close()
+			_ = f.Close()
 			continue // a live process holds it
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return "", nil, err
 		}
 		id = strings.TrimSpace(string(b))
@@ -63,18 +63,22 @@ func ClaimInstanceID(dir, group string) (id string, release func(), err error) {
 			var r [8]byte
 			rand.Read(r[:])
 			id = prefix + hex.EncodeToString(r[:])
-			if err := f.Truncate(0); err == nil {
+			// err (nil here) is the function's: a failed truncate or
+			// write must reach the check below (it did not: the ID was
+			// then not kept, and the next start claimed another).
+			err = f.Truncate(0)
+			if err == nil {
 				_, err = f.WriteAt([]byte(id+"\n"), 0)
 			}
 			if err == nil {
 				err = f.Sync()
 			}
 			if err != nil {
-				f.Close()
+				_ = f.Close()
 				return "", nil, fmt.Errorf("write instance id slot %s: %w", path, err)
 			}
 		}
-		return id, func() { f.Close() }, nil // closing the file releases the lock
+		return id, func() { _ = f.Close() }, nil // closing the file releases the lock
 	}
 	return "", nil, errors.New("all instance id slots are in use")
 }

@@ -33,7 +33,7 @@ func newZstd(level int, o options) (engine, error) {
 		zstd.WithDecoderMaxMemory(uint64(o.maxDecoded)),
 		zstd.WithDecoderMaxWindow(uint64(min(max(o.maxDecoded, zstdMinWindow), zstd.MaxWindowSize))))
 	if err != nil {
-		enc.Close()
+		_ = enc.Close()
 		return nil, err
 	}
 	return &zstdCodec{enc: enc, dec: dec}, nil

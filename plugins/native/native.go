@@ -114,10 +114,10 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 		err := s.startFirst(ctx)
 		if err == nil && s.manifest != first.manifest {
 			err = fmt.Errorf("native plugin %s: process %d's manifest %+v differs from the first one %+v", path, i+1, s.manifest, first.manifest)
-			s.close(ctx)
+			_ = s.close(ctx)
 		}
 		if err != nil {
-			base.Close(ctx)
+			_ = base.Close(ctx)
 			return nil, err
 		}
 		base.sups = append(base.sups, s)

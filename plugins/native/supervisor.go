@@ -390,7 +390,8 @@ func (s *supervisor) close(ctx context.Context) error {
 		s.log.Warn("native plugin did not exit within its shutdown deadline; killing it", "deadline", s.opts.ShutdownTimeout)
 		killTree(p.cmd)
 		select {
-		case <-exited:
+		case werr := <-exited:
+			s.log.Debug("native plugin killed", "wait", werr)
 		case <-time.After(2 * time.Second):
 		}
 		err = fmt.Errorf("native plugin %s: did not exit within %s; killed", s.name(), s.opts.ShutdownTimeout)

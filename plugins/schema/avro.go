@@ -933,7 +933,7 @@ func nextMember(b []byte, i int, c byte) (next int, more bool, err error) {
 // order on, the rest are noted and encoded in the schema's order at the end.
 func encodeRecordAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, int, error) {
 	var seenStack [32]bool
-	seen := seenStack[:0]
+	var seen []bool
 	if len(nd.fields) <= len(seenStack) {
 		seen = seenStack[:len(nd.fields)]
 	} else {
@@ -1314,7 +1314,7 @@ func pickBranch(nd *avroNode, v []byte) (int, []byte, error) {
 			}
 		}
 	}
-	integral := k == '0' && bytes.IndexAny(v, ".eE") < 0
+	integral := k == '0' && !bytes.ContainsAny(v, ".eE")
 	for pass := 0; pass < 2; pass++ {
 		for i, b := range nd.union {
 			if branchAccepts(b, v, k, integral, pass == 0) {

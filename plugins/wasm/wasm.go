@@ -27,7 +27,7 @@ func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugi
 	}
 	m, err := h.Load(ctx, path, opts)
 	if err != nil {
-		h.Close(ctx)
+		_ = h.Close(ctx)
 		return nil, err
 	}
 	return adapt(m, h), nil
@@ -44,7 +44,7 @@ func OpenWatched(ctx context.Context, path string, opts plugins.Options, interva
 	}
 	w, err := h.LoadWatched(ctx, path, opts, interval)
 	if err != nil {
-		h.Close(ctx)
+		_ = h.Close(ctx)
 		return nil, err
 	}
 	return adapt(w, h), nil

@@ -74,7 +74,7 @@ func main() {
 		render(&b, rs)
 	}
 	if *doc == "" {
-		os.Stdout.Write(b.Bytes())
+		_, _ = os.Stdout.Write(b.Bytes())
 		return
 	}
 	old, err := os.ReadFile(*doc)
@@ -131,7 +131,7 @@ func render(b *bytes.Buffer, rs []result) {
 	fmt.Fprintln(b, "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|")
 	prev := ""
 	for _, r := range rs {
-		fault := r.Fault
+		var fault string
 		if r.Case == prev {
 			fault = "〃"
 		} else {

@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,17 +42,22 @@ func main() {
 	os.Exit(run(os.Stdin, os.Stdout, *label, *logPath))
 }
 
-func run(in io.Reader, out io.Writer, label, logPath string) int {
-	var logw io.Writer = io.Discard
+func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
+	logw := io.Discard
 	if logPath != "" {
 		f, err := os.Create(logPath)
 		if err != nil {
 			fmt.Fprintln(out, "testreport:", err)
 			return 1
 		}
-		defer f.Close()
 		bw := bufio.NewWriter(f)
-		defer bw.Flush()
+		defer func() {
+			// A log that could not be written fails the pass: CI reads it.
+			if err := errors.Join(bw.Flush(), f.Close()); err != nil {
+				fmt.Fprintln(out, "testreport:", err)
+				rc = 1
+			}
+		}()
 		logw = bw
 	}
 	var (

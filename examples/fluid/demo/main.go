@@ -65,12 +65,12 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer b.Close(context.Background())
+		defer func() { _ = b.Close(context.Background()) }()
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			log.Fatal(err)
 		}
-		go http.Serve(ln, b.Handler())
+		go func() { _ = http.Serve(ln, b.Handler()) }()
 		*bridge = "http://" + ln.Addr().String()
 		fmt.Println("bridge:  in-process at", *bridge, "metadata", *meta)
 	}

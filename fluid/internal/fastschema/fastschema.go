@@ -588,7 +588,7 @@ func (w *walker) number(n *node) bool {
 	if n.refOnly || !n.numBounds {
 		return true
 	}
-	if bytes.IndexAny(lit, "eE") >= 0 {
+	if bytes.ContainsAny(lit, "eE") {
 		return false // big.Rat of a huge exponent: leave it to the library
 	}
 	r, ok := new(big.Rat).SetString(string(lit))

@@ -137,7 +137,7 @@ func (p *Proxy) Set(m Mode) error {
 	p.mode = m
 	switch m {
 	case Refuse:
-		p.ln.Close()
+		_ = p.ln.Close()
 		p.ln = nil
 		p.resetLocked()
 	case Blackhole:
@@ -185,7 +185,7 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	if p.ln != nil {
-		p.ln.Close()
+		_ = p.ln.Close()
 	}
 	for l := range p.conns {
 		l.reset()
@@ -216,7 +216,7 @@ func (p *Proxy) accept(ln net.Listener) {
 		p.mu.Lock()
 		if p.closed || p.ln != ln {
 			p.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			continue
 		}
 		l := &link{client: c.(*net.TCPConn)}
@@ -243,11 +243,11 @@ func (l *link) reset() {
 		l.dead = true
 		s := l.server
 		l.mu.Unlock()
-		l.client.SetLinger(0)
-		l.client.Close()
+		_ = l.client.SetLinger(0)
+		_ = l.client.Close()
 		if s != nil {
-			s.SetLinger(0)
-			s.Close()
+			_ = s.SetLinger(0)
+			_ = s.Close()
 		}
 	})
 }
@@ -259,9 +259,9 @@ func (l *link) close() {
 		l.dead = true
 		s := l.server
 		l.mu.Unlock()
-		l.client.Close()
+		_ = l.client.Close()
 		if s != nil {
-			s.Close()
+			_ = s.Close()
 		}
 	})
 }
@@ -288,7 +288,7 @@ func (p *Proxy) serve(l *link) {
 	l.mu.Lock()
 	if l.dead {
 		l.mu.Unlock()
-		sc.Close()
+		_ = sc.Close()
 		return
 	}
 	l.server = sc.(*net.TCPConn)
@@ -337,8 +337,8 @@ func (p *Proxy) pipe(dst, src *net.TCPConn, bw *bucket, count *int64) {
 			}
 			bw.wait(len(c.b))
 			if _, err := dst.Write(c.b); err != nil {
-				src.Close()
-				dst.Close()
+				_ = src.Close()
+				_ = dst.Close()
 				break
 			}
 			p.mu.Lock()
@@ -348,10 +348,7 @@ func (p *Proxy) pipe(dst, src *net.TCPConn, bw *bucket, count *int64) {
 		for range q { // the reader stops when its socket is closed
 		}
 	}()
-	for {
-		if !p.gate() {
-			break
-		}
+	for p.gate() {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -367,7 +364,7 @@ func (p *Proxy) pipe(dst, src *net.TCPConn, bw *bucket, count *int64) {
 	close(q)
 	<-done
 	if err := dst.CloseWrite(); err != nil {
-		dst.Close()
+		_ = dst.Close()
 	}
 }
 

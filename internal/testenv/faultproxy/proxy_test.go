@@ -182,7 +182,6 @@ func TestSlow(t *testing.T) {
 		t.Fatalf("50 KiB took %v at 100 KiB/s", d)
 	}
 	p.Slow(0, 0)
-	t0 = time.Now()
 	if _, err := roundTrip(c, msg, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -258,7 +258,7 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func compact(raw json.RawMessage) json.RawMessage {
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
 		return append(json.RawMessage(nil), raw...) // already compact
 	}
 	var buf bytes.Buffer

@@ -112,7 +112,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error
 	w.SetMaxOpenConns(1)
 	r, err := sql.Open("sqlite", base)
 	if err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
@@ -124,7 +124,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error
 		err = s.prepare(ctx)
 	}
 	if err != nil {
-		s.Close()
+		_ = s.Close()
 		if sqliteCode(err) == sqliteCantOpen {
 			return nil, fmt.Errorf("sqlite store %s: cannot open the database file (check that it and its directory %s are readable and writable): %w", path, filepath.Dir(path), err)
 		}
@@ -239,11 +239,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, erro
 	s := newStore(postgres, db, db, opts)
 	s.name = "postgres " + pgName(dsn)
 	if err := s.migrate(ctx); err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	if err := s.prepare(ctx); err != nil {
-		s.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return s, nil
@@ -339,7 +339,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("begin schema transaction: %w", err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
 	if s.d == postgres {
 		// One process at a time applies DDL.
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7263540151)`); err != nil {
@@ -457,11 +457,11 @@ func (s *Store) bind(q string) string {
 // Close closes the database.
 func (s *Store) Close() error {
 	for _, st := range s.stmts {
-		st.Close()
+		_ = st.Close()
 	}
 	for _, st := range []*sql.Stmt{s.rMeta, s.rPointer, s.rPointers, s.rEvents} {
 		if st != nil {
-			st.Close()
+			_ = st.Close()
 		}
 	}
 	err := s.write.Close()
@@ -477,7 +477,7 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	if err != nil {
 		return fmt.Errorf("journal store %s: begin: %w", s.name, s.diskFull(err))
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
 	if err := store.ApplyTx(ctx, &sqlTx{s: s, tx: tx, jids: make(map[string]int64, len(b.Keys))}, b, s.now()); err != nil {
 		return fmt.Errorf("journal store %s: apply %s/%d: %w", s.name, b.Topic, b.Partition, s.diskFull(err))
 	}
@@ -518,7 +518,7 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]store.
 	if err != nil {
 		return nil, fmt.Errorf("journal store: expired: %w", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []store.Key
 	for rows.Next() {
 		var k store.Key
@@ -558,7 +558,7 @@ func (r *snapshot) Pointers(ctx context.Context, topic string) (map[int32]int64,
 	if err != nil {
 		return nil, fmt.Errorf("journal store: pointers %s: %w", topic, err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	out := map[int32]int64{}
 	for rows.Next() {
 		var (
@@ -582,7 +582,7 @@ func (r *snapshot) Events(ctx context.Context, key store.Key, from int64, fn fun
 	if err != nil {
 		return fmt.Errorf("journal store: events %s/%s: %w", key.Topic, key.ID, err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var (
 			e                                  store.Event
@@ -834,7 +834,7 @@ func (t *sqlTx) Metas(ctx context.Context, topic string, ids []string) (map[stri
 			)
 			m, err := scanMeta(rows.Scan, &jid, &id)
 			if err != nil {
-				rows.Close()
+				_ = rows.Close()
 				return nil, fmt.Errorf("read metas: %w", err)
 			}
 			out[id] = m
@@ -873,7 +873,7 @@ func (t *sqlTx) PutMetas(ctx context.Context, topic string, metas map[string]sto
 				jid int64
 			)
 			if err := rows.Scan(&id, &jid); err != nil {
-				rows.Close()
+				_ = rows.Close()
 				return fmt.Errorf("put metas: %w", err)
 			}
 			t.jids[id] = jid
@@ -994,17 +994,17 @@ func (s *Store) Dump(ctx context.Context, topic string) (map[store.Key]store.Dum
 		var k store.Key
 		var d store.Dumped
 		if err := rows.Scan(&k.Topic, &k.ID, &d.SeqNr, &d.DeleteTo); err != nil {
-			rows.Close()
+			_ = rows.Close()
 			return nil, err
 		}
 		out[k] = d
 	}
-	rows.Close()
+	_ = rows.Close()
 	rows, err = s.read.QueryContext(ctx, s.bind(`SELECT topic, id, seq_nr FROM journal WHERE topic = ? ORDER BY topic, id, seq_nr`), topic)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var k store.Key
 		var seq int64

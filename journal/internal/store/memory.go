@@ -80,9 +80,7 @@ func (m *Memory) Dump(topic string) map[Key]Dumped {
 			continue
 		}
 		d := Dumped{SeqNr: j.meta.SeqNr, DeleteTo: j.meta.DeleteTo}
-		for _, s := range slices.Sorted(maps.Keys(m.events[k])) {
-			d.Events = append(d.Events, s)
-		}
+		d.Events = append(d.Events, slices.Sorted(maps.Keys(m.events[k]))...)
 		out[k] = d
 	}
 	return out

@@ -120,13 +120,13 @@ func (f *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	file := &file{fs: f, name: n, flag: flag, perm: perm & fs.ModePerm, f: of}
 	if link != nil {
 		if fi, err := of.Stat(); err != nil || !os.SameFile(fi, link) {
-			of.Close()
+			_ = of.Close()
 			return nil, experimentalsys.ELOOP // it was swapped for a link meanwhile
 		}
 	}
 	if flag&experimentalsys.O_DIRECTORY != 0 {
 		if isDir, e := file.IsDir(); e != 0 || !isDir {
-			of.Close()
+			_ = of.Close()
 			if e == 0 {
 				e = experimentalsys.ENOTDIR
 			}
@@ -287,7 +287,7 @@ func (f *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	defer of.Close()
+	defer func() { _ = of.Close() }()
 	return futimens(of, atim, mtim)
 }
 
@@ -373,14 +373,14 @@ func (f *file) SetAppend(enable bool) experimentalsys.Errno {
 	a, err1 := f.f.Stat()
 	b, err2 := nf.Stat()
 	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
-		nf.Close()
+		_ = nf.Close()
 		return experimentalsys.ENOENT // renamed or replaced meanwhile
 	}
 	if _, err := nf.Seek(off, io.SeekStart); err != nil {
-		nf.Close()
+		_ = nf.Close()
 		return errno(err)
 	}
-	f.f.Close()
+	_ = f.f.Close()
 	f.f, f.flag = nf, flag
 	return 0
 }

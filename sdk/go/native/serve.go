@@ -310,8 +310,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

@@ -89,9 +89,9 @@ const (
 	StatusInternal    = 5
 )
 
-// KeepRecord, returned by a TransformFunc, passes the input record on
-// unchanged.
-var KeepRecord = errors.New("keep the record unchanged")
+// KeepRecord is returned by a TransformFunc to pass the input record on
+// unchanged. It is a signal, not a failure, hence not named ErrKeep.
+var KeepRecord = errors.New("keep the record unchanged") //nolint:staticcheck // ST1012: the SDK's published name
 
 type batchError struct{ err error }
 

@@ -74,7 +74,7 @@ func (s *Suite) Cleanup() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.tmpDirs {
-		os.RemoveAll(d)
+		_ = os.RemoveAll(d)
 	}
 }
 
@@ -160,7 +160,7 @@ func (s *Suite) open(tb testing.TB, path string) plugins.Plugin {
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
-	tb.Cleanup(func() { p.Close(ctx) })
+	tb.Cleanup(func() { _ = p.Close(ctx) })
 	return p
 }
 
@@ -208,7 +208,7 @@ func (s *Suite) FuzzDowngrade(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	defer fixture.Close()
+	defer func() { _ = fixture.Close() }()
 	for rd := record.NewReader(fixture, fixture.Name()); ; {
 		r, err := rd.Next()
 		if err == io.EOF {

@@ -128,7 +128,7 @@ func (k sink) Write(_ context.Context, batch []record.Record) ([]error, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for i, r := range batch {
 		if string(r.Value) == "poison" {
 			errs[i] = errors.New("poison record")
