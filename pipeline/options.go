@@ -29,6 +29,7 @@ type options struct {
 	observers       []Observer
 	txnRecords      int
 	txnInterval     time.Duration
+	paused          bool
 }
 
 // WithStages sets the transform stages, run in order.

@@ -83,8 +83,11 @@ func (p *Pipeline) progress() { p.lastProgress.Store(time.Now().UnixNano()) }
 // fail). Lag alone is not pending work: at the end of a topic written
 // with transactions, the commit markers keep the lag at 1 or more
 // forever, as in Kafka's own tools. An idle pipeline counts as
-// progressing.
-func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (bool, string) {
+// progressing. wedged is true when the pipeline is stalled and nothing
+// says why: no source, sink or dead-letter condition and no recent error
+// (a stage or sink that blocks forever), as opposed to a stall with a
+// known outside cause such as a broker that cannot be reached.
+func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled bool, reason string, wedged bool) {
 	unknown, behind := 0, 0
 	for _, v := range lag {
 		switch {
@@ -98,12 +101,13 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (bool, strin
 	pending := inflight > 0 || unknown > 0 || (behind > 0 && srcCond != nil)
 	if !pending {
 		p.lastProgress.Store(now.UnixNano())
-		return false, ""
+		return false, "", false
 	}
 	since := now.Sub(time.Unix(0, p.lastProgress.Load()))
 	if p.o.stallTimeout <= 0 || since < p.o.stallTimeout {
-		return false, ""
+		return false, "", false
 	}
+	known := srcCond != nil || unknown > 0 // lag unknown: the broker does not answer
 	var why []string
 	what := fmt.Sprintf("no progress for %s with %d records in flight", roughly(since), inflight)
 	if unknown > 0 {
@@ -115,17 +119,20 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (bool, strin
 	}
 	if err := condition(p.sink); err != nil {
 		why = append(why, "sink: "+err.Error())
+		known = true
 	}
 	if err := condition(p.o.dlq); err != nil {
 		why = append(why, "dlq: "+err.Error())
+		known = true
 	}
 	p.mu.Lock()
 	t := p.trouble
 	p.mu.Unlock()
 	if t.err != nil && now.Sub(t.at) <= since {
 		why = append(why, fmt.Sprintf("last error %s ago: %v", roughly(now.Sub(t.at)), t.err))
+		known = true
 	}
-	return true, strings.Join(why, "; ")
+	return true, strings.Join(why, "; "), !known
 }
 
 // roughly rounds d for a message: to the second from 10 s, else to 100 ms.

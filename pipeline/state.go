@@ -44,6 +44,7 @@ type Pipeline struct {
 	lastProgress atomic.Int64 // unix ns
 	shutdownAt   atomic.Int64 // unix ns: the shutdown's deadline, 0 before it starts
 	n            counters
+	ctl          control // pause switch (control.go)
 
 	mu      sync.Mutex
 	state   State
@@ -98,6 +99,16 @@ type Status struct {
 	// Stalled is true when the pipeline has work pending and has made no
 	// progress for the stall timeout (see WithStallTimeout).
 	Stalled bool `json:"stalled"`
+	// Wedged is true when the pipeline is stalled and nothing says why:
+	// no source, sink or dead-letter condition and no recent error (a
+	// stage or sink that blocks forever). A stall with an outside cause,
+	// such as a broker that cannot be reached, is not wedged: restarting
+	// the process would not help. systemd's watchdog stops while a
+	// pipeline is wedged.
+	Wedged bool `json:"wedged,omitempty"`
+	// Paused is true while the pipeline is paused (Pause): it fetches
+	// nothing; a paused pipeline with nothing in flight is idle.
+	Paused bool `json:"paused"`
 	// Reason says why the pipeline is not ready, when it is not.
 	Reason string `json:"reason,omitempty"`
 	// LastProgress is when a batch was last acknowledged, or the pipeline
@@ -139,6 +150,9 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 	for _, ob := range p.obs.news {
 		ob.ObserveNew(p)
 	}
+	if o.paused {
+		p.Pause()
+	}
 	return p
 }
 
@@ -149,7 +163,7 @@ func (p *Pipeline) Name() string { return p.name }
 func (p *Pipeline) Status() Status {
 	now := time.Now()
 	p.mu.Lock()
-	s := Status{Name: p.name, State: p.state, Ready: p.ready, InFlight: p.inflight.Load()}
+	s := Status{Name: p.name, State: p.state, Ready: p.ready, InFlight: p.inflight.Load(), Paused: p.Paused()}
 	if p.err != nil {
 		s.Error = p.err.Error()
 	}
@@ -177,7 +191,7 @@ func (p *Pipeline) Status() Status {
 			s.Reason += ": " + t.err.Error()
 		}
 	case StateRunning, StateDraining:
-		s.Stalled, s.Reason = p.stall(now, s.InFlight, s.Lag)
+		s.Stalled, s.Reason, s.Wedged = p.stall(now, s.InFlight, s.Lag)
 		s.Ready = s.Ready && !s.Stalled
 	}
 	if err := p.health(); err != nil {
