@@ -33,6 +33,7 @@ type partState struct {
 	hwm       int64
 	hwmAt     time.Time // when hwm was last learnt (a fetch or an end-offset query)
 	logStart  int64     // -1 unknown
+	revoking  bool      // being revoked: fetched records are dropped (group.go)
 }
 
 // Source reads topics as a member of a consumer group.
@@ -63,12 +64,18 @@ type Source struct {
 	stopLag     context.CancelFunc
 	lagDone     chan struct{}
 
+	revokeTimeout time.Duration
+	acked         chan struct{} // signalled by Ack while a revoke waits
+
 	mu       sync.Mutex
 	parts    map[tp]*partState
 	lost     map[tp]bool
 	epochs   uint64
 	lagErr   error
 	lagErrAt time.Time
+	grp      groupState // for Group (group.go)
+	paused   bool
+	closing  bool // Close started: a revoke does not wait
 }
 
 // SourceConfig configures a Source.
@@ -95,6 +102,12 @@ type SourceConfig struct {
 	// SessionTimeout is the group session timeout; 0 means
 	// DefaultSessionTimeout (franz-go's).
 	SessionTimeout time.Duration
+	// RevokeTimeout bounds how long a revoke waits for the in-flight
+	// records of the revoked partitions to be acknowledged, so that they
+	// are committed before another member takes the partitions over
+	// (default DefaultRevokeTimeout; negative: no wait). Records not
+	// acknowledged by then are abandoned, never committed.
+	RevokeTimeout time.Duration
 	// LagInterval is how often the end offsets of the assigned partitions
 	// are queried for the lag; 0 means DefaultLagInterval.
 	LagInterval time.Duration
@@ -128,9 +141,14 @@ func NewSource(c SourceConfig) (*Source, error) {
 	if c.LagInterval == 0 {
 		c.LagInterval = DefaultLagInterval
 	}
+	if c.RevokeTimeout == 0 {
+		c.RevokeTimeout = DefaultRevokeTimeout
+	}
 	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{},
 		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second),
-		cluster: c.Cluster, regex: c.TopicsRegex, groupWatch: &groupWatch{}}
+		cluster: c.Cluster, regex: c.TopicsRegex, groupWatch: &groupWatch{},
+
+		revokeTimeout: c.RevokeTimeout, acked: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -196,6 +214,7 @@ func (s *Source) connect() error {
 	}
 	s.cl = cl
 	s.clp.Store(cl)
+	s.applyPause(cl)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLag, s.lagDone = cancel, make(chan struct{})
 	go s.pollLag(ctx)
@@ -226,18 +245,25 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.lost) // the group session is back: what is ours is in m (or kept)
+	s.noteAssigned(m)
 	for t, ps := range m {
 		for _, p := range ps {
 			s.epochs++
 			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1, logStart: -1}
 		}
 	}
-	s.log.Info("partitions assigned", "partitions", m)
+	s.log.Info("partitions assigned", "partitions", m, "generation", s.grp.generation)
+	if s.paused && s.cl != nil {
+		s.cl.PauseFetchTopics(topicsOf(m)...)
+	}
 }
 
-// revoked commits what was acknowledged for the revoked partitions, then
-// forgets them: their in-flight records are dropped and never committed.
+// revoked gives the in-flight records of the revoked partitions up to the
+// revoke timeout to be acknowledged (fetching no more of them), commits
+// what was acknowledged, then forgets the partitions: records still in
+// flight are dropped and never committed.
 func (s *Source) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	waited, left := s.drainRevoked(ctx, m)
 	s.mu.Lock()
 	offsets := s.commitable(m)
 	for t, ps := range m {
@@ -245,7 +271,12 @@ func (s *Source) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int
 			delete(s.parts, tp{t, p})
 		}
 	}
+	s.noteRevoked(m, false)
 	s.mu.Unlock()
+	if left > 0 {
+		s.log.Warn("partitions revoked with records in flight: they are abandoned, not committed (the next owner reads them again)",
+			"in_flight", left, "waited", waited.Round(time.Millisecond), "revoke_timeout", s.revokeTimeout)
+	}
 	if len(offsets) > 0 {
 		if err := s.commit(ctx, offsets); err != nil {
 			s.log.Warn("commit on revoke failed", "err", err)
@@ -265,6 +296,7 @@ func (s *Source) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 			s.lost[tp{t, p}] = true
 		}
 	}
+	s.noteRevoked(m, true)
 	s.log.Warn("partitions lost", "partitions", m)
 }
 
@@ -300,8 +332,8 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 	defer s.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		st := s.parts[tp{p.Topic, p.Partition}]
-		if st == nil {
-			return // revoked since it was fetched
+		if st == nil || st.revoking {
+			return // revoked since it was fetched, or being revoked
 		}
 		st.hwm, st.hwmAt = p.HighWatermark, time.Now()
 		for _, r := range p.Records {
@@ -365,6 +397,12 @@ func (s *Source) Ack(msgs []pipeline.Msg) {
 		}
 		if r.Offset > st.acked {
 			st.acked = r.Offset
+		}
+	}
+	if s.grp.revoking > 0 {
+		select {
+		case s.acked <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -585,6 +623,9 @@ func (s *Source) Close() {
 	}
 	s.stopLag()
 	<-s.lagDone
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	// Stops the group session (revoking and committing what was
