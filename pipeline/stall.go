@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,6 +43,29 @@ func (m LagMap) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler: numbers, and "unknown" for
+// LagUnknown.
+func (m *LagMap) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(LagMap, len(raw))
+	for k, v := range raw {
+		if string(v) == `"unknown"` {
+			out[k] = LagUnknown
+			continue
+		}
+		var n int64
+		if err := json.Unmarshal(v, &n); err != nil {
+			return fmt.Errorf("lag of %s: %w", k, err)
+		}
+		out[k] = n
+	}
+	*m = out
+	return nil
 }
 
 // Conditioner is implemented by sources and sinks that know why they
