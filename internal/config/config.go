@@ -113,6 +113,11 @@ type Pipeline struct {
 	CommitInterval *Duration `toml:"commit_interval"`
 	// Workers is how many batches are transformed at once (default 2).
 	Workers int `toml:"workers"`
+	// Paused starts the pipeline paused: it connects (and joins its
+	// group) but fetches nothing until `streamd ctl resume NAME`. A
+	// reload that flips it pauses or resumes the pipeline without a
+	// restart.
+	Paused bool `toml:"paused"`
 	// StallTimeout is how long the pipeline may have work pending (records
 	// in flight, or a source partition whose lag cannot be measured) and
 	// acknowledge nothing before /readyz reports it stalled (default 30s;

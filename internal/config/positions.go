@@ -121,6 +121,11 @@ func (p *positions) line(path string) int {
 	return 0
 }
 
+// Line returns the line of the file that sets the key at path, such as
+// "pipeline[1].transform[0]" or "admin.listen" (its table's line when the
+// key itself is not written), or 0 when unknown.
+func (c *Config) Line(path string) int { return c.pos.line(path) }
+
 func splitKey(k string) []string {
 	var parts []string
 	for _, part := range strings.Split(k, ".") {
