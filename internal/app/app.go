@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,10 +47,18 @@ type App struct {
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 
-	pipes   []*pipeline.Pipeline
+	// units are the pipelines of the running config, in its order
+	// (units.go); under mu.
+	units []*unit
+	// cur is the unit being built: what load and addCloser attach to
+	// (nil: the app itself).
+	cur *unit
+	// loaded and closers are the app's own plugins and clients (the
+	// journal store, the fluid bridge), closed last.
 	loaded  []plugins.Plugin
 	closers []func() error
 	broker  *embedded.Broker
+	run     runState // set by Run (units.go)
 	journal *journalParts
 	// clusters are the Kafka clusters by config name ("" = [kafka]).
 	clusters map[string]*kafka.Cluster
@@ -60,8 +69,15 @@ type App struct {
 	AdminAddr string
 	mu        sync.Mutex
 
+	// ctl runs reloads, restarts and pauses one at a time (reload.go,
+	// control.go).
+	ctl         sync.Mutex
+	reloads     *reloadMetrics
+	lastReload  *ReloadResult
+	reloadStart func()
+	reloadEnd   func(error)
+
 	// console parts (console.go)
-	parts   []*pipeParts
 	console *console.Console
 	adm     map[string]*kadm.Client // by cluster name
 	bridge  *fluid.Bridge
@@ -84,15 +100,17 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
+	a.reloads = newReloadMetrics(a.reg)
 	a.newConsole()
 	var errs []error
 	for i := range cfg.Pipelines {
-		p, err := a.buildPipeline(ctx, i)
+		u, err := a.buildUnit(ctx, i)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		a.pipes = append(a.pipes, p)
+		u.make(a.metrics)
+		a.units = append(a.units, u)
 	}
 	if err := errors.Join(errs...); err != nil {
 		a.Close()
@@ -105,14 +123,19 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opene
 	}
 	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
 	a.mountConsole()
+	a.mountAPI()
 	return a, nil
 }
 
-// Pipelines returns the assembled pipelines.
+// Pipelines returns the pipelines of the running config, in its order.
 func (a *App) Pipelines() []*pipeline.Pipeline {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]*pipeline.Pipeline(nil), a.pipes...)
+	out := make([]*pipeline.Pipeline, 0, len(a.units))
+	for _, u := range a.units {
+		out = append(out, u.p)
+	}
+	return out
 }
 
 // Logger returns the app's logger.
@@ -121,11 +144,34 @@ func (a *App) Logger() *slog.Logger { return a.log }
 // Registry returns the Prometheus registry the app's metrics are in.
 func (a *App) Registry() *prometheus.Registry { return a.reg }
 
-// Plugins returns every plugin loaded for the pipelines.
-func (a *App) Plugins() []plugins.Plugin { return a.loaded }
+// Plugins returns every plugin loaded for the pipelines and the app.
+func (a *App) Plugins() []plugins.Plugin {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := append([]plugins.Plugin(nil), a.loaded...)
+	for _, u := range a.units {
+		out = append(out, u.loaded...)
+	}
+	return out
+}
 
+// where names a part of pipeline i at its FILE:LINE.
 func (a *App) where(i int, part string) string {
-	return fmt.Sprintf("%s: pipeline %q %s", a.cfg.File, a.cfg.Pipelines[i].Name, part)
+	at := a.cfg.File
+	if ln := a.cfg.Line(fmt.Sprintf("pipeline[%d].%s", i, part)); ln > 0 {
+		at += ":" + strconv.Itoa(ln)
+	}
+	return fmt.Sprintf("%s: pipeline %q %s", at, a.cfg.Pipelines[i].Name, part)
+}
+
+// addCloser adds c to what is closed with the unit being built (or with
+// the app).
+func (a *App) addCloser(c func() error) {
+	if a.cur != nil {
+		a.cur.closers = append(a.cur.closers, c)
+		return
+	}
+	a.closers = append(a.closers, c)
 }
 
 // pluginRef turns a stage's path/plugin into a loader reference with paths
@@ -182,54 +228,60 @@ func (a *App) load(ctx context.Context, ref string, o plugins.Options) (plugins.
 		return nil, err
 	}
 	a.log.Info("plugin loaded", "plugin", ref, "took", time.Since(start).Round(10*time.Microsecond))
-	a.loaded = append(a.loaded, p)
+	if a.cur != nil {
+		a.cur.loaded = append(a.cur.loaded, p)
+	} else {
+		a.loaded = append(a.loaded, p)
+	}
 	return p, nil
 }
 
-func (a *App) buildPipeline(ctx context.Context, i int) (*pipeline.Pipeline, error) {
+// buildPipeline builds pipeline i's parts into a.cur.
+func (a *App) buildPipeline(ctx context.Context, i int) error {
+	u := a.cur
 	pc := &a.cfg.Pipelines[i]
 	log := a.log.With("pipeline", pc.Name)
 	src, err := a.buildSource(pc, log)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.where(i, "source"), err)
+		return fmt.Errorf("%s: %w", a.where(i, "source"), err)
 	}
+	u.src = src
 	var stages []pipeline.Stage
 	for j := range pc.Transforms {
 		st, err := a.buildStage(ctx, pc, j)
 		if err != nil {
-			src.Close()
-			return nil, fmt.Errorf("%s: %w", a.where(i, fmt.Sprintf("transform[%d]", j)), err)
+			return fmt.Errorf("%s: %w", a.where(i, fmt.Sprintf("transform[%d]", j)), err)
 		}
 		stages = append(stages, st)
 	}
 	sink, err := a.buildSink(ctx, pc)
 	if err != nil {
-		src.Close()
-		return nil, fmt.Errorf("%s: %w", a.where(i, "sink"), err)
+		return fmt.Errorf("%s: %w", a.where(i, "sink"), err)
 	}
+	u.sink = sink
 	stages = a.observeStages(pc.Name, stages)
 	opts := a.pipelineOptions(pc, stages)
 	switch pc.Errors.Policy {
 	case "dlq":
 		kc, err := a.kafkaCluster(pc.Errors.DLQCluster)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_cluster"), err)
+			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_cluster"), err)
 		}
 		dlq, err := kafka.NewSink(kafka.SinkConfig{Cluster: kc, Topic: pc.Errors.DLQTopic,
 			Partitions: a.partitions(pc.Errors.DLQCluster), MaxRecordBytes: int32(pc.Sink.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "dlq")})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
+			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
-		a.closers = append(a.closers, dlq.Close)
+		a.addCloser(dlq.Close)
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
 	default:
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyStop, nil))
 	}
-	p := pipeline.New(pc.Name, src, sink, append(opts, pipeline.WithObserver(a.metrics))...)
-	a.keepParts(pc, p, stages, sink, opts)
-	return p, nil
+	u.opts = opts
+	a.keepParts(pc, stages, sink, opts)
+	return nil
 }
 
 // pipelineOptions are the options of pipeline pc with stages, all but its
@@ -246,6 +298,7 @@ func (a *App) pipelineOptions(pc *config.Pipeline, stages []pipeline.Stage) []pi
 		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
 		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
 		pipeline.WithLogger(a.log),
+		pipeline.WithPaused(pc.Paused),
 	}
 }
 
@@ -349,7 +402,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 		if err != nil {
 			return nil, err
 		}
-		a.closers = append(a.closers, s.Close)
+		a.addCloser(s.Close)
 		return s, nil
 	case "file":
 		path := a.cfg.Resolve(k.Path)
@@ -360,7 +413,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 		if err != nil {
 			return nil, err
 		}
-		a.closers = append(a.closers, s.Close)
+		a.addCloser(s.Close)
 		return s, nil
 	case "stdout":
 		return pipeline.NewWriterSink(a.stdout), nil
@@ -412,27 +465,7 @@ func (a *App) Run(ctx context.Context) error {
 			a.log.Info("console", "url", a.consoleURL())
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(a.pipes))
-	for i, p := range a.pipes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.Run(ctx); err != nil {
-				errs[i] = fmt.Errorf("pipeline %s: %w", p.Name(), err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	// A daemon that also serves the fluid bridge or the journal API keeps
-	// serving after its pipelines (if any) end, until it is stopped.
-	if a.cfg.Fluid != nil || (a.cfg.Journal != nil && a.cfg.Admin.Listen != "") || len(a.pipes) == 0 {
-		<-ctx.Done()
-	}
-	return nil
+	return a.runUnits(ctx)
 }
 
 // Close releases plugins, clients, the admin server and the broker.
@@ -444,6 +477,13 @@ func (a *App) Close() {
 	}
 	if a.Admin != nil {
 		a.Admin.Shutdown(ctx)
+	}
+	a.mu.Lock()
+	units := a.units
+	a.units = nil
+	a.mu.Unlock()
+	for _, u := range units {
+		u.release(ctx, a.log)
 	}
 	for _, c := range a.closers {
 		if err := c(); err != nil {

@@ -31,11 +31,10 @@ type pipeParts struct {
 	opts   []pipeline.Option
 }
 
-// keepParts remembers what pipeline p was built of.
-func (a *App) keepParts(pc *config.Pipeline, p *pipeline.Pipeline, stages []pipeline.Stage, sink plugins.Sink, opts []pipeline.Option) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.parts = append(a.parts, &pipeParts{cfg: pc, p: p, stages: stages, sink: sink, opts: opts})
+// keepParts remembers what the pipeline being built (a.cur) is built of;
+// its pipeline is set when it is made (units.go).
+func (a *App) keepParts(pc *config.Pipeline, stages []pipeline.Stage, sink plugins.Sink, opts []pipeline.Option) {
+	a.cur.parts = &pipeParts{cfg: pc, stages: stages, sink: sink, opts: opts}
 }
 
 // Console returns the console, or nil when it is off (no [admin] listen,
@@ -146,7 +145,12 @@ func unwrapStage(t plugins.Transformer) plugins.Transformer {
 
 func (a *App) consolePipelines() []console.Pipeline {
 	a.mu.Lock()
-	parts := append([]*pipeParts(nil), a.parts...)
+	parts := make([]*pipeParts, 0, len(a.units))
+	for _, u := range a.units { // a reload replaces a unit, and so its entry
+		if u.parts != nil && u.p != nil {
+			parts = append(parts, u.parts)
+		}
+	}
 	a.mu.Unlock()
 	out := make([]console.Pipeline, 0, len(parts))
 	for _, pp := range parts {
@@ -294,7 +298,8 @@ func (a *App) throughPipeline(ctx context.Context, pp *pipeParts) (console.Repla
 	}
 	src := &feedSource{in: make(chan []pipeline.Msg), batches: map[uint64]*feedBatch{}}
 	opts := append(append([]pipeline.Option(nil), pp.opts...),
-		pipeline.WithLogger(a.log.With("replay", pp.cfg.Name)), pipeline.WithCommitInterval(-1)) // -1: commit after every batch
+		pipeline.WithLogger(a.log.With("replay", pp.cfg.Name)), pipeline.WithCommitInterval(-1), // -1: commit after every batch
+		pipeline.WithPaused(false)) // a replay runs while its pipeline is paused
 	p := pipeline.New(pp.cfg.Name+" (replay)", src, pp.sink, opts...)
 	t := &through{p: p, src: src, done: make(chan struct{})}
 	go func() {

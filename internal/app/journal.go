@@ -53,6 +53,11 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if a.journal != nil {
 		return a.journal, nil
 	}
+	// The journal's store plugin belongs to the app, not to the pipeline
+	// being built.
+	cur := a.cur
+	a.cur = nil
+	defer func() { a.cur = cur }()
 	jc := a.cfg.Journal
 	if jc == nil || jc.Store == "" {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)

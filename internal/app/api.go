@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// The control API under /v1/ (docs/operations.md). Reads are GET, every
+// change a POST: the admin server's route table gives GET the read role
+// and POST the write role when tokens are configured.
+//
+//	GET  /v1/status                        Status
+//	GET  /v1/pipelines/{name}              PipelineStatus
+//	POST /v1/reload                        ReloadResult (422 when the new config is refused)
+//	POST /v1/pipelines/{name}/pause        ControlResult
+//	POST /v1/pipelines/{name}/resume       ControlResult
+//	POST /v1/pipelines/{name}/restart      ControlResult
+func (a *App) mountAPI() {
+	a.Admin.Handle("GET /v1/status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, a.Status())
+	}))
+	a.Admin.Handle("GET /v1/pipelines/{name}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, ps := range a.Status().Pipelines {
+			if ps.Name == r.PathValue("name") {
+				writeJSON(w, http.StatusOK, ps)
+				return
+			}
+		}
+		writeError(w, http.StatusNotFound, ErrUnknownPipeline.Error()+" "+r.PathValue("name"))
+	}))
+	a.Admin.Handle("POST /v1/reload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A reload that started finishes even if the client goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
+		defer cancel()
+		res, err := a.Reload(ctx)
+		switch {
+		case errors.Is(err, errShuttingDown):
+			writeJSON(w, http.StatusServiceUnavailable, res)
+		case err != nil:
+			writeJSON(w, http.StatusUnprocessableEntity, res)
+		default:
+			writeJSON(w, http.StatusOK, res)
+		}
+	}))
+	a.Admin.Handle("POST /v1/pipelines/{name}/{action}", http.HandlerFunc(a.control))
+}
+
+// ControlResult answers a pause, resume or restart.
+type ControlResult struct {
+	Pipeline string `json:"pipeline"`
+	Action   string `json:"action"`
+	// Changed is false when there was nothing to do (pausing a paused
+	// pipeline).
+	Changed bool            `json:"changed"`
+	Status  *PipelineStatus `json:"status,omitempty"`
+}
+
+func (a *App) control(w http.ResponseWriter, r *http.Request) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	res := ControlResult{Pipeline: name, Action: action}
+	var err error
+	switch action {
+	case "pause":
+		res.Changed, err = a.Pause(name)
+	case "resume":
+		res.Changed, err = a.Resume(name)
+	case "restart":
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
+		defer cancel()
+		err = a.Restart(ctx, name)
+		res.Changed = err == nil
+	default:
+		writeError(w, http.StatusNotFound, "unknown action "+action+" (want pause, resume or restart)")
+		return
+	}
+	switch {
+	case errors.Is(err, ErrUnknownPipeline):
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, ErrNotRunning):
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	case errors.Is(err, errShuttingDown):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	for _, ps := range a.Status().Pipelines {
+		if ps.Name == name {
+			res.Status = &ps
+		}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

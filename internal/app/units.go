@@ -1,0 +1,248 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/metrics"
+	"github.com/streamd/streamd/plugins"
+)
+
+// unit is one pipeline of the running config with everything built for
+// it: its source, stages and sink, the plugins loaded and the clients
+// opened for it, and its goroutine. A reload replaces units whose
+// effective config changed, and leaves the others alone.
+type unit struct {
+	name string
+	// pc is the pipeline's table as loaded; eff is what decides whether a
+	// reload changes it (effective).
+	pc  config.Pipeline
+	eff effective
+
+	src     pipeline.Source
+	sink    plugins.Sink
+	opts    []pipeline.Option
+	p       *pipeline.Pipeline // made by make
+	parts   *pipeParts         // for the console (console.go)
+	loaded  []plugins.Plugin
+	closers []func() error
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc // set while running
+	done     chan struct{}      // closed when Run returned
+	err      error
+	started  time.Time
+	restarts int
+}
+
+// buildUnit builds pipeline i of a.cfg; on error everything it opened is
+// released.
+func (a *App) buildUnit(ctx context.Context, i int) (*unit, error) {
+	pc := a.cfg.Pipelines[i]
+	u := &unit{name: pc.Name, pc: pc, eff: effectiveOf(a.cfg, i)}
+	a.cur = u
+	err := a.buildPipeline(ctx, i)
+	a.cur = nil
+	if err != nil {
+		if u.src != nil {
+			u.src.Close()
+		}
+		u.release(ctx, a.log)
+		return nil, err
+	}
+	return u, nil
+}
+
+// make creates the unit's pipeline, observed (counted) by m.
+func (u *unit) make(m *metrics.Metrics) {
+	if u.p == nil {
+		u.p = pipeline.New(u.name, u.src, u.sink, append(u.opts[:len(u.opts):len(u.opts)], pipeline.WithObserver(m))...)
+		if u.parts != nil {
+			u.parts.p = u.p
+		}
+	}
+}
+
+// release closes the unit's clients and plugins (the pipeline closed its
+// source when Run returned).
+func (u *unit) release(ctx context.Context, log *slog.Logger) {
+	for _, c := range u.closers {
+		if err := c(); err != nil {
+			log.Warn("close", "pipeline", u.name, "err", err)
+		}
+	}
+	u.closers = nil
+	for _, p := range u.loaded {
+		if err := p.Close(ctx); err != nil {
+			log.Warn("close plugin", "pipeline", u.name, "plugin", p.Manifest().Name, "err", err)
+		}
+	}
+	u.loaded = nil
+}
+
+// running reports whether the unit's pipeline is running (Run has not
+// returned).
+func (u *unit) running() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done == nil {
+		return false
+	}
+	select {
+	case <-u.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// runState is what Run sets up for starting and stopping units.
+type runState struct {
+	ctx      context.Context // Run's context: units run under it
+	ended    chan struct{}   // signalled when a unit's Run returns
+	started  bool
+	stopping bool // Run is draining: no reload or restart may start units
+}
+
+var errShuttingDown = errors.New("streamd is shutting down")
+
+// stopping reports whether Run is shutting down.
+func (a *App) stopping() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.run.stopping
+}
+
+// start runs the unit's pipeline in the background under a.run.ctx.
+func (a *App) start(u *unit) {
+	u.make(a.metrics)
+	ctx, cancel := context.WithCancel(a.run.ctx)
+	done := make(chan struct{})
+	u.mu.Lock()
+	u.cancel, u.done, u.err, u.started = cancel, done, nil, time.Now()
+	u.mu.Unlock()
+	go func() {
+		defer close(done)
+		err := u.p.Run(ctx)
+		if err != nil {
+			err = fmt.Errorf("pipeline %s: %w", u.name, err)
+		}
+		u.mu.Lock()
+		u.err = err
+		u.mu.Unlock()
+		select {
+		case a.run.ended <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// stop drains the unit's pipeline as on SIGTERM (in-flight records are
+// written and committed within its shutdown timeout), waits for it, and
+// releases everything built for it.
+func (a *App) stop(u *unit) {
+	u.mu.Lock()
+	cancel, done := u.cancel, u.done
+	u.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	ctx, cancelRel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelRel()
+	if cancel == nil && u.src != nil {
+		u.src.Close() // never run: the pipeline did not close it
+	}
+	u.release(ctx, a.log)
+	if u.p != nil {
+		a.metrics.Remove(u.p)
+	}
+}
+
+// runUnits starts every unit and waits until ctx is done, or every unit
+// has ended (a daemon that also serves the fluid bridge or the journal
+// API, or has no pipelines, keeps running until ctx is done). It returns
+// the errors of the pipelines that failed.
+func (a *App) runUnits(ctx context.Context) error {
+	a.mu.Lock()
+	a.run = runState{ctx: ctx, ended: make(chan struct{}, 1), started: true}
+	units := append([]*unit(nil), a.units...)
+	a.mu.Unlock()
+	for _, u := range units {
+		a.start(u)
+	}
+	serves := a.cfg.Fluid != nil || (a.cfg.Journal != nil && a.cfg.Admin.Listen != "")
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-a.run.ended:
+			// Every pipeline ended: the daemon exits, unless it serves
+			// the fluid bridge or the journal API and none failed.
+			if ended, failed := a.allEnded(); ended && (failed || !serves) {
+				break wait
+			}
+		}
+	}
+	// Every unit runs under ctx: wait for them to drain. A reload or a
+	// restart in progress finishes first (it holds ctl); none starts after.
+	a.ctl.Lock()
+	a.mu.Lock()
+	a.run.stopping = true
+	units = append(units[:0], a.units...)
+	a.mu.Unlock()
+	var errs []error
+	for _, u := range units {
+		u.mu.Lock()
+		done := u.done
+		u.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+		u.mu.Lock()
+		if u.err != nil {
+			errs = append(errs, u.err)
+		}
+		u.mu.Unlock()
+	}
+	a.ctl.Unlock()
+	return errors.Join(errs...)
+}
+
+// allEnded reports whether there are units and none is running, and
+// whether one of them failed.
+func (a *App) allEnded() (ended, failed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.units) == 0 {
+		return false, false
+	}
+	for _, u := range a.units {
+		if u.running() {
+			return false, false
+		}
+		u.mu.Lock()
+		failed = failed || u.err != nil
+		u.mu.Unlock()
+	}
+	return true, failed
+}
+
+// unitByName returns the unit of the pipeline named name, or nil.
+func (a *App) unitByName(name string) *unit {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, u := range a.units {
+		if u.name == name {
+			return u
+		}
+	}
+	return nil
+}
