@@ -14,6 +14,8 @@ import (
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/embedded"
+	"github.com/streamd/streamd/internal/sdnotify"
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -45,6 +47,26 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer a.Close()
+	// systemd (Type=notify): readiness, reloads, stopping, the watchdog.
+	sd := sdnotify.New(func() []pipeline.Status {
+		ps := a.Pipelines()
+		out := make([]pipeline.Status, len(ps))
+		for i, p := range ps {
+			out[i] = p.Status()
+		}
+		return out
+	}, log)
+	a.SetReloadHooks(sd.Reloading, sd.Reloaded)
+	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSD()
+	go sd.Run(sdCtx)
+	go func() {
+		select {
+		case <-ctx.Done():
+			sd.Stopping()
+		case <-sdCtx.Done():
+		}
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -59,27 +81,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// reloader is implemented by plugins that can swap in a new build of
-// their module between batches (plugins/wasm).
-type reloader interface {
-	Reload(ctx context.Context) error
-}
-
+// reloadOnHUP reloads the config file on SIGHUP (App.Reload: a refused
+// config changes nothing and is logged; Wasm files that changed are
+// loaded again, as before).
 func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			for _, p := range a.Plugins() {
-				if r, ok := p.(reloader); ok {
-					if err := r.Reload(ctx); err != nil {
-						a.Logger().Error("reload on SIGHUP failed; the old version stays", "plugin", p.Manifest().Name, "err", err)
-					} else {
-						a.Logger().Info("reloaded on SIGHUP", "plugin", p.Manifest().Name)
-					}
-				}
-			}
+			a.Logger().Info("SIGHUP: reloading the config")
+			a.Reload(ctx) // logs its result
 		}
 	}
 }
