@@ -13,6 +13,7 @@
 //	streamd schema check -c config.toml   resolve every subject the config names
 //	streamd dlq ls|show|replay -c config.toml PIPELINE ...
 //	streamd tap -c config.toml PIPELINE [STAGE]   sample records into and out of stages
+//	streamd ctl status|pause|resume|restart|reload   control a running daemon
 //	streamd version
 package main
 
@@ -43,6 +44,7 @@ func commands() map[string]command {
 		"test":    cmdTest,
 		"dlq":     cmdDLQ,
 		"tap":     cmdTap,
+		"ctl":     cmdCtl,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "streamd", version)
 			return 0
@@ -84,6 +86,7 @@ commands:
   schema check -c FILE  resolve every Schema Registry subject FILE names; exit 0, 1 or 2
   dlq                list, show and replay a pipeline's dead letters (streamd dlq -h)
   tap -c FILE PIPELINE [STAGE]  a sample of the records into and out of a stage (streamd tap -h)
+  ctl                status, pause, resume, restart, reload a running daemon (streamd ctl -h)
   version            print the version
 `)
 }
