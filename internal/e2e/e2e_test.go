@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func repoRoot(t testing.TB) string {
 // daemon is a running streamd process.
 type daemon struct {
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *lockedBuffer
 	done chan error
 }
 
@@ -80,7 +81,7 @@ func brokersTOML(b *testenv.Broker) string {
 
 func start(t testing.TB, cfg string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{log: &bytes.Buffer{}, done: make(chan error, 1)}
+	d := &daemon{log: &lockedBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(streamdBin, append([]string{"run", "-c", cfg}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
@@ -97,6 +98,25 @@ func start(t testing.TB, cfg string, args ...string) *daemon {
 		}
 	})
 	return d
+}
+
+// lockedBuffer is a daemon's output: written by the process's pipes,
+// read by the test while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func tail(s string, n int) string {
