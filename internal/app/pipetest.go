@@ -43,7 +43,8 @@ func BuildTest(ctx context.Context, cfg *config.Config, i int, log *slog.Logger,
 		}
 		stages = append(stages, st)
 	}
-	opts := append(a.pipelineOptions(pc, stages), pipeline.WithWorkers(1))
+	// Never paused (a pipeline with paused = true is tested all the same).
+	opts := append(a.pipelineOptions(pc, stages), pipeline.WithWorkers(1), pipeline.WithPaused(false))
 	switch pc.Errors.Policy {
 	case "dlq":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
