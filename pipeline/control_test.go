@@ -11,6 +11,7 @@ import (
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/pipelinetest"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 // pausingSource is a pipelinetest.Source that counts PauseFetch/ResumeFetch.
@@ -117,9 +118,10 @@ type condSink struct{ stuckSink }
 
 func (s *condSink) Condition() error { return errors.New("dial tcp 127.0.0.1:9: connection refused") }
 
-// TestWedged: a pipeline whose sink blocks forever and says nothing is
-// wedged (systemd's watchdog stops); one whose sink reports why it cannot
-// write (a broker down) is stalled but not wedged.
+// TestWedged: a pipeline whose sink blocks forever and says nothing, or
+// whose every write is cut by the plugin call timeout, is wedged
+// (systemd's watchdog stops); one whose sink reports why it cannot write
+// (a broker down) or fails with another error is stalled but not wedged.
 func TestWedged(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -127,12 +129,18 @@ func TestWedged(t *testing.T) {
 		wedged bool
 	}{
 		{"silent", &stuckSink{}, true},
+		{"plugin-timeouts", sinkFunc(func(context.Context, []record.Record) ([]error, error) {
+			return nil, fmt.Errorf("sink plugin: %w", plugins.ErrTimeout)
+		}), true},
+		{"failing-writes", sinkFunc(func(context.Context, []record.Record) ([]error, error) {
+			return nil, errors.New("database is down")
+		}), false},
 		{"broker-down", &condSink{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := pipelinetest.NewSource(1, 10, 10)
 			src.Block = true
-			p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithStallTimeout(100*time.Millisecond), pipeline.WithShutdownTimeout(0))...)
+			p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithStallTimeout(100*time.Millisecond), pipeline.WithShutdownTimeout(-1))...)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx) }()

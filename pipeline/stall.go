@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamd/streamd/plugins"
 )
 
 // LagUnknown is the lag a Lagger reports for a partition whose lag cannot
@@ -108,9 +110,10 @@ func (p *Pipeline) progress() { p.lastProgress.Store(time.Now().UnixNano()) }
 // with transactions, the commit markers keep the lag at 1 or more
 // forever, as in Kafka's own tools. An idle pipeline counts as
 // progressing. wedged is true when the pipeline is stalled and nothing
-// says why: no source, sink or dead-letter condition and no recent error
-// (a stage or sink that blocks forever), as opposed to a stall with a
-// known outside cause such as a broker that cannot be reached.
+// outside it says why: no source, sink or dead-letter condition, the lag
+// known, and no recent error but plugin timeouts (a stage or sink that
+// blocks, cut by its call timeout and retried), as opposed to a stall with
+// an outside cause such as a broker that cannot be reached.
 func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled bool, reason string, wedged bool) {
 	unknown, behind := 0, 0
 	for _, v := range lag {
@@ -154,7 +157,7 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled boo
 	p.mu.Unlock()
 	if t.err != nil && now.Sub(t.at) <= since {
 		why = append(why, fmt.Sprintf("last error %s ago: %v", roughly(now.Sub(t.at)), t.err))
-		known = true
+		known = known || !errors.Is(t.err, plugins.ErrTimeout)
 	}
 	return true, strings.Join(why, "; "), !known
 }

@@ -99,12 +99,13 @@ type Status struct {
 	// Stalled is true when the pipeline has work pending and has made no
 	// progress for the stall timeout (see WithStallTimeout).
 	Stalled bool `json:"stalled"`
-	// Wedged is true when the pipeline is stalled and nothing says why:
-	// no source, sink or dead-letter condition and no recent error (a
-	// stage or sink that blocks forever). A stall with an outside cause,
-	// such as a broker that cannot be reached, is not wedged: restarting
-	// the process would not help. systemd's watchdog stops while a
-	// pipeline is wedged.
+	// Wedged is true when the pipeline is stalled and nothing outside it
+	// says why: no source, sink or dead-letter condition, the lag known,
+	// and no recent error but plugin timeouts (a stage or sink that blocks
+	// forever, its calls cut by the timeout and retried). A stall with an
+	// outside cause, such as a broker that cannot be reached, is not
+	// wedged: restarting the process would not help. systemd's watchdog
+	// stops while a pipeline is wedged.
 	Wedged bool `json:"wedged,omitempty"`
 	// Paused is true while the pipeline is paused (Pause): it fetches
 	// nothing; a paused pipeline with nothing in flight is idle.
