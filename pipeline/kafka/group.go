@@ -2,11 +2,15 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // DefaultRevokeTimeout is how long a revoke waits for the in-flight records
@@ -197,3 +201,33 @@ func (s *Source) pauseTopics() []string {
 }
 
 func topicsOf(m map[string][]int32) []string { return slices.Sorted(maps.Keys(m)) }
+
+// leave848 removes the static member instanceID (memberID) from a group of
+// the consumer protocol (KIP-848) for good: a heartbeat with member epoch
+// -1, so that its partitions move to the other members at once.
+// franz-go's own leave (v1.22.3) sends epoch -2 (a temporary leave, after
+// which the partitions wait for the session timeout) without the
+// instance ID, and the broker refuses it: INVALID_REQUEST "InstanceId
+// can't be null".
+func leave848(ctx context.Context, cl *kgo.Client, group, memberID, instanceID string) error {
+	if memberID == "" {
+		return nil // never joined
+	}
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group = group
+	req.MemberID = memberID
+	req.MemberEpoch = -1
+	req.InstanceID = &instanceID
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	err = kerr.ErrorForCode(resp.ErrorCode)
+	if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.GroupIDNotFound) {
+		return nil // already gone
+	}
+	if err != nil && resp.ErrorMessage != nil {
+		err = fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
+	}
+	return err
+}

@@ -628,11 +628,21 @@ func (s *Source) Close() {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
+	memberID, _ := cl.GroupMetadata()
+	protocol, _ := s.groupWatch.state()
 	// Stops the group session (revoking and committing what was
 	// acknowledged) without a leave request for a static member...
-	if err := cl.LeaveGroupContext(ctx); err != nil {
+	err := cl.LeaveGroupContext(ctx)
+	switch {
+	case s.instanceID != "" && protocol == "consumer":
+		// ...and for a static KIP-848 member with a request the broker
+		// refuses (group.go): leave as the member, for good.
+		if err := leave848(ctx, cl, s.group, memberID, s.instanceID); err != nil {
+			s.log.Warn("leaving the group as a static member failed; its partitions move after the session timeout", "instance_id", s.instanceID, "err", err)
+		}
+	case err != nil:
 		s.log.Warn("leaving the group failed; closing anyway", "err", err)
-	} else if s.instanceID != "" {
+	case s.instanceID != "":
 		// ...which leaves by instance ID here, as an admin would.
 		resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.group).InstanceIDs(s.instanceID).Reason("streamd shutting down"))
 		if err == nil {
