@@ -95,3 +95,25 @@ func (p *Pipeline) waitResumed(ctx context.Context) bool {
 		}
 	}
 }
+
+// txnPause runs in the fetch loop of a paused pipeline that runs in
+// transactions: it ends the open transaction, committing it, once every
+// record fetched in it is finished. Left open while paused, what it wrote
+// would stay uncommitted, and the broker aborts a transaction at its
+// timeout. It returns false when the loop must stop.
+func (p *Pipeline) txnPause(ctx context.Context) bool {
+	x := p.tx
+	if !x.open || x.records == 0 {
+		return true
+	}
+	for p.inflight.Load() > 0 {
+		select {
+		case <-p.space:
+		case <-ctx.Done():
+			return false
+		case <-p.stop:
+			return false
+		}
+	}
+	return p.endTxn(ctx, true)
+}

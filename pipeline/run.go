@@ -285,6 +285,9 @@ func (p *Pipeline) ShutdownDeadline() (time.Time, bool) {
 // pipeline fails (false).
 func (p *Pipeline) fetchLoop(ctx, work context.Context, shards []chan []Msg) (eof bool) {
 	for ctx.Err() == nil {
+		if p.tx != nil && p.Paused() && !p.txnPause(ctx) {
+			return false
+		}
 		if !p.waitResumed(ctx) {
 			return false
 		}
