@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -79,6 +80,8 @@ type Stage struct {
 
 	mu      sync.Mutex
 	targets map[string]*target // encode: by subject
+
+	ratio ratio // output bytes per input byte, for the next batch's arena
 }
 
 // target is the schema a subject encodes with, or why it cannot.
@@ -185,12 +188,33 @@ func (st *Stage) Transform(ctx context.Context, batch []record.Record) ([]plugin
 	return st.decode(ctx, batch)
 }
 
-// arena hands out output buffers cut from one allocation per batch.
-type arena struct{ buf []byte }
+// arena hands out output buffers cut from few allocations per batch,
+// sized by the ratio of output to input bytes the stage saw in its last
+// batch (a ratio): one allocation for the batch when its records are like
+// the last batch's.
+type arena struct {
+	buf     []byte
+	ratio   uint64 // output bytes per 1024 input bytes (estimate)
+	rest    int    // input bytes of the batch not yet started
+	in, out int    // this batch's bytes, for the next ratio
+}
 
-func (a *arena) start(hint int) []byte {
+// newArena prepares an arena for a batch of total input bytes.
+func newArena(total int, r *ratio) *arena {
+	a := &arena{ratio: r.get(), rest: total}
+	a.buf = make([]byte, 0, a.size(total)+64)
+	return a
+}
+
+func (a *arena) size(in int) int { return int(uint64(in) * a.ratio / 1024) }
+
+// start returns an empty buffer to append the output for n input bytes to.
+func (a *arena) start(n int) []byte {
+	hint := a.size(n) + n/4 + 32
+	a.rest -= n
+	a.in += n
 	if cap(a.buf)-len(a.buf) < hint {
-		a.buf = make([]byte, 0, max(hint, 64<<10))
+		a.buf = make([]byte, 0, hint+a.size(max(a.rest, 0)))
 	}
 	return a.buf[len(a.buf):len(a.buf)]
 }
@@ -199,11 +223,29 @@ func (a *arena) start(hint int) []byte {
 // the arena (if it still lives there) and returns it with its capacity cut.
 func (a *arena) keep(out []byte) []byte {
 	n := len(out)
+	a.out += n
 	rest := a.buf[len(a.buf):cap(a.buf)]
 	if n > 0 && len(rest) >= n && &rest[0] == &out[0] {
 		a.buf = a.buf[:len(a.buf)+n]
 	}
 	return out[:n:n]
+}
+
+// ratio is a stage's output bytes per 1024 input bytes, as last seen.
+type ratio struct{ v atomic.Uint64 }
+
+func (r *ratio) get() uint64 {
+	if v := r.v.Load(); v != 0 {
+		return v
+	}
+	return 2048
+}
+
+// done records what a batch's arena saw.
+func (r *ratio) done(a *arena) {
+	if a.in > 0 && a.out > 0 {
+		r.v.Store(min(max(uint64(a.out)*1024/uint64(a.in), 64), 64*1024))
+	}
 }
 
 func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.Result, error) {
@@ -243,11 +285,12 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 	}
 	total := 0
 	for i := range batch {
-		total += len(st.part(&batch[i])) * 2
+		total += len(st.part(&batch[i]))
 	}
-	var a arena
-	a.buf = make([]byte, 0, total+64)
+	a := newArena(total, &st.ratio)
+	defer st.ratio.done(a)
 	slab := make([]record.Record, len(batch)) // one allocation for every output
+	lastID, lastS, lastErr := -1, (*compiled)(nil), error(nil)
 	for i := range batch {
 		if out[i].Err != nil {
 			continue
@@ -258,13 +301,16 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 			out[i].Records = slab[i : i+1 : i+1]
 			continue
 		}
-		if err := verdicts[ids[i]]; err != nil {
-			out[i].Err = fmt.Errorf("schema decode (%s): %w", st.partName(), err)
+		if ids[i] != lastID { // runs of one id: no map lookups
+			lastID, lastS, lastErr = ids[i], schemas[ids[i]], verdicts[ids[i]]
+		}
+		if lastErr != nil {
+			out[i].Err = fmt.Errorf("schema decode (%s): %w", st.partName(), lastErr)
 			continue
 		}
-		s := schemas[ids[i]]
-		_, payload, _ := ParseFrame(st.part(r))
-		js, err := st.decodeOne(&a, s, payload)
+		s := lastS
+		payload := st.part(r)[headerSize:]
+		js, err := st.decodeOne(a, s, payload)
 		if err != nil {
 			out[i].Err = st.recordErr(ctx, "decode", s, st.topicSubject(r), err)
 			continue
@@ -280,7 +326,7 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 }
 
 func (st *Stage) decodeOne(a *arena, s *compiled, payload []byte) ([]byte, error) {
-	dst := a.start(len(payload)*3 + 64)
+	dst := a.start(len(payload))
 	var err error
 	switch {
 	case s.avro != nil:
@@ -481,10 +527,10 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 	}
 	total := 0
 	for i := range batch {
-		total += len(st.part(&batch[i])) + 16
+		total += len(st.part(&batch[i]))
 	}
-	var a arena
-	a.buf = make([]byte, 0, total+64)
+	a := newArena(total, &st.ratio)
+	defer st.ratio.done(a)
 	slab := make([]record.Record, len(batch)) // one allocation for every output
 	for i := range batch {
 		if out[i].Err != nil {
@@ -502,7 +548,7 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 			out[i].Err = fmt.Errorf("schema encode (%s): %w", st.partName(), t.err)
 			continue
 		}
-		enc, err := st.encodeOne(&a, t, p)
+		enc, err := st.encodeOne(a, t, p)
 		if err != nil {
 			out[i].Err = st.recordErr(ctx, "encode", t.s, subjects[i], err)
 			continue
@@ -518,7 +564,7 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 }
 
 func (st *Stage) encodeOne(a *arena, t *target, js []byte) ([]byte, error) {
-	dst := a.start(len(js) + 64)
+	dst := a.start(len(js))
 	dst = AppendFrame(dst, t.s.id)
 	var err error
 	switch {
