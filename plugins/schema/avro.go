@@ -482,6 +482,12 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 				dst = append(dst, ',')
 			}
 			dst = append(dst, f.key...)
+			if f.node.kind == aString && !f.node.slow {
+				var ok bool
+				if dst, ok = r.plainString(dst); ok {
+					continue
+				}
+			}
 			var err error
 			if dst, err = r.value(dst, f.node, depth+1); err != nil {
 				return nil, fmt.Errorf("%s: %w", f.name, err)
@@ -541,6 +547,12 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 					dst = record.AppendJSONString(dst, k)
 					dst = append(dst, ':')
 				}
+				if nd.items.kind == aString && !nd.items.slow {
+					var ok bool
+					if dst, ok = r.plainString(dst); ok {
+						continue
+					}
+				}
 				if dst, err = r.value(dst, nd.items, depth+1); err != nil {
 					return nil, err
 				}
@@ -549,6 +561,34 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 		return append(dst, close), nil
 	}
 	return nil, fmt.Errorf("unknown node kind %d", nd.kind)
+}
+
+// plainString is value's fast path for a string of at most 63 bytes (a
+// one-byte length) that is plain ASCII: it appends the string as JSON and
+// reports true, or leaves r and dst alone and reports false (value then
+// handles the string, and any error).
+func (r *avroReader) plainString(dst []byte) ([]byte, bool) {
+	p := r.pos
+	if p >= len(r.b) {
+		return dst, false
+	}
+	z := r.b[p]
+	if z&0x81 != 0 { // a longer varint, or a negative length
+		return dst, false
+	}
+	n := int(z >> 1)
+	s := r.b[p+1:]
+	if n > len(s) {
+		return dst, false
+	}
+	s = s[:n]
+	if jsonscan.Plain(s) != n {
+		return dst, false
+	}
+	r.pos = p + 1 + n
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"'), true
 }
 
 // zeroSize reports whether a value of nd can take no bytes (null, an empty

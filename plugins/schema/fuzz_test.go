@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -200,6 +201,36 @@ func FuzzAvroEncodeFast(f *testing.F) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: fast %x, slow %x", js, got, want)
+		}
+	})
+}
+
+// FuzzAvroDecodeFast: decode's fast path for short plain strings writes
+// exactly what value writes, and fails exactly where it fails.
+func FuzzAvroDecodeFast(f *testing.F) {
+	type pair struct{ fast, slow *avroSchema }
+	var schemas []pair
+	for _, text := range []string{allTypes, unionTypes, benchOrder} {
+		fast, err := compileAvro(text, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		schemas = append(schemas, pair{fast, slowCopy(f, text)})
+	}
+	for i, js := range []string{allJSON, `{"s":"x","e":"B","b":true,"i":-2,"l":1,"d":1,"f":3.5,"a":["p",null],"r":{"x":1},"n":null,"ts":null}`,
+		`{"order_id":"o-1","customer":{"id":"c-1","name":"Customer é"},"amount_cents":7919,"currency":"EUR","tags":["generated","batch-0"],"note":"` + strings.Repeat("0", 70) + `"}`} {
+		bin, err := schemas[i].fast.encode(nil, []byte(js))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), bin)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, bin []byte) {
+		p := schemas[int(which)%len(schemas)]
+		got, gerr := p.fast.decode(nil, bin)
+		want, werr := p.slow.decode(nil, bin)
+		if (gerr == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%x: fast %s (%v), slow %s (%v)", bin, got, gerr, want, werr)
 		}
 	})
 }
