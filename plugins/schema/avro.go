@@ -900,6 +900,16 @@ func encodeUnionAt(dst []byte, nd *avroNode, b []byte, i, depth int) (out []byte
 	return nil, 0, false
 }
 
+// plainStringAt reports whether b[i] starts a plain JSON string (see
+// jsonscan.PlainString) that nd, a string node with its fast paths on,
+// takes as it is, and where it ends.
+func plainStringAt(nd *avroNode, b []byte, i int) (end int, ok bool) {
+	if nd.kind != aString || nd.slow || i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	return jsonscan.PlainString(b, i)
+}
+
 // plainInt reads an integer of at most 18 digits (no fraction, no
 // exponent) at b[i].
 func plainInt(b []byte, i int) (n int64, end int, ok bool) {
@@ -1014,7 +1024,13 @@ func encodeRecordAt(dst []byte, nd *avroNode, b []byte, i, depth int) ([]byte, i
 		}
 		seen[fi] = true
 		if late == nil && fi == next {
-			if dst, i, err = encodeAt(dst, nd.fields[fi].node, b, i, depth+1); err != nil {
+			fn := nd.fields[fi].node
+			if end, ok := plainStringAt(fn, b, i); ok {
+				// encodeLeafAt's string case, without its two calls.
+				dst = binary.AppendVarint(dst, int64(end-i-2))
+				dst = append(dst, b[i+1:end-1]...)
+				i = end
+			} else if dst, i, err = encodeAt(dst, fn, b, i, depth+1); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", nd.fields[fi].name, err)
 			}
 			next++
