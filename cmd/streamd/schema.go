@@ -33,6 +33,9 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	bad := 0
 	for _, c := range checks {
 		where := fmt.Sprintf("pipeline %q stage %q (%s)", c.Pipeline, c.Stage, c.Mode)
+		if c.Mode == "fluid" {
+			where = "[fluid] metadata " + c.Stage
+		}
 		if c.Topic != "" {
 			where += " topic " + c.Topic
 		}

@@ -165,5 +165,41 @@ func CheckSchemas(ctx context.Context, cfg *config.Config, log *slog.Logger) []S
 			}
 		}
 	}
+	if cfg.Fluid != nil {
+		out = append(out, a.checkFluidSubjects(ctx, cfg.Fluid)...)
+	}
+	return out
+}
+
+// checkFluidSubjects resolves the subjects the [fluid] metadata's manifests
+// name, every version folder's version of its subject (Mode "fluid", Stage
+// the metadata directory): one check per topic and subject, or one failed
+// check for metadata that does not load.
+func (a *App) checkFluidSubjects(ctx context.Context, fc *config.Fluid) []SchemaCheck {
+	base := SchemaCheck{Stage: fc.Metadata, Mode: "fluid"}
+	m, _, err := a.fluidMetadata(ctx, fc)
+	if err != nil {
+		base.Err = err
+		return []SchemaCheck{base}
+	}
+	var out []SchemaCheck
+	for _, topic := range m.Topics() {
+		var c *SchemaCheck
+		first := 0
+		for v := m.First(); v <= m.Last(); v++ {
+			tv, err := m.Topic(topic, v)
+			if err != nil || tv.Subject == "" {
+				c = nil
+				continue
+			}
+			if c == nil || c.Subject != tv.Subject {
+				out = append(out, base)
+				c, first = &out[len(out)-1], v
+				c.Topic, c.Subject = topic, tv.Subject
+			}
+			c.Version = v
+			c.Note = fmt.Sprintf("fluid versions %d..%d are its versions %d..%d (JSON Schema)", first, v, first, v)
+		}
+	}
 	return out
 }
