@@ -16,6 +16,7 @@ type Metrics struct {
 	in, out, dlq, dropped, retries *prometheus.Desc
 	errors, inflight               *prometheus.Desc
 	lag, stalled, ready            *prometheus.Desc
+	paused, wedged                 *prometheus.Desc
 	txns                           *prometheus.Desc
 	batch, txn                     *prometheus.HistogramVec
 
@@ -40,6 +41,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			"topic", "partition"),
 		stalled: desc("streamd_pipeline_stalled", "1 while the pipeline has work pending and makes no progress (its stall timeout passed)."),
 		ready:   desc("streamd_pipeline_ready", "1 while the pipeline is ready (what /readyz says for it)."),
+		paused:  desc("streamd_pipeline_paused", "1 while the pipeline is paused (streamd ctl pause, or paused = true): it fetches nothing and its lag grows."),
+		wedged:  desc("streamd_pipeline_wedged", "1 while the pipeline is stalled with no outside cause (a plugin or sink that blocks): systemd's watchdog pings stop."),
 		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "streamd_batch_duration_seconds", Help: "Time from a batch's processing start to its acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
@@ -89,7 +92,7 @@ func (m *Metrics) ObserveBatch(b pipeline.BatchDone) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready, m.txns} {
+	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready, m.paused, m.wedged, m.txns} {
 		ch <- d
 	}
 	m.batch.Describe(ch)
@@ -128,6 +131,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(s.InFlight), name)
 		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, b(s.Stalled), name)
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, b(s.Ready), name)
+		ch <- prometheus.MustNewConstMetric(m.paused, prometheus.GaugeValue, b(s.Paused), name)
+		ch <- prometheus.MustNewConstMetric(m.wedged, prometheus.GaugeValue, b(s.Wedged), name)
 		for tp, lag := range s.Lag {
 			topic, part, _ := strings.Cut(tp, "/")
 			v := float64(lag)

@@ -94,6 +94,34 @@ func TestStallAndUnknownLag(t *testing.T) {
 	<-done
 }
 
+// TestPausedGauge: streamd_pipeline_paused follows Pause and Resume (an
+// alert on lag must know a pipeline is paused on purpose), and
+// streamd_pipeline_wedged is 0 for a paused pipeline.
+func TestPausedGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	src := pipelinetest.NewSource(1, 10, 5)
+	src.Block = true
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, pipeline.WithObserver(m), pipeline.WithStallTimeout(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitStatus(t, p, "running", func(s pipeline.Status) bool { return s.Out == 10 })
+	if got := gather(t, reg); got["streamd_pipeline_paused{pipeline=t}"] != 0 {
+		t.Fatalf("running: metrics %v", got)
+	}
+	p.Pause()
+	if got := gather(t, reg); got["streamd_pipeline_paused{pipeline=t}"] != 1 || got["streamd_pipeline_wedged{pipeline=t}"] != 0 {
+		t.Fatalf("paused: metrics %v", got)
+	}
+	p.Resume()
+	if got := gather(t, reg); got["streamd_pipeline_paused{pipeline=t}"] != 0 {
+		t.Fatalf("resumed: metrics %v", got)
+	}
+	cancel()
+	<-done
+}
+
 // rejectBad rejects records whose value holds "bad".
 type rejectBad struct{}
 
