@@ -369,7 +369,7 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 }
 
 // compatible answers /fluid/compatible: by the registry's compatibility
-// check for a topic whose versions come from a registry subject (when the
+// check when both versions are versions of one registry subject (and the
 // bridge has WithRegistry), else, and for a subject at level NONE, by
 // Metadata.Compatible. The registry's answers are kept for the bridge's
 // life, as consumers keep the bridge's; an error is the registry's (503:
@@ -379,7 +379,12 @@ func (b *Bridge) compatible(ctx context.Context, topic string, o, c int) (bool, 
 	if err != nil {
 		return false, err
 	}
-	if b.cfg.registry == nil || tv.Subject == "" {
+	tc, err := b.meta.Topic(topic, c)
+	if err != nil {
+		return false, err
+	}
+	if b.cfg.registry == nil || tv.Subject == "" || tc.Subject != tv.Subject {
+		// Not two versions of one subject: nothing the registry can check.
 		return b.meta.Compatible(topic, o, c)
 	}
 	key := compatKey{topic, o, c}

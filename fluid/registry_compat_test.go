@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -213,5 +214,28 @@ func TestBridgeCompatibleFromRegistry(t *testing.T) {
 	}
 	if got != len(ids) || c.Downgraded() {
 		t.Fatalf("got %d of %d records; downgraded = %v", got, len(ids), c.Downgraded())
+	}
+}
+
+// TestBridgeCompatibleMixed: versions that are not both versions of one
+// subject (v1 a schema file, v2 a subject's) are compared by their schemas,
+// not sent to the registry (which could never answer: 503 for good).
+func TestBridgeCompatibleMixed(t *testing.T) {
+	cl, err := sr.NewClient(sr.URLs(testenv.SchemaRegistry(t)))
+	must(t, err)
+	dir, subject := subjectMetadata(t, cl)
+	setLevel(t, cl, subject, sr.CompatBackward)
+	must(t, os.WriteFile(filepath.Join(dir, "v1", "orders.schema.json"), []byte(openOrderSchemas[1]), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "v1", ManifestFile), []byte(`{"version":1,"topics":{"orders":{"schema":"orders.schema.json"}}}`), 0o644))
+	ctx := context.Background()
+	meta, err := LoadMetadataFrom(dir, RegistrySource(ctx, cl))
+	must(t, err)
+	reg := &downRegistry{Registry: cl}
+	b := &Bridge{meta: meta, cfg: config{registry: reg}, log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	if ok, err := b.compatible(ctx, "orders", 2, 1); err != nil || ok || reg.calls.Load() != 0 {
+		t.Fatalf("v2 (subject) read by v1 (file): %v, %v, %d registry calls; want false from the schemas, none", ok, err, reg.calls.Load())
+	}
+	if ok, err := b.compatible(ctx, "orders", 3, 2); err != nil || ok || reg.calls.Load() == 0 {
+		t.Fatalf("v3 read by v2 (one subject): %v, %v, %d registry calls; want the registry's false", ok, err, reg.calls.Load())
 	}
 }
