@@ -46,6 +46,12 @@ type SinkConfig struct {
 	// Cluster, when set, is the cluster to write (its Options replace
 	// Seeds and ClientID), and its Explain says the sink's errors.
 	Cluster *Cluster
+	// Transactional, when set, makes the sink write in the transactions
+	// of this transactional Source (see Transactions), through its
+	// client: the source's cluster, which Cluster must then be too. Such
+	// a Sink must be made before the Source is Ready; Opts apply to the
+	// source's client only through SourceConfig.Opts.
+	Transactional *Source
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
@@ -68,7 +74,8 @@ const DefaultMaxRecordBytes = 1048588
 // one bad record in it. A deleted sink topic is created again, and a
 // re-created one is picked up without a restart.
 type Sink struct {
-	cl         *kgo.Client
+	cl         *kgo.Client // nil when tx is set: tx's client
+	tx         *Source
 	topic      string
 	same       bool
 	partitions int32
@@ -146,6 +153,15 @@ func NewSink(c SinkConfig) (*Sink, error) {
 	if c.Cluster == nil {
 		c.Cluster = &Cluster{Seeds: c.Seeds, ClientID: c.ClientID}
 	}
+	if src := c.Transactional; src != nil {
+		if src.txn == nil {
+			return nil, errors.New("sink: the source given as Transactional is not transactional (SourceConfig.Transactions)")
+		}
+		if !src.txn.attach(txnSink{topic: c.Topic, same: c.SamePartition, codec: codec, maxBytes: c.MaxRecordBytes}) {
+			return nil, errors.New("sink: its transactional source is connected already (make the sinks first)")
+		}
+		return &Sink{tx: src, topic: c.Topic, same: c.SamePartition, partitions: c.Partitions, maxBytes: c.MaxRecordBytes, log: c.Logger, watch: src.watch, cluster: src.cluster}, nil
+	}
 	opts := c.Cluster.Options()
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -186,7 +202,10 @@ func (s *Sink) Describe() map[string]string {
 // and the user may write it. Its errors are the cluster's explained ones
 // (Cluster.Explain).
 func (s *Sink) Ready(ctx context.Context) error {
-	return s.cluster.ready(ctx, s.cl, s.watch, kmsg.ACLOperationWrite, "", s.partitions, false, s.topic)
+	if s.client() == nil {
+		return errNotConnected
+	}
+	return s.cluster.ready(ctx, s.client(), s.watch, kmsg.ACLOperationWrite, "", s.partitions, false, s.topic)
 }
 
 // Write implements plugins.Sink: per-record errors are verdicts on the
@@ -232,9 +251,10 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 		nh += len(batch[i].Headers)
 	}
 	hdrs := make([]kgo.RecordHeader, 0, nh)
+	cl := s.client()
 	for i := range batch {
 		kgox.SetKgoRecord(&recs[i], &batch[i], s.topic, &hdrs)
-		s.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) {
 			if err != nil {
 				errs[i] = err
 				failed.Store(true)
@@ -266,7 +286,7 @@ func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Rec
 			if s.same {
 				one.Partition = batch[i].Partition
 			}
-			err = s.cl.ProduceSync(ctx, &one).FirstErr()
+			err = s.client().ProduceSync(ctx, &one).FirstErr()
 			if err == nil {
 				continue
 			}
@@ -342,7 +362,7 @@ func (s *Sink) repair(ctx context.Context, recreated bool) {
 	s.lastRepair = time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, err := ensureTopic(rctx, s.cl, s.cluster, s.partitions, s.topic)
+	created, err := ensureTopic(rctx, s.client(), s.cluster, s.partitions, s.topic)
 	if err != nil {
 		s.log.Warn("sink topic unknown; creating it failed", "topic", s.topic, "err", err)
 		return
@@ -352,12 +372,25 @@ func (s *Sink) repair(ctx context.Context, recreated bool) {
 	}
 	if created || recreated {
 		s.log.Warn("sink topic re-created; producing to the new one", "topic", s.topic)
-		s.cl.PurgeTopicsFromProducing(s.topic)
+		s.client().PurgeTopicsFromProducing(s.topic)
 	}
 }
 
-// Close flushes and closes the producer.
+// client is the producer: the sink's own, or its transactional source's
+// (nil before that one is Ready).
+func (s *Sink) client() *kgo.Client {
+	if s.tx != nil {
+		return s.tx.client()
+	}
+	return s.cl
+}
+
+// Close flushes and closes the producer; a Sink writing in a source's
+// transactions leaves that to the source (its transactions flush).
 func (s *Sink) Close() error {
+	if s.tx != nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.cl.Flush(ctx)

@@ -59,6 +59,7 @@ type Source struct {
 	cluster     *Cluster
 	regex       bool
 	groupWatch  *groupWatch
+	txn         *txnSource // nil unless SourceConfig.Transactions
 	lagInterval time.Duration
 	lagStale    time.Duration
 	stopLag     context.CancelFunc
@@ -118,6 +119,10 @@ type SourceConfig struct {
 	// ConsumeRegex): every topic whose name one matches is read, as
 	// topics come and go; none is created.
 	TopicsRegex bool
+	// Transactions, when set, makes the source transactional
+	// (exactly-once; see Transactions): it connects at Ready, after the
+	// Sinks that write in its transactions were made.
+	Transactions *Transactions
 	// Opts are extra franz-go options.
 	Opts []kgo.Opt
 }
@@ -176,7 +181,10 @@ func NewSource(c SourceConfig) (*Source, error) {
 	}
 	s.opts = append(opts, c.Opts...)
 	s.group, s.instanceID, s.instanceDir = c.Group, c.InstanceID, c.InstanceDir
-	if s.instanceDir == "" {
+	if c.Transactions != nil {
+		s.txn = &txnSource{conf: *c.Transactions}
+	}
+	if s.instanceDir == "" && s.txn == nil {
 		// No slot to claim: the client can exist now, and so validate the
 		// options at once.
 		if err := s.connect(); err != nil {
@@ -204,7 +212,7 @@ func (s *Source) connect() error {
 	if s.instanceID != "" {
 		opts = append(opts[:len(opts):len(opts)], kgo.InstanceID(s.instanceID))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := s.newClient(opts)
 	if err != nil {
 		if s.release != nil {
 			s.release()
@@ -238,7 +246,10 @@ func (s *Source) Ready(ctx context.Context) error {
 	if err := s.connect(); err != nil {
 		return err
 	}
-	return s.cluster.ready(ctx, s.cl, s.watch, kmsg.ACLOperationRead, s.group, s.partitions, s.regex, s.topics...)
+	if err := s.cluster.ready(ctx, s.cl, s.watch, kmsg.ACLOperationRead, s.group, s.partitions, s.regex, s.topics...); err != nil {
+		return err
+	}
+	return s.readyTxn(ctx)
 }
 
 func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -411,6 +422,9 @@ func (s *Source) Ack(msgs []pipeline.Msg) {
 // (all when nil). s.mu must be held.
 func (s *Source) commitable(only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
 	out := map[string]map[int32]kgo.EpochOffset{}
+	if s.txn != nil {
+		return out // transactions commit the offsets (End)
+	}
 	add := func(k tp, st *partState) {
 		if st.acked < 0 || st.acked+1 <= st.committed {
 			return
