@@ -123,6 +123,12 @@ type Pipeline struct {
 	// acknowledge nothing before /readyz reports it stalled (default 30s;
 	// "0s" never).
 	StallTimeout *Duration `toml:"stall_timeout"`
+	// Delivery is "at-least-once" (default) or "exactly-once": a kafka
+	// source and sink on one cluster, each transaction's output, dead
+	// letters and offsets committed together (docs/delivery.md).
+	Delivery string `toml:"delivery"`
+	// Transaction sizes an exactly-once pipeline's transactions.
+	Transaction Transaction `toml:"transaction"`
 	// Tests are fixtures `streamd test` runs the pipeline's stages and
 	// error policy over; `streamd run` ignores them.
 	Tests []PipelineTest `toml:"test"`

@@ -101,6 +101,7 @@ func (c *Config) setDefaults() {
 			p.Errors.RetryMax.Duration = max(pipeline.DefaultRetryMax, p.Errors.RetryInitial.Duration)
 		}
 		c.kafkaClientDefaults(at, p)
+		c.deliveryDefaults(at, p)
 		if p.Source.Type == "kafka" {
 			if unset(at + "source.start") {
 				p.Source.Start = "earliest"
@@ -342,6 +343,7 @@ func (c *Config) validate() error {
 		}
 		k.int(at+".errors.retry_attempts", int64(e.RetryAttempts), rangeRetryAttempts)
 		c.validateKafkaClients(k, at, p)
+		c.validateDelivery(k, at, p)
 		names := map[string]bool{}
 		for j := range p.Tests {
 			t := &p.Tests[j]
