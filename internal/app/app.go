@@ -254,7 +254,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		}
 		stages = append(stages, st)
 	}
-	sink, err := a.buildSink(ctx, pc)
+	sink, err := a.buildSink(ctx, pc, src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.where(i, "sink"), err)
 	}
@@ -267,7 +267,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_cluster"), err)
 		}
-		dlq, err := kafka.NewSink(kafka.SinkConfig{Cluster: kc, Topic: pc.Errors.DLQTopic,
+		dlq, err := kafka.NewSink(kafka.SinkConfig{Cluster: kc, Topic: pc.Errors.DLQTopic, Transactional: transactional(src),
 			Partitions: a.partitions(pc.Errors.DLQCluster), MaxRecordBytes: int32(pc.Sink.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "dlq")})
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
@@ -297,6 +297,7 @@ func (a *App) pipelineOptions(pc *config.Pipeline, stages []pipeline.Stage) []pi
 		pipeline.WithShutdownTimeout(none(pc.ShutdownTimeout.Duration)),
 		pipeline.WithCommitInterval(none(pc.CommitInterval.Duration)),
 		pipeline.WithStallTimeout(none(pc.StallTimeout.Duration)),
+		pipeline.WithTransactions(pc.Transaction.MaxRecords, pc.Transaction.Interval.Duration),
 		pipeline.WithLogger(a.log),
 		pipeline.WithPaused(pc.Paused),
 	}
@@ -335,6 +336,7 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 			Cluster: kc, Topics: topics, TopicsRegex: s.TopicsRegex != "", Group: s.Group,
 			Latest: s.Start == "latest", Partitions: a.partitions(s.Cluster), Logger: log,
 			InstanceID: instanceID, InstanceDir: instanceDir, SessionTimeout: s.SessionTimeout.Duration, Opts: kafkaconf.SourceOpts(s),
+			Transactions: transactions(pc),
 		})
 	case "generate":
 		return generate.NewSource(s.Rate, s.Count, s.Keys), nil
@@ -386,7 +388,7 @@ func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipel
 	return pipeline.Stage{Name: s.Name, Transformer: t, Plugin: p.Manifest().Name}, nil
 }
 
-func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink, error) {
+func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.Source) (plugins.Sink, error) {
 	k := &pc.Sink
 	switch k.Type {
 	case "kafka":
@@ -398,6 +400,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline) (plugins.Sink,
 			Cluster: kc, Topic: k.Topic, Compression: k.Compression,
 			Level: k.CompressionLevel, SamePartition: k.Partition == "same", Partitions: a.partitions(k.Cluster),
 			MaxRecordBytes: int32(k.MaxRecordBytes), Logger: a.log.With("pipeline", pc.Name, "sink", "kafka"), Opts: kafkaconf.SinkOpts(k),
+			Transactional: transactional(src),
 		})
 		if err != nil {
 			return nil, err
