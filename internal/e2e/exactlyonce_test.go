@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -250,4 +251,143 @@ dlq_topic = %q
 		}
 	}
 	t.Logf("duplicates after the same storm: exactly-once %d, at-least-once %d", dups["exactly-once"], dups["at-least-once"])
+}
+
+// TestExactlyOnceZombie is issue 15's must-show 2: two exactly-once
+// instances share the group while records arrive; one is SIGKILLed and
+// another joins; then the first is paused (SIGSTOP) past its session
+// timeout, the group gives its partitions to the others, and it is
+// resumed (SIGCONT): a zombie with an open transaction that has written
+// records. Its transaction must not commit (the group generation it
+// carries is refused, KIP-447, or it learns it lost its partitions), and a
+// read_committed reader sees every good record once and each poison
+// record once in the DLQ.
+func TestExactlyOnceZombie(t *testing.T) {
+	plugin, err := downgradePlugin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testenv.Kafka(t)
+	const n = 60000
+	in, out, dlq := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "dlq")
+	for _, tp := range []string{in, out, dlq} {
+		b.CreateTopic(t, tp, 6)
+	}
+	poison := 0
+	for i := range n {
+		if isPoison(i) {
+			poison++
+		}
+	}
+	producer := b.Client(t)
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		for i := 0; i < n; i += 1000 {
+			produceOrders(t, producer, in, i, 1000)
+			time.Sleep(400 * time.Millisecond) // about 25 s in all
+		}
+	}()
+	group := testenv.Topic(t, "g")
+	cfgFor := func(name string) string {
+		return writeConfig(t, fmt.Sprintf("data_dir = %q\n", filepath.Join(t.TempDir(), name))+brokersTOML(b)+fmt.Sprintf(`
+[[pipeline]]
+name = "orders"
+delivery = "exactly-once"
+[pipeline.transaction]
+timeout = "60s"
+[pipeline.source]
+type = "kafka"
+topics = [%q]
+group = %q
+session_timeout = "6s"
+[[pipeline.transform]]
+type = "wasm"
+path = %q
+[pipeline.sink]
+type = "kafka"
+topic = %q
+[pipeline.errors]
+policy = "dlq"
+dlq_topic = %q
+`, in, group, plugin, out, dlq))
+	}
+	adm := kadm.NewClient(b.Client(t))
+	outEnd := func() int64 {
+		ends, err := adm.ListEndOffsets(context.Background(), out)
+		if err != nil {
+			return -1
+		}
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return sum
+	}
+	grew := func(what string) {
+		t.Helper()
+		before := outEnd()
+		for deadline := time.Now().Add(60 * time.Second); outEnd() <= before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the output did not grow in 60 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	a := start(t, cfgFor("a"))
+	grew("a alone")
+	bd := start(t, cfgFor("b"))
+	time.Sleep(3 * time.Second) // b joins, the group rebalances
+	grew("a and b")
+	bd.cmd.Process.Kill() // b dies mid-transaction
+	<-bd.done
+	c := start(t, cfgFor("c")) // c joins
+	time.Sleep(3 * time.Second)
+	grew("a and c")
+	// a is paused mid-flow past its session timeout: the group moves its
+	// partitions to c, which reads them from the last commit.
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(12 * time.Second)
+	grew("c while a is paused")
+	resumed := time.Now()
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	<-prodDone
+	seen := readSeq(t, b, out, true, n-poison, 3*time.Minute)
+	dead := readSeq(t, b, dlq, true, poison, time.Minute)
+	for _, d := range []*daemon{a, c} {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		<-d.done
+	}
+	missing, dup, deadMissing, deadDup := 0, 0, 0, 0
+	for i := range n {
+		switch c, dc := seen[i], dead[i]; {
+		case isPoison(i) && dc == 0:
+			deadMissing++
+		case isPoison(i) && dc > 1:
+			deadDup += dc - 1
+		case !isPoison(i) && c == 0:
+			missing++
+		case c > 1:
+			dup += c - 1
+		}
+	}
+	// What a did once resumed: its log lines from then on.
+	aLog, aborted := "", 0
+	for _, l := range strings.Split(a.log.String(), "\n") {
+		ts, _, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		if at, err := time.Parse(time.RFC3339Nano, ts); ok && err == nil && !at.Before(resumed) {
+			aLog += l + "\n"
+			if strings.Contains(l, "transaction aborted") || strings.Contains(l, "partitions lost") || strings.Contains(l, "end transaction") {
+				t.Logf("a, resumed: %s", l)
+			}
+			if strings.Contains(l, "transaction aborted") {
+				aborted++
+			}
+		}
+	}
+	t.Logf("%d records: output %d missing, %d duplicates; DLQ %d missing, %d duplicates (read_committed); a aborted %d transactions", n, missing, dup, deadMissing, deadDup, aborted)
+	if missing > 0 || dup > 0 || deadMissing > 0 || deadDup > 0 {
+		t.Fatalf("not exactly once: output %d missing, %d duplicates; DLQ %d missing, %d duplicates", missing, dup, deadMissing, deadDup)
+	}
+	if aborted == 0 && !strings.Contains(aLog, "end transaction") {
+		t.Fatalf("the resumed instance neither aborted a transaction nor had its commit refused; its log since:\n%s", tail(aLog, 3000))
+	}
 }
