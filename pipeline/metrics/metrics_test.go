@@ -195,3 +195,44 @@ func TestCountsFromStatus(t *testing.T) {
 		t.Fatalf("after Remove: records in %v, want the new pipeline's 1", v)
 	}
 }
+
+// txnSource is a pipelinetest.Source that runs in transactions: every
+// second one it is asked to commit aborts (a rebalance).
+type txnSource struct {
+	*pipelinetest.Source
+	ends int
+}
+
+func (s *txnSource) Transactional() bool { return true }
+func (s *txnSource) Begin() error        { return nil }
+func (s *txnSource) End(_ context.Context, commit bool) (bool, error) {
+	s.ends++
+	return commit && s.ends%2 == 1, nil
+}
+
+// TestTransactions: an exactly-once pipeline's transactions are counted by
+// result and their durations reach the histogram.
+func TestTransactions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	src := &txnSource{Source: pipelinetest.NewSource(1, 100, 10)}
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, pipeline.WithObserver(m), pipeline.WithTransactions(20, time.Hour))
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := p.Status()
+	if s.Transactions == nil || s.Transactions.Committed == 0 || s.Transactions.Aborted == 0 {
+		t.Fatalf("transactions %+v, want some committed and some aborted", s.Transactions)
+	}
+	got := gather(t, reg)
+	for k, want := range map[string]float64{
+		"streamd_transactions_total{pipeline=t,result=committed}":           float64(s.Transactions.Committed),
+		"streamd_transactions_total{pipeline=t,result=aborted}":             float64(s.Transactions.Aborted),
+		"streamd_transaction_duration_seconds{pipeline=t,result=committed}": float64(s.Transactions.Committed),
+		"streamd_transaction_duration_seconds{pipeline=t,result=aborted}":   float64(s.Transactions.Aborted),
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}
