@@ -100,8 +100,9 @@ func (p *Pipeline) waitResumed(ctx context.Context) bool {
 // transactions: it ends the open transaction, committing it, once every
 // record fetched in it is finished. Left open while paused, what it wrote
 // would stay uncommitted, and the broker aborts a transaction at its
-// timeout. It returns false when the loop must stop.
-func (p *Pipeline) txnPause(ctx context.Context) bool {
+// timeout. It returns false when the loop must stop. The end runs on
+// work, as txnTurn's.
+func (p *Pipeline) txnPause(ctx, work context.Context) bool {
 	x := p.tx
 	if !x.open || x.records == 0 {
 		return true
@@ -115,5 +116,5 @@ func (p *Pipeline) txnPause(ctx context.Context) bool {
 			return false
 		}
 	}
-	return p.endTxn(ctx, true)
+	return p.endTxn(work, true)
 }

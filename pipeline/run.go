@@ -285,13 +285,13 @@ func (p *Pipeline) ShutdownDeadline() (time.Time, bool) {
 // pipeline fails (false).
 func (p *Pipeline) fetchLoop(ctx, work context.Context, shards []chan []Msg) (eof bool) {
 	for ctx.Err() == nil {
-		if p.tx != nil && p.Paused() && !p.txnPause(ctx) {
+		if p.tx != nil && p.Paused() && !p.txnPause(ctx, work) {
 			return false
 		}
 		if !p.waitResumed(ctx) {
 			return false
 		}
-		if p.tx != nil && !p.txnTurn(ctx) {
+		if p.tx != nil && !p.txnTurn(ctx, work) {
 			return false
 		}
 		if !p.fetchOnce(ctx, work, shards) {

@@ -111,8 +111,10 @@ func (x *txnState) add(n int) {
 // transaction when it is due, once every record fetched in it is finished
 // (written, or handled by the error policy), and begins one when none is
 // open. It returns false when the loop must stop (ctx done, the pipeline
-// failed); Run then ends what is open.
-func (p *Pipeline) txnTurn(ctx context.Context) bool {
+// failed); Run then ends what is open. The end itself runs on work, so
+// that a shutdown that begins meanwhile does not cut it (only the shutdown
+// timeout does).
+func (p *Pipeline) txnTurn(ctx, work context.Context) bool {
 	x := p.tx
 	if x.due(time.Now()) {
 		// Records go on being fetched into a transaction until it is
@@ -128,7 +130,7 @@ func (p *Pipeline) txnTurn(ctx context.Context) bool {
 				return false
 			}
 		}
-		if !p.endTxn(ctx, true) {
+		if !p.endTxn(work, true) {
 			return false
 		}
 	}
@@ -181,7 +183,9 @@ func (p *Pipeline) endTxn(ctx context.Context, commit bool) bool {
 		o.ObserveTxn(d)
 	}
 	if err != nil {
-		p.fail(fmt.Errorf("end transaction (commit %v): %w", commit, err))
+		// Cut by the shutdown timeout: abandoned, not failed (the broker
+		// aborts it, or a restart's fencing does).
+		p.failUnlessAborted(ctx, fmt.Errorf("end transaction (commit %v): %w", commit, err))
 		return false
 	}
 	return true
