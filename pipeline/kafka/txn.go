@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -184,11 +185,35 @@ func (s *Source) End(ctx context.Context, commit bool) (bool, error) {
 	if sess == nil {
 		return false, errNotConnected
 	}
+	if commit {
+		if err := s.polledNotFetched(sess.Client().UncommittedOffsets()); err != nil {
+			s.log.Error("exactly-once: aborting a transaction that would commit offsets past records the pipeline never got", "err", err)
+			commit = false
+		}
+	}
 	committed, err := sess.End(ctx, kgo.TransactionEndTry(commit))
 	if err != nil {
 		return false, s.cluster.Explain(err, "", "end transaction "+s.txn.id)
 	}
 	return committed, nil
+}
+
+// polledNotFetched checks what End is about to commit, the offsets past
+// every record the client polled (polled), against what FetchUpTo handed
+// the pipeline: a partition polled further than that had records polled
+// and dropped, and committing would lose them. A partition no longer
+// assigned is left to the session, which aborts after a revoke.
+func (s *Source) polledNotFetched(polled map[string]map[int32]kgo.EpochOffset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range polled {
+		for p, eo := range ps {
+			if st := s.parts[tp{t, p}]; st != nil && eo.Offset > st.fetched {
+				return fmt.Errorf("%s/%d: polled up to offset %d, handed out up to %d", t, p, eo.Offset, st.fetched)
+			}
+		}
+	}
+	return nil
 }
 
 // topicPartitioner partitions records of the topics that write to their
