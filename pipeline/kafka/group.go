@@ -126,7 +126,9 @@ func (s *Source) drainRevoked(ctx context.Context, m map[string][]int32) (time.D
 		}
 	}
 	left := inFlight()
-	if left == 0 || s.revokeTimeout < 0 || s.closing {
+	// A transactional source does not wait: the revoke aborts the open
+	// transaction, so what is in flight would be written for nothing.
+	if left == 0 || s.revokeTimeout < 0 || s.closing || s.txn != nil {
 		s.mu.Unlock()
 		return 0, left
 	}
