@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,34 @@ func BenchmarkLoad(b *testing.B) {
 			}
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/load")
 		})
+	}
+}
+
+// BenchmarkPlugins measures the Wasm plugins named by STREAMD_BENCH_PLUGINS,
+// a space-separated list of LABEL=PATH, as transforms of batches of 256
+// orders (benchRecords), each loaded twice: as a pipeline loads it (fuel,
+// the default timeout) and trusted (timeout -1: no fuel). It is for
+// comparing builds of one plugin side by side in one run, e.g. before and
+// after wasm-opt (docs/benchmarks.md, issue 17):
+//
+//	STREAMD_BENCH_PLUGINS="c=a.wasm c-opt=b.wasm" go test ./runtime -run '^$' -bench Plugins -count 6
+func BenchmarkPlugins(b *testing.B) {
+	list := strings.Fields(os.Getenv("STREAMD_BENCH_PLUGINS"))
+	if len(list) == 0 {
+		b.Skip("set STREAMD_BENCH_PLUGINS to LABEL=PATH ...")
+	}
+	for _, item := range list {
+		label, path, ok := strings.Cut(item, "=")
+		if !ok {
+			b.Fatalf("STREAMD_BENCH_PLUGINS: %q is not LABEL=PATH", item)
+		}
+		for _, trusted := range []bool{false, true} {
+			opts, name := plugins.Options{Pool: 1}, label
+			if trusted {
+				opts.Timeout, name = -1, label+"-trusted"
+			}
+			m := load(b, path, opts)
+			b.Run(name, func(b *testing.B) { benchTransform(b, moduleFunc(m), 256) })
+		}
 	}
 }
