@@ -6,7 +6,9 @@
 // ~40 ns per loop iteration on this project's machine, which made guest
 // code 2–10× slower (wazero issue #2466). Instrument instead gives the
 // module a mutable i32 global, the fuel, and inserts at the entry of every
-// function and at the head of every loop a decrement of it; when it reaches
+// function that calls a function and at the head of every loop a decrement
+// of it (a function that calls nothing cannot recurse: its entries are
+// bounded by its callers' checks, so it goes without one); when it reaches
 // zero the code calls one imported host function, which decides whether to
 // stop the call (by panicking, which wazero turns into an error) and
 // otherwise returns the next amount of fuel. The host thus regains control

@@ -11,7 +11,7 @@ import (
 
 // Version numbers the rewrite: it changes whenever Instrument's output for
 // the same input does, so that caches of instrumented modules can key on it.
-const Version = 3
+const Version = 4
 
 // ErrUnsupported is wrapped by Instrument's errors for modules that use an
 // encoding it does not know (an opcode or section entry of a proposal it
@@ -45,8 +45,9 @@ var rank = map[byte]int{
 	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCount: 11, secCode: 12, secData: 13,
 }
 
-// Instrument returns a copy of the module bin in which every function entry
-// and every loop head decrements a new mutable i32 global, starting at fuel,
+// Instrument returns a copy of the module bin in which the entry of every
+// function that calls a function, and every loop head, decrements a new
+// mutable i32 global, starting at fuel,
 // and, when it reaches zero, sets it to what the imported function
 // importModule.importName (type () -> i32) returns. That function must
 // return a positive number; it stops the guest by panicking.
@@ -94,6 +95,8 @@ type rewriter struct {
 	defined   uint32            // functions defined in the module (code section)
 	codeSeen  bool
 	namesDone bool // a name section with function names was written
+
+	calls bool // the function body being copied calls a function
 }
 
 func (w *rewriter) run(bin []byte) ([]byte, error) {
@@ -420,10 +423,18 @@ func (w *rewriter) codeSection(body []byte, base int) error {
 			return fr.errorf("locals of function body %d", i)
 		}
 		fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
-		fb = append(fb, w.check...)
+		entry := len(fb)
+		w.calls = false
 		var err error
 		if fb, err = w.expr(&fr, fb, true); err != nil {
 			return fmt.Errorf("function body %d: %w", i, err)
+		}
+		// A function that calls nothing needs no check at its entry:
+		// it cannot recurse, so its entries are bounded by the checked
+		// entries and loop iterations of its callers, and its own loops
+		// are checked at their heads.
+		if w.calls {
+			fb = slices.Insert(fb, entry, w.check...)
 		}
 		if fr.i != len(fr.b) {
 			return fmt.Errorf("function body %d: code after its end at offset %d", i, base+fr.i)
@@ -616,13 +627,16 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 			if r.err != nil {
 				continue
 			}
+			if op != 0xd2 {
+				w.calls = true
+			}
 			flush(at)
 			dst = appendU32(append(dst, op), w.fn(idx))
 			run = r.i
 		case op <= 0x01, op == 0x05, op == 0x0a, op == 0x0f, op == 0x19, op == 0x1a, op == 0x1b,
 			op >= 0x45 && op <= 0xc4, op == 0xd1, op == 0xd3, op == 0xd5:
 			// no immediates
-		case op == 0x07, op == 0x08, op == 0x09, op == 0x0c, op == 0x0d, op == 0x14, op == 0x15,
+		case op == 0x07, op == 0x08, op == 0x09, op == 0x0c, op == 0x0d,
 			op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40, op == 0xd4, op == 0xd6:
 			r.u32()
 		case op == 0x0e: // br_table
@@ -633,6 +647,10 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
 			r.u32()
 			r.u32()
+			w.calls = true
+		case op == 0x14 || op == 0x15: // call_ref, return_call_ref
+			r.u32()
+			w.calls = true
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {

@@ -112,6 +112,34 @@ func TestSemanticsKept(t *testing.T) {
 	}
 }
 
+// TestLeafEntriesFree: a function that calls nothing has no check at its
+// entry (it cannot recurse; its callers' checks bound how often it runs),
+// so calling one costs no fuel; one that calls still pays at entry, and a
+// leaf's loop still stops (TestStops, spin).
+func TestLeafEntriesFree(t *testing.T) {
+	bin := watModule(t, "loops")
+	e := &env{}
+	mod := instantiate(t, e, bin)
+	for range 1000 {
+		if _, err := mod.ExportedFunction("bump").Call(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.refills != 0 {
+		t.Fatalf("1000 calls of a leaf function took %d refills, want 0 (one per 100 checks was 10)", e.refills)
+	}
+	for range 1000 {
+		if _, err := mod.ExportedFunction("indirect").Call(context.Background(), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// indirect(1, 1) = fib(1): 2 entries, both calling functions' or
+	// fib's own (fib calls itself).
+	if e.refills != 20 {
+		t.Fatalf("1000 calls of indirect(1, 1) took %d refills, want 20", e.refills)
+	}
+}
+
 // TestStops shows that a refill that panics stops code that never returns,
 // with and without loops.
 func TestStops(t *testing.T) {
