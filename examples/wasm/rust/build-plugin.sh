@@ -39,7 +39,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 root=$(cd "$here/../../.." && pwd)
 # --remap-path-prefix: the output does not depend on where the repo is.
-flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C codegen-units=1 --remap-path-prefix=$root=."
+# target-feature: the Wasm features wazero runs (docs/abi.md "Wasm
+# features"): memory.copy/fill for copies, SIMD for LLVM's vectorizer
+# (docs/benchmarks.md, issue 17).
+flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C codegen-units=1 -C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint --remap-path-prefix=$root=."
 # shellcheck disable=SC2086 # flags is a list
 "$RUSTC" $flags --crate-type rlib --crate-name streamd "$sdk/src/lib.rs" -o "$tmp/libstreamd.rlib"
 # shellcheck disable=SC2086
