@@ -15,7 +15,7 @@ import (
 // version: loaded plugins are cached per step and closed by close.
 type downgrader struct {
 	meta     *Metadata
-	load     Loader
+	load     plugins.OpenFunc
 	opts     plugins.Options
 	baseline int
 
@@ -28,7 +28,7 @@ type stepKey struct {
 	from  int
 }
 
-func newDowngrader(meta *Metadata, load Loader, opts plugins.Options, baseline int) *downgrader {
+func newDowngrader(meta *Metadata, load plugins.OpenFunc, opts plugins.Options, baseline int) *downgrader {
 	return &downgrader{meta: meta, load: load, opts: opts, baseline: baseline, plugins: map[stepKey]plugins.Plugin{}}
 }
 

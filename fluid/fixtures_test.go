@@ -128,7 +128,7 @@ func (g *goTransform) Transform(ctx context.Context, batch []record.Record) ([]p
 }
 
 // goLoader loads "go:orders-vN" as in-process transforms.
-func goLoader(delay time.Duration) Loader {
+func goLoader(delay time.Duration) plugins.OpenFunc {
 	return func(_ context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
 		var v int
 		if _, err := fmt.Sscanf(ref, "go:orders-v%d", &v); err != nil || orderDowngrades[v] == nil {

@@ -54,10 +54,6 @@ var (
 	ErrUnknownVersion = errors.New("unknown schema version")
 )
 
-// Loader loads a plugin from a reference such as "wasm:./x.wasm". It has the
-// signature of plugins/load.Open.
-type Loader func(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error)
-
 // manifest is the JSON of one version folder's manifest.json.
 type manifest struct {
 	// Version, when present, must match the folder name.
@@ -444,7 +440,7 @@ func (p Problem) String() string {
 // a downgrade for each topic whose schema changed, and every downgrade
 // plugin loads as a transform through load (nil skips loading). Warnings
 // flag downgrades given for unchanged topics (never used).
-func (m *Metadata) Check(ctx context.Context, load Loader) []Problem {
+func (m *Metadata) Check(ctx context.Context, load plugins.OpenFunc) []Problem {
 	var probs []Problem
 	for v := m.first + 1; v <= m.last; v++ {
 		mpath := filepath.Join(m.dir, "v"+strconv.Itoa(v), ManifestFile)
@@ -475,7 +471,7 @@ func (m *Metadata) Check(ctx context.Context, load Loader) []Problem {
 	return probs
 }
 
-func checkPlugin(ctx context.Context, load Loader, tv *TopicVersion) error {
+func checkPlugin(ctx context.Context, load plugins.OpenFunc, tv *TopicVersion) error {
 	p, err := load(ctx, tv.Downgrade, plugins.Options{Kind: plugins.KindTransform, Config: tv.DowngradeConfig})
 	if err != nil {
 		return err

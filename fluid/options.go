@@ -26,7 +26,7 @@ type Option func(*config)
 type config struct {
 	meta        *Metadata
 	metaDir     string
-	load        Loader
+	load        plugins.OpenFunc
 	pluginOpts  plugins.Options
 	kopts       []kgo.Opt
 	stateTopic  string
@@ -49,7 +49,7 @@ func WithMetadataDir(dir string) Option { return func(c *config) { c.metaDir = d
 // WithLoader sets how downgrade plugins are loaded (plugins/load.Open in
 // streamd). Without one, republishing fails for any record that needs a
 // downgrade.
-func WithLoader(l Loader) Option { return func(c *config) { c.load = l } }
+func WithLoader(l plugins.OpenFunc) Option { return func(c *config) { c.load = l } }
 
 // WithPluginOptions sets the options every downgrade plugin is loaded with
 // (Kind and Config are set per plugin).

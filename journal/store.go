@@ -26,8 +26,9 @@ type Store struct {
 type StoreOption func(*storeConfig)
 
 type storeConfig struct {
-	loadSink func(ctx context.Context, ref string) (plugins.Sink, error)
-	sql      []sqlstore.Option
+	open  plugins.OpenFunc
+	popts plugins.Options
+	sql   []sqlstore.Option
 }
 
 // WithStoreLogger sets where OpenStore reports schema migrations of the
@@ -37,17 +38,18 @@ func WithStoreLogger(l *slog.Logger) StoreOption {
 	return func(c *storeConfig) { c.sql = append(c.sql, sqlstore.WithLogger(l)) }
 }
 
-// WithSinkLoader lets OpenStore open "wasm:PATH" and "native:PATH" stores:
-// load returns the sink plugin named by ref (the whole "wasm:..." string).
-func WithSinkLoader(load func(ctx context.Context, ref string) (plugins.Sink, error)) StoreOption {
-	return func(c *storeConfig) { c.loadSink = load }
+// WithPlugins lets OpenStore open "wasm:PATH" and "native:PATH" stores:
+// open (plugins/load.Open in streamd) is called with the whole dsn as the
+// reference and opts with Kind set to sink.
+func WithPlugins(open plugins.OpenFunc, opts plugins.Options) StoreOption {
+	return func(c *storeConfig) { c.open, c.popts = open, opts }
 }
 
 // OpenStore opens the store named by dsn, creating or migrating its schema:
 //
 //	sqlite:PATH                 SQLite file (created, with its directory, if missing)
 //	postgres://... postgresql://...   PostgreSQL
-//	wasm:PATH | native:PATH     a sink plugin (needs WithSinkLoader)
+//	wasm:PATH | native:PATH     a sink plugin (needs WithPlugins)
 func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, error) {
 	var c storeConfig
 	for _, o := range opts {
@@ -67,12 +69,19 @@ func OpenStore(ctx context.Context, dsn string, opts ...StoreOption) (*Store, er
 		}
 		return &Store{s: s, readable: true, desc: "postgres"}, nil
 	case strings.HasPrefix(dsn, "wasm:"), strings.HasPrefix(dsn, "native:"):
-		if c.loadSink == nil {
-			return nil, fmt.Errorf("journal store %q: plugin stores need a sink loader (WithSinkLoader)", dsn)
+		if c.open == nil {
+			return nil, fmt.Errorf("journal store %q: plugin stores need a plugin loader (WithPlugins)", dsn)
 		}
-		sink, err := c.loadSink(ctx, dsn)
+		popts := c.popts
+		popts.Kind = plugins.KindSink
+		p, err := c.open(ctx, dsn, popts)
 		if err != nil {
 			return nil, fmt.Errorf("journal store %q: %w", dsn, err)
+		}
+		sink, ok := p.(plugins.Sink)
+		if !ok {
+			_ = p.Close(ctx)
+			return nil, fmt.Errorf("journal store %q: plugin %s is a %s, not a sink", dsn, p.Manifest().Name, p.Manifest().Kind)
 		}
 		return NewPluginStore(sink), nil
 	case dsn == "":

@@ -117,10 +117,6 @@ type Status struct {
 	LastProgress time.Time `json:"last_progress"`
 	InFlight     int64     `json:"in_flight"`
 	Lag          LagMap    `json:"lag,omitempty"`
-	// Skipped is records the source skipped without reading them, per
-	// "topic/partition" (a Kafka partition whose next records retention
-	// deleted: see Skipper); nil when none.
-	Skipped map[string]int64 `json:"skipped,omitempty"`
 	// Source and Sink say what they are connected to, when they can
 	// (Describer): for Kafka, the cluster and the group protocol in use.
 	Source map[string]string `json:"source,omitempty"`
@@ -186,9 +182,6 @@ func (p *Pipeline) Status() Status {
 	s.Rejected[SinkStage] += p.n.byStage[len(p.o.stages)].Load()
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
-	}
-	if sk, ok := p.src.(Skipper); ok {
-		s.Skipped = sk.Skipped()
 	}
 	switch s.State {
 	case StateFailed:
@@ -260,14 +253,8 @@ func (p *Pipeline) failed() error {
 	return p.err
 }
 
-// Healther is implemented by stages and sinks that can be in a failed
-// state, such as a native plugin that crashed too often.
-type Healther interface {
-	Health() error
-}
-
 func stageHealth(st Stage) error {
-	if h, ok := st.Transformer.(Healther); ok {
+	if h, ok := st.Transformer.(plugins.Healther); ok {
 		return h.Health()
 	}
 	return nil
@@ -279,7 +266,7 @@ func (p *Pipeline) health() error {
 			return fmt.Errorf("stage %s: %w", st.Name, err)
 		}
 	}
-	if h, ok := p.sink.(Healther); ok {
+	if h, ok := p.sink.(plugins.Healther); ok {
 		if err := h.Health(); err != nil {
 			return fmt.Errorf("sink: %w", err)
 		}

@@ -32,6 +32,13 @@ type Plugin interface {
 	Close(ctx context.Context) error
 }
 
+// OpenFunc loads the plugin named by ref (for plugins/load "wasm:PATH",
+// "PATH.wasm" or "native:PATH"; for a loader, the path) with opts. The
+// result implements the interface of its kind. plugins/load.Open,
+// plugins/wasm.Open and plugins/native.Open are OpenFuncs; whatever loads
+// plugins for streamd (the daemon, its commands, fluid, journal) takes one.
+type OpenFunc func(ctx context.Context, ref string, opts Options) (Plugin, error)
+
 // Result is what a transform made of one input record: zero or more output
 // records, or a per-record error (the record goes to the error policy).
 type Result struct {
@@ -44,6 +51,14 @@ type Result struct {
 // caller may retry the records one by one to isolate a poison record.
 type Transformer interface {
 	Transform(ctx context.Context, batch []record.Record) ([]Result, error)
+}
+
+// TransformerFunc is a function that is a Transformer.
+type TransformerFunc func(ctx context.Context, batch []record.Record) ([]Result, error)
+
+// Transform calls f.
+func (f TransformerFunc) Transform(ctx context.Context, batch []record.Record) ([]Result, error) {
+	return f(ctx, batch)
 }
 
 // Payload is a codec's output for one input payload, or a per-payload error.
@@ -64,4 +79,34 @@ type Codec interface {
 // A non-nil error fails the whole batch (nothing is known to be durable).
 type Sink interface {
 	Write(ctx context.Context, batch []record.Record) (errs []error, err error)
+}
+
+// SinkFunc is a function that is a Sink.
+type SinkFunc func(ctx context.Context, batch []record.Record) (errs []error, err error)
+
+// Write calls f.
+func (f SinkFunc) Write(ctx context.Context, batch []record.Record) ([]error, error) {
+	return f(ctx, batch)
+}
+
+// The optional interfaces: a plugin (or a stage or sink built on one) may
+// implement these beside its kind's, and the pipeline, the daemon and the
+// console look for them with a type assertion. Each is named for its
+// method, with -er.
+
+// Healther is implemented by what can be in a failed state between calls
+// (a native plugin whose process crashed and is being restarted): Health
+// returns nil when healthy. The pipeline reports it in Status and /readyz.
+type Healther interface {
+	Health() error
+}
+
+// Reloader is implemented by plugins that can load a new version of
+// themselves while running (Wasm plugins opened with a Watch): Reload
+// loads the file now and swaps the new version in between batches (a
+// version that fails to load leaves the old one in place); Reloads says
+// how many times a new version was swapped in.
+type Reloader interface {
+	Reload(ctx context.Context) error
+	Reloads() int64
 }

@@ -150,7 +150,7 @@ func BenchmarkLoad(b *testing.B) {
 	h := newHost(b)
 	ctx := context.Background()
 	loadOnce := func(b *testing.B, path, cache string) {
-		m, err := h.Load(ctx, path, plugins.Options{CacheDir: cache, Pool: 1})
+		m, err := h.Load(ctx, path, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{CacheDir: cache}})
 		if err != nil {
 			b.Fatal(err)
 		}

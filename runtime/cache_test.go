@@ -20,8 +20,10 @@ func loadLogged(t *testing.T, path, dir string) (*runtime.Module, string, error)
 	t.Helper()
 	var log bytes.Buffer
 	m, err := newHost(t).Load(context.Background(), path, plugins.Options{
-		Pool: 1, CacheDir: dir, Clock: true, // Clock: no log line about a fake clock
+		Pool: 1,
+		// Clock: no log line about a fake clock
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Wasm:   plugins.WasmOptions{CacheDir: dir, Clock: true},
 	})
 	if m != nil {
 		t.Cleanup(func() { m.Close(context.Background()) })

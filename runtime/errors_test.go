@@ -29,9 +29,9 @@ func TestErrorsNameTheCause(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{"memory", plugins.Options{MaxMemoryPages: 64}, plugins.ErrMemoryLimit,
+		{"memory", plugins.Options{Wasm: plugins.WasmOptions{MaxMemoryPages: 64}}, plugins.ErrMemoryLimit,
 			[]string{"batch failed: memory limit reached: the guest asked for 1 more page (64 KiB) with 64 pages (4 MiB) in use, more than max_memory_pages = 64 (4 MiB) allows"}, nil},
-		{"huge grow", plugins.Options{MaxMemoryPages: 64}, plugins.ErrMemoryLimit,
+		{"huge grow", plugins.Options{Wasm: plugins.WasmOptions{MaxMemoryPages: 64}}, plugins.ErrMemoryLimit,
 			[]string{"batch failed: memory limit reached: the guest asked for 1000 more pages (62.5 MiB) with 2 pages (128 KiB) in use, more than max_memory_pages = 64 (4 MiB) allows"}, nil},
 		{"huge grow", plugins.Options{}, plugins.ErrMemoryLimit,
 			[]string{"max_memory_pages = 256 (16 MiB) allows"}, nil},
@@ -95,7 +95,7 @@ func TestInitialMemoryAboveCap(t *testing.T) {
 	if !errors.Is(err, plugins.ErrMemoryLimit) {
 		t.Fatalf("error %v is not ErrMemoryLimit", err)
 	}
-	m := load(t, path, plugins.Options{MaxMemoryPages: 300})
+	m := load(t, path, plugins.Options{Wasm: plugins.WasmOptions{MaxMemoryPages: 300}})
 	if _, err := m.Call(context.Background(), runtime.OpTransform, recs("a")); err != nil {
 		t.Fatal(err)
 	}

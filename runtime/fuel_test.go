@@ -39,7 +39,7 @@ func TestFuelCache(t *testing.T) {
 	ctx := context.Background()
 	loadIt := func() {
 		t.Helper()
-		m, err := h.Load(ctx, path, plugins.Options{CacheDir: dir, Pool: 1})
+		m, err := h.Load(ctx, path, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{CacheDir: dir}})
 		if err != nil {
 			t.Fatal(err)
 		}

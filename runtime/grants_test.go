@@ -55,7 +55,7 @@ func TestClockGrant(t *testing.T) {
 
 	t.Run("with", func(t *testing.T) {
 		var log bytes.Buffer
-		m := load(t, probePlugin(t), plugins.Options{Pool: 1, Clock: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		m := load(t, probePlugin(t), plugins.Options{Pool: 1, Logger: slog.New(slog.NewTextHandler(&log, nil)), Wasm: plugins.WasmOptions{Clock: true}})
 		before := time.Now()
 		wall, mono1 := guestTime(t, m)
 		after := time.Now()
@@ -83,7 +83,7 @@ func TestClockGrant(t *testing.T) {
 // TestSleepEndsWithTheCall: a sleep under the clock grant cannot outlive
 // its call's timeout or the caller's context.
 func TestSleepEndsWithTheCall(t *testing.T) {
-	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Clock: true, Timeout: 300 * time.Millisecond})
+	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Timeout: 300 * time.Millisecond, Wasm: plugins.WasmOptions{Clock: true}})
 	start := time.Now()
 	_, err := m.Call(context.Background(), runtime.OpTransform, []record.Record{{Value: []byte("sleep 600000")}})
 	if !errors.Is(err, runtime.ErrBatch) || !strings.Contains(err.Error(), "timed out after 300ms") {
@@ -93,7 +93,7 @@ func TestSleepEndsWithTheCall(t *testing.T) {
 		t.Fatalf("the call took %v", took)
 	}
 
-	m = load(t, probePlugin(t), plugins.Options{Pool: 1, Clock: true, Timeout: time.Hour})
+	m = load(t, probePlugin(t), plugins.Options{Pool: 1, Timeout: time.Hour, Wasm: plugins.WasmOptions{Clock: true}})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	_, err = m.Call(ctx, runtime.OpTransform, []record.Record{{Value: []byte("sleep 600000")}})
@@ -123,7 +123,7 @@ func TestRandomGrant(t *testing.T) {
 	if a[0] == b[0] || a[1] == b[1] || a[0] == a[1] {
 		t.Errorf("two instances drew the same bytes: %v, %v", a, b)
 	}
-	c, d := draw(plugins.Options{Pool: 1, DeterministicRandom: true}), draw(plugins.Options{Pool: 1, DeterministicRandom: true})
+	c, d := draw(plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{DeterministicRandom: true}}), draw(plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{DeterministicRandom: true}})
 	if c[0] != d[0] || c[1] != d[1] {
 		t.Errorf("DeterministicRandom gave different bytes: %v, %v", c, d)
 	}
@@ -153,7 +153,7 @@ func TestNothingElseByDefault(t *testing.T) {
 			t.Errorf("after exit %s: %s", code, out)
 		}
 	}
-	m = load(t, probePlugin(t), plugins.Options{Pool: 1, Dirs: map[string]string{"/d": t.TempDir()}})
+	m = load(t, probePlugin(t), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Dirs: map[string]string{"/d": t.TempDir()}}})
 	if out := probe(t, m, "sock 3")[0]; !strings.HasPrefix(out, "err:accept ") {
 		t.Errorf("sock_accept on a preopened directory: %s", out)
 	}

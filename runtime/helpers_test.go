@@ -88,8 +88,8 @@ func newHost(tb testing.TB) *runtime.Host {
 
 func load(tb testing.TB, path string, opts plugins.Options) *runtime.Module {
 	tb.Helper()
-	if opts.CacheDir == "" {
-		opts.CacheDir = filepath.Join(tmpRoot, "cache")
+	if opts.Wasm.CacheDir == "" {
+		opts.Wasm.CacheDir = filepath.Join(tmpRoot, "cache")
 	}
 	m, err := newHost(tb).Load(context.Background(), path, opts)
 	if err != nil {

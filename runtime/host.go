@@ -136,7 +136,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
 		return nil, fmt.Errorf("%s: %w: not a WebAssembly module", name, ErrNotPlugin)
 	}
-	maxPages := opts.MaxMemoryPages
+	maxPages := opts.Wasm.MaxMemoryPages
 	if maxPages == 0 {
 		maxPages = DefaultMaxMemoryPages
 	}
@@ -156,7 +156,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	fueled := false
 	code := bin
 	if opts.Timeout >= 0 {
-		code, fueled = h.instrument(bin, sum, opts.CacheDir, logger)
+		code, fueled = h.instrument(bin, sum, opts.Wasm.CacheDir, logger)
 	}
 	// wazero's own memory limit is the most Wasm allows: the cap is
 	// enforced by each instance's memory (guestMemory), which so learns
@@ -165,7 +165,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(65536).
 		WithCloseOnContextDone(opts.Timeout >= 0 && !fueled)
-	rt, cm, err := h.compile(ctx, rc, code, opts.CacheDir, logger)
+	rt, cm, err := h.compile(ctx, rc, code, opts.Wasm.CacheDir, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}

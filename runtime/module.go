@@ -168,16 +168,16 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 	// guest's map hash seeds known, and grants nothing of the host. The
 	// clock is a grant: real time is a timing source and makes a
 	// transform's output depend on when it runs.
-	if !opts.DeterministicRandom {
+	if !opts.Wasm.DeterministicRandom {
 		m.modCfg = m.modCfg.WithRandSource(rand.Reader)
 	}
-	if opts.Clock {
+	if opts.Wasm.Clock {
 		m.clock = true
 		m.modCfg = m.modCfg.WithSysWalltime().WithSysNanotime()
 	}
-	if len(opts.Dirs) > 0 {
+	if len(opts.Wasm.Dirs) > 0 {
 		var fsc wazero.FSConfig
-		if fsc, err = m.openDirs(opts.Dirs); err != nil {
+		if fsc, err = m.openDirs(opts.Wasm.Dirs); err != nil {
 			return nil, err
 		}
 		defer func() { // err is newModule's result
@@ -198,7 +198,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		inst.close(ctx)
 		return nil, fmt.Errorf("%s: plugin %s is a %s plugin, not a %s", name, m.manifest.Name, m.manifest.Kind, opts.Kind)
 	}
-	if !opts.Clock && importsClock(m.compiled) {
+	if !opts.Wasm.Clock && importsClock(m.compiled) {
 		m.logger.Info("plugin reads the clock without the clock grant: it sees a fake clock " +
 			"(2022-01-01T00:00:00Z, 1 ms more per reading, sleeps return at once); clock = true grants the real one")
 	}

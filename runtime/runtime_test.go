@@ -126,7 +126,7 @@ func TestBatchFailures(t *testing.T) {
 	}{
 		{"trap", plugins.Options{}, "unreachable"},
 		{"loop", plugins.Options{Timeout: 300 * time.Millisecond}, "timed out after 300ms"},
-		{"memory", plugins.Options{MaxMemoryPages: 64}, "unreachable"},
+		{"memory", plugins.Options{Wasm: plugins.WasmOptions{MaxMemoryPages: 64}}, "unreachable"},
 		{"garbage", plugins.Options{}, "malformed result batch at byte 0: count 7, want 2"},
 		{"size past end", plugins.Options{}, "malformed result batch at byte 12: record size 65535 past the end"},
 		{"batch error", plugins.Options{}, "(ERR_BATCH): whole batch failed"},

@@ -196,7 +196,7 @@ func leaked(out string) bool {
 // inside keeps working.
 func TestSandboxEscapes(t *testing.T) {
 	s := newSandbox(t)
-	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Dirs: map[string]string{"/data": s.grant}})
+	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Dirs: map[string]string{"/data": s.grant}}})
 	before := snapshot(t, s.base, s.grant)
 
 	const (
@@ -346,7 +346,7 @@ func TestSandboxEscapes(t *testing.T) {
 // the grant and its use must be one step.
 func TestSandboxRenameRace(t *testing.T) {
 	s := newSandbox(t)
-	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Dirs: map[string]string{"/data": s.grant}})
+	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Dirs: map[string]string{"/data": s.grant}}})
 	r, real, link := filepath.Join(s.grant, "r"), filepath.Join(s.grant, "r.real"), filepath.Join(s.grant, "r.out")
 
 	var stop atomic.Bool
@@ -401,7 +401,7 @@ func TestSandboxRenameRace(t *testing.T) {
 func TestSandboxReadOnly(t *testing.T) {
 	s := newSandbox(t)
 	ro := filepath.Join(s.grant, "ro")
-	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Dirs: map[string]string{"/ro": ro + ":ro", "/data": s.grant}})
+	m := load(t, probePlugin(t), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Dirs: map[string]string{"/ro": ro + ":ro", "/data": s.grant}}})
 	before := snapshot(t, s.base, "")
 	for _, st := range []struct{ cmd, want string }{
 		{"read /ro/readme.txt", "ok:read me"},
@@ -457,7 +457,7 @@ func TestDirGrantErrors(t *testing.T) {
 		{map[string]string{"/x": ":ro"}, `dirs: "/x" = ":ro": want a guest path and a host directory`},
 		{map[string]string{"": dir}, `dirs: "" = "` + dir + `": want a guest path and a host directory`},
 	} {
-		_, err := newHost(t).Load(context.Background(), wat(t, "identity"), plugins.Options{Dirs: tt.dirs})
+		_, err := newHost(t).Load(context.Background(), wat(t, "identity"), plugins.Options{Wasm: plugins.WasmOptions{Dirs: tt.dirs}})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Dirs %v: %v, want %q", tt.dirs, err, tt.want)
 		}

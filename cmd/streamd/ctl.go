@@ -105,14 +105,14 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "streamd ctl: %s %s: %v\n", method, base+path, err)
 		return 1
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		fmt.Fprintf(stderr, "streamd ctl: reading the answer: %v\n", err)
 		return 1
 	}
 	if *asJSON {
-		stdout.Write(body)
+		_, _ = stdout.Write(body)
 		if resp.StatusCode != http.StatusOK {
 			return 1
 		}
@@ -234,7 +234,7 @@ func printCtl(verb string, code int, body []byte, stdout, stderr io.Writer) int 
 		return 0
 	case "status":
 		if code != http.StatusOK {
-			json.Unmarshal(body, &e)
+			_ = json.Unmarshal(body, &e)
 			return ctlFailed(code, body, e.Error, e.Detail, stderr)
 		}
 		var st app.Status
@@ -264,7 +264,7 @@ func printCtl(verb string, code int, body []byte, stdout, stderr io.Writer) int 
 	default:
 		var r app.ControlResult
 		if code != http.StatusOK || json.Unmarshal(body, &r) != nil {
-			json.Unmarshal(body, &e)
+			_ = json.Unmarshal(body, &e)
 			return ctlFailed(code, body, e.Error, e.Detail, stderr)
 		}
 		what := map[string]string{"pause": "paused", "resume": "resumed", "restart": "restarted"}[verb]
@@ -326,5 +326,5 @@ func printPipelines(w io.Writer, ps []app.PipelineStatus) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Name, state, ready, p.InFlight, p.In, p.Out, gen, parts, reason)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 }

@@ -88,7 +88,7 @@ func fluidCheck(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	var load fluid.Loader
+	var load plugins.OpenFunc
 	if !*noPlugins {
 		load = fluidLoader
 	}

@@ -91,7 +91,7 @@ func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
 			return
 		case <-hup:
 			a.Logger().Info("SIGHUP: reloading the config")
-			a.Reload(ctx) // logs its result
+			_, _ = a.Reload(ctx) // logs its result
 		}
 	}
 }

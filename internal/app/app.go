@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,15 +34,11 @@ import (
 	"github.com/streamd/streamd/plugins/codecs"
 )
 
-// Opener loads a plugin from a reference such as "wasm:x.wasm" or
-// "native:./bin" (plugins/load.Open).
-type Opener func(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error)
-
 // App is an assembled daemon.
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	open    Opener
+	open    plugins.OpenFunc
 	stdout  io.Writer
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
@@ -57,11 +52,8 @@ type App struct {
 	// loaded and closers are the app's own plugins and clients (the
 	// journal store, the fluid bridge), closed last.
 	loaded  []plugins.Plugin
-	closers []func(context.Context) error
+	closers []func() error
 	broker  *embedded.Broker
-	// brokerp is broker for the [kafka] cluster's StorageErr, which runs
-	// on other goroutines (Status, a sink's errors).
-	brokerp atomic.Pointer[embedded.Broker]
 	run     runState // set by Run (units.go)
 	journal *journalParts
 	// clusters are the Kafka clusters by config name ("" = [kafka]).
@@ -100,7 +92,7 @@ func Logger(c config.Log, w io.Writer) *slog.Logger {
 
 // Build loads every plugin and assembles every pipeline, without touching
 // the network: `streamd lint` is Build then Close.
-func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open Opener, stdout io.Writer) (*App, error) {
+func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins.OpenFunc, stdout io.Writer) (*App, error) {
 	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
@@ -169,8 +161,8 @@ func (a *App) where(i int, part string) string {
 }
 
 // addCloser adds c to what is closed with the unit being built (or with
-// the app): with what is left of the pipeline's shutdown deadline.
-func (a *App) addCloser(c func(context.Context) error) {
+// the app).
+func (a *App) addCloser(c func() error) {
 	if a.cur != nil {
 		a.cur.closers = append(a.cur.closers, c)
 		return
@@ -199,24 +191,27 @@ func (a *App) pluginRef(typ, path, plugin string) string {
 // 0 means one instance per pipeline worker.
 func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSettings, workers int) plugins.Options {
 	o := plugins.Options{
-		Kind: kind, Config: ps.Config, Logger: a.log.With("stage", name), CacheDir: a.cfg.Plugins.CacheDir,
-		MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Timeout: a.cfg.Plugins.Timeout.Duration,
-		Pool: ps.Pool, Checksum: ps.Checksum, Watch: a.cfg.Plugins.Watch.Duration,
-		Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random,
+		Kind:    kind,
+		Config:  ps.Config,
+		Logger:  a.log.With("stage", name),
+		Timeout: a.cfg.Plugins.Timeout.Duration,
+		Pool:    ps.Pool,
+		Wasm:    plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random},
+		Native:  plugins.NativeOptions{Checksum: ps.Checksum},
 	}
 	if o.Pool == 0 {
 		o.Pool = workers
 	}
 	if ps.MaxMemoryPages != 0 {
-		o.MaxMemoryPages = ps.MaxMemoryPages
+		o.Wasm.MaxMemoryPages = ps.MaxMemoryPages
 	}
 	if ps.Timeout.Duration != 0 {
 		o.Timeout = ps.Timeout.Duration
 	}
 	if len(ps.Dirs) > 0 {
-		o.Dirs = map[string]string{}
+		o.Wasm.Dirs = map[string]string{}
 		for guest, host := range ps.Dirs {
-			o.Dirs[guest] = a.cfg.Resolve(host)
+			o.Wasm.Dirs[guest] = a.cfg.Resolve(host)
 		}
 	}
 	return o
@@ -276,7 +271,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
-		a.addCloser(dlq.CloseContext)
+		a.addCloser(dlq.Close)
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
@@ -409,7 +404,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(s.CloseContext)
+		a.addCloser(s.Close)
 		return s, nil
 	case "file":
 		path := a.cfg.Resolve(k.Path)
@@ -420,7 +415,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(noContext(s.Close))
+		a.addCloser(s.Close)
 		return s, nil
 	case "stdout":
 		return pipeline.NewWriterSink(a.stdout), nil
@@ -447,13 +442,11 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 // returns an error if any pipeline failed.
 func (a *App) Run(ctx context.Context) error {
 	if e := a.cfg.Kafka.Embedded; e != nil {
-		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
-			Logger: a.log.With("broker", "embedded")})
+		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions})
 		if err != nil {
 			return err
 		}
 		a.broker = b
-		a.brokerp.Store(b)
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
 	}
 	if err := a.startJournal(ctx); err != nil {
@@ -485,34 +478,27 @@ func (a *App) Close() {
 		a.console.Close() // ends its event streams, which Shutdown would wait for
 	}
 	if a.Admin != nil {
-		a.Admin.Shutdown(ctx)
+		if err := a.Admin.Shutdown(ctx); err != nil {
+			a.log.Warn("admin server shutdown", "err", err)
+		}
 	}
 	a.mu.Lock()
 	units := a.units
 	a.units = nil
 	a.mu.Unlock()
-	// Every unit at once, each by its pipeline's shutdown deadline.
-	var wg sync.WaitGroup
 	for _, u := range units {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			uctx, cancel := u.closeContext()
-			defer cancel()
-			u.release(uctx, a.log)
-		}()
+		u.release(ctx, a.log)
 	}
-	wg.Wait()
-	cs := a.closers
+	for _, c := range a.closers {
+		if err := c(); err != nil {
+			a.log.Warn("close", "err", err)
+		}
+	}
 	for _, p := range a.loaded {
-		cs = append(cs, func(ctx context.Context) error {
-			if err := p.Close(ctx); err != nil {
-				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
-			}
-			return nil
-		})
+		if err := p.Close(ctx); err != nil {
+			a.log.Warn("close plugin", "plugin", p.Manifest().Name, "err", err)
+		}
 	}
-	closeAll(ctx, a.log, cs)
 	if a.broker != nil {
 		a.broker.Close()
 	}

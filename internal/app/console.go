@@ -127,9 +127,9 @@ func (s *observedStage) Transform(ctx context.Context, batch []record.Record) ([
 	return res, err
 }
 
-// Health implements pipeline.Healther with inner's health.
+// Health implements plugins.Healther with inner's health.
 func (s *observedStage) Health() error {
-	if h, ok := s.inner.(pipeline.Healther); ok {
+	if h, ok := s.inner.(plugins.Healther); ok {
 		return h.Health()
 	}
 	return nil
@@ -260,7 +260,7 @@ func (a *App) adminClient(cluster string) (*kadm.Client, error) {
 		a.adm = map[string]*kadm.Client{}
 	}
 	a.adm[cluster] = kadm.NewClient(cl)
-	a.closers = append(a.closers, func(context.Context) error { cl.Close(); return nil })
+	a.closers = append(a.closers, func() error { cl.Close(); return nil })
 	return a.adm[cluster], nil
 }
 

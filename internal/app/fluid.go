@@ -39,7 +39,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	}
 	opts := []fluid.Option{
 		fluid.WithMetadata(meta),
-		fluid.WithLoader(fluid.Loader(a.open)),
+		fluid.WithLoader(a.open),
 		fluid.WithPluginOptions(a.pluginOpts(plugins.KindTransform, "fluid-downgrade", config.PluginSettings{}, 0)),
 		fluid.WithBrokers(kc.Seeds...),
 		fluid.WithKafkaOptions(kc.Options()...),
@@ -65,7 +65,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	a.mu.Lock()
 	a.bridge = b
 	a.mu.Unlock()
-	a.closers = append(a.closers, func(context.Context) error {
+	a.closers = append(a.closers, func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10e9)
 		defer cancel()
 		return b.Close(cctx)

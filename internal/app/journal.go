@@ -22,9 +22,9 @@ import (
 // checks the store (lint creates and changes nothing: no database file,
 // no directory, no connection); Run opens it before any pipeline starts.
 type journalParts struct {
-	dsn       string       // resolved [journal] store
-	storeSink plugins.Sink // a plugin store's sink, loaded at Build
-	sinks     []*replicatorSink
+	dsn         string         // resolved [journal] store
+	storePlugin plugins.Plugin // a plugin store's sink, loaded at Build
+	sinks       []*replicatorSink
 
 	store  *journal.Store // set by open
 	client *kgo.Client
@@ -77,11 +77,10 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 		}
-		s, ok := p.(plugins.Sink)
-		if !ok {
+		if _, ok := p.(plugins.Sink); !ok {
 			return nil, fmt.Errorf("%s: journal.store: plugin %s is a %s, not a sink", a.cfg.File, p.Manifest().Name, p.Manifest().Kind)
 		}
-		jp.storeSink = s
+		jp.storePlugin = p
 	default:
 		return nil, fmt.Errorf("%s: journal.store %q: unknown kind; want sqlite:PATH, postgres://..., wasm:PATH or native:PATH", a.cfg.File, jc.Store)
 	}
@@ -92,23 +91,23 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 // open opens the store, the client and the Journal, and gives every
 // journal pipeline its Replicator.
 func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
-	loader := func(context.Context, string) (plugins.Sink, error) { return jp.storeSink, nil }
-	st, err := journal.OpenStore(ctx, jp.dsn, journal.WithSinkLoader(loader), journal.WithStoreLogger(a.log))
+	loaded := func(context.Context, string, plugins.Options) (plugins.Plugin, error) { return jp.storePlugin, nil }
+	st, err := journal.OpenStore(ctx, jp.dsn, journal.WithPlugins(loaded, plugins.Options{}), journal.WithStoreLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 	}
 	kc, err := a.kafkaCluster("")
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return fmt.Errorf("%s: %w", a.cfg.File, err)
 	}
 	cl, err := kgo.NewClient(kc.Options()...)
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return err
 	}
 	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
-	a.closers = append(a.closers, func(context.Context) error {
+	a.closers = append(a.closers, func() error {
 		jp.j.Close()
 		cl.Close()
 		return st.Close()

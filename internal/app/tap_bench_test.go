@@ -39,7 +39,7 @@ func BenchmarkTap(b *testing.B) {
 		b.Fatalf("wat2wasm: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	p, err := wasm.Open(ctx, mod, plugins.Options{Kind: plugins.KindTransform, Pool: 2, CacheDir: filepath.Join(dir, "cache")})
+	p, err := wasm.Open(ctx, mod, plugins.Options{Kind: plugins.KindTransform, Pool: 2, Wasm: plugins.WasmOptions{CacheDir: filepath.Join(dir, "cache")}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -88,12 +88,12 @@ func viewStage(s Stage) stageView {
 			v.Plugin = m.Manifest().Name
 		}
 	}
-	if h, ok := s.Part.(pipeline.Healther); ok {
+	if h, ok := s.Part.(plugins.Healther); ok {
 		if err := h.Health(); err != nil {
 			v.Health = err.Error()
 		}
 	}
-	if r, ok := s.Part.(interface{ Reloads() int64 }); ok {
+	if r, ok := s.Part.(plugins.Reloader); ok {
 		v.Reloads = r.Reloads()
 	}
 	return v

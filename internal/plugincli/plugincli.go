@@ -20,13 +20,9 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// Opener opens the plugin named by ref ("wasm:PATH", "PATH.wasm",
-// "native:PATH").
-type Opener func(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error)
-
 // Main runs `streamd plugin ARGS...` and returns the exit code: 0 success,
 // 1 a difference found by test, 2 usage or load error.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, open plugins.OpenFunc) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(stderr)
 		return 2
@@ -176,11 +172,14 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 }
 
 func options(c common, stderr io.Writer) (plugins.Options, error) {
-	opts := plugins.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: c.cacheDir,
-		Timeout: c.timeout, MaxMemoryPages: uint32(c.maxPages), Pool: c.pool,
-		Clock: c.clock, DeterministicRandom: !c.random}
+	opts := plugins.Options{
+		Logger:  slog.New(slog.DiscardHandler),
+		Timeout: c.timeout,
+		Pool:    c.pool,
+		Wasm:    plugins.WasmOptions{CacheDir: c.cacheDir, MaxMemoryPages: uint32(c.maxPages), Clock: c.clock, DeterministicRandom: !c.random},
+	}
 	if len(c.dirs) > 0 {
-		opts.Dirs = c.dirs
+		opts.Wasm.Dirs = c.dirs
 	}
 	if c.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -238,7 +237,7 @@ func plural(n int, one, more string) string {
 	return more
 }
 
-func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) error {
+func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open plugins.OpenFunc) error {
 	file, c, err := parseFlags("inspect", args, stderr, false, false)
 	if err != nil {
 		return err
@@ -248,7 +247,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if err != nil {
 		return err
 	}
-	defer p.Close(context.WithoutCancel(ctx))
+	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
 	b, err := json.Marshal(p.Manifest())
 	if err != nil {
 		return err
@@ -257,7 +256,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	return err
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) error {
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open plugins.OpenFunc) error {
 	file, c, err := parseFlags("run", args, stderr, true, false)
 	if err != nil {
 		return err
@@ -273,7 +272,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open O
 	return nil
 }
 
-func runFile(ctx context.Context, file string, c common, stderr io.Writer, open Opener) ([]byte, Summary, error) {
+func runFile(ctx context.Context, file string, c common, stderr io.Writer, open plugins.OpenFunc) ([]byte, Summary, error) {
 	opts, err := options(c, stderr)
 	if err != nil {
 		return nil, Summary{}, err
@@ -286,7 +285,7 @@ func runFile(ctx context.Context, file string, c common, stderr io.Writer, open 
 	if err != nil {
 		return nil, Summary{}, err
 	}
-	defer p.Close(context.WithoutCancel(ctx))
+	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
 	var buf bytes.Buffer
 	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes}, recs, &buf)
 	if err != nil {
@@ -295,7 +294,7 @@ func runFile(ctx context.Context, file string, c common, stderr io.Writer, open 
 	return buf.Bytes(), sum, nil
 }
 
-func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open Opener) (int, error) {
+func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open plugins.OpenFunc) (int, error) {
 	file, c, err := parseFlags("test", args, stderr, true, true)
 	if err != nil {
 		return 2, err
@@ -331,7 +330,7 @@ func readRecords(path string) ([]record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		r = f
 	}
 	return DecodeRecords(r, path)

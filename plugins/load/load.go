@@ -13,21 +13,18 @@ import (
 	"github.com/streamd/streamd/plugins/wasm"
 )
 
-// Open loads the plugin that ref names.
+// Open loads the plugin that ref names with the loader Parse picks; it is
+// a [plugins.OpenFunc], and so are the two loaders it picks from.
 func Open(ctx context.Context, ref string, opts plugins.Options) (plugins.Plugin, error) {
 	kind, path, err := Parse(ref)
 	if err != nil {
 		return nil, err
 	}
-	switch kind {
-	case "native":
-		return native.Open(ctx, path, opts)
-	default:
-		if opts.Watch > 0 {
-			return wasm.OpenWatched(ctx, path, opts, opts.Watch)
-		}
-		return wasm.Open(ctx, path, opts)
+	open := plugins.OpenFunc(wasm.Open)
+	if kind == "native" {
+		open = native.Open
 	}
+	return open(ctx, path, opts)
 }
 
 // Parse splits a plugin reference into its loader ("wasm" or "native") and

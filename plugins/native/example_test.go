@@ -16,9 +16,9 @@ import (
 func ExampleOpen() {
 	ctx := context.Background()
 	p, err := native.Open(ctx, "./examples/native/go/orders-downgrade/plugin", plugins.Options{
-		Kind:            plugins.KindTransform,
-		Logger:          slog.Default(),
-		ShutdownTimeout: 2 * time.Second,
+		Kind:   plugins.KindTransform,
+		Logger: slog.Default(),
+		Native: plugins.NativeOptions{ShutdownTimeout: 2 * time.Second},
 	})
 	if err != nil {
 		log.Fatal(err)

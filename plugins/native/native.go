@@ -82,10 +82,10 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 		return nil, fmt.Errorf("native plugin %s: not an executable file", path)
 	}
 	var sum []byte
-	if opts.Checksum != "" {
-		sum, err = hex.DecodeString(strings.TrimSpace(opts.Checksum))
+	if opts.Native.Checksum != "" {
+		sum, err = hex.DecodeString(strings.TrimSpace(opts.Native.Checksum))
 		if err != nil || len(sum) != sha256.Size {
-			return nil, fmt.Errorf("native plugin %s: checksum %q is not a hex SHA-256 (64 hex digits)", path, opts.Checksum)
+			return nil, fmt.Errorf("native plugin %s: checksum %q is not a hex SHA-256 (64 hex digits)", path, opts.Native.Checksum)
 		}
 	}
 	cfg := opts.Config
@@ -99,8 +99,8 @@ func open(ctx context.Context, path string, opts plugins.Options, sup supervisio
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = DefaultShutdownTimeout
+	if opts.Native.ShutdownTimeout <= 0 {
+		opts.Native.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	n := max(opts.Pool, 1)
 	first := newSupervisor(path, abs, sum, cfgJSON, opts, sup)

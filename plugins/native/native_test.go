@@ -218,11 +218,11 @@ func TestOpenErrors(t *testing.T) {
 		{"no handshake", garbage, nil, plugins.Options{}, "Unrecognized remote plugin message"},
 		{"exits", exitsAtOnce, nil, plugins.Options{}, "start: "},
 		{"protocol v2 only", bin, map[string]string{"STREAMD_TESTPLUGIN_PROTOCOL": "2"}, plugins.Options{}, "this streamd supports native protocol v1"},
-		{"checksum mismatch", bin, nil, plugins.Options{Checksum: strings.Repeat("ab", 32)}, "does not match the configured checksum"},
-		{"checksum malformed", bin, nil, plugins.Options{Checksum: "xyz"}, `checksum "xyz" is not a hex SHA-256`},
+		{"checksum mismatch", bin, nil, plugins.Options{Native: plugins.NativeOptions{Checksum: strings.Repeat("ab", 32)}}, "does not match the configured checksum"},
+		{"checksum malformed", bin, nil, plugins.Options{Native: plugins.NativeOptions{Checksum: "xyz"}}, `checksum "xyz" is not a hex SHA-256`},
 		{"wrong kind", bin, nil, plugins.Options{Kind: plugins.KindSink}, "plugin testplugin is a transform, the config needs a sink"},
 		{"config refused", bin, nil, plugins.Options{Config: map[string]any{"reject": "bad port"}}, "config refused: bad port"},
-		{"checksum ok", bin, nil, plugins.Options{Checksum: hex.EncodeToString(sum[:])}, ""},
+		{"checksum ok", bin, nil, plugins.Options{Native: plugins.NativeOptions{Checksum: hex.EncodeToString(sum[:])}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,7 +320,7 @@ func TestCloseClean(t *testing.T) {
 // shutdown deadline; Close returns within it.
 func TestCloseKillsHangingPlugin(t *testing.T) {
 	const deadline = 700 * time.Millisecond
-	p, s := openTest(t, "transform", map[string]any{"hang_on_shutdown": true}, func(o *plugins.Options) { o.ShutdownTimeout = deadline })
+	p, s := openTest(t, "transform", map[string]any{"hang_on_shutdown": true}, func(o *plugins.Options) { o.Native.ShutdownTimeout = deadline })
 	pid := s.pid()
 	start := time.Now()
 	err := p.Close(context.Background())
@@ -336,7 +336,7 @@ func TestCloseKillsHangingPlugin(t *testing.T) {
 	}
 
 	// ctx's deadline, when earlier, wins.
-	p2, s2 := openTest(t, "transform", map[string]any{"hang_on_shutdown": true}, func(o *plugins.Options) { o.ShutdownTimeout = time.Minute })
+	p2, s2 := openTest(t, "transform", map[string]any{"hang_on_shutdown": true}, func(o *plugins.Options) { o.Native.ShutdownTimeout = time.Minute })
 	pid = s2.pid()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()

@@ -23,7 +23,6 @@ import (
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native/internal/logs"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
-	sdk "github.com/streamd/streamd/sdk/go/native"
 )
 
 // maxMsg is the largest gRPC message the host sends or accepts.
@@ -115,9 +114,9 @@ func (s *supervisor) start(ctx context.Context) (*process, plugins.Manifest, err
 	setProcAttr(p.cmd)
 	pool := pluginv1.BufferPool()
 	cc := &plugin.ClientConfig{
-		HandshakeConfig: sdk.Handshake(),
+		HandshakeConfig: pluginv1.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
-			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &sdk.GRPCPlugin{}},
+			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &pluginv1.GRPCPlugin{}},
 		},
 		Cmd:              p.cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
@@ -365,7 +364,7 @@ func (s *supervisor) close(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Native.ShutdownTimeout)
 	defer cancel()
 	if d, ok := ctx.Deadline(); ok {
 		var c2 context.CancelFunc
@@ -387,14 +386,14 @@ func (s *supervisor) close(ctx context.Context) error {
 			err = nil
 		}
 	case <-dctx.Done():
-		s.log.Warn("native plugin did not exit within its shutdown deadline; killing it", "deadline", s.opts.ShutdownTimeout)
+		s.log.Warn("native plugin did not exit within its shutdown deadline; killing it", "deadline", s.opts.Native.ShutdownTimeout)
 		killTree(p.cmd)
 		select {
 		case werr := <-exited:
 			s.log.Debug("native plugin killed", "wait", werr)
 		case <-time.After(2 * time.Second):
 		}
-		err = fmt.Errorf("native plugin %s: did not exit within %s; killed", s.name(), s.opts.ShutdownTimeout)
+		err = fmt.Errorf("native plugin %s: did not exit within %s; killed", s.name(), s.opts.Native.ShutdownTimeout)
 	}
 	p.stderr.Flush()
 	p.stdout.Flush()

@@ -14,8 +14,9 @@ import (
 func ExampleOpen() {
 	ctx := context.Background()
 	p, err := wasm.Open(ctx, "../../examples/wasm/go/orders-downgrade/plugin.wasm", plugins.Options{
-		Kind:     plugins.KindTransform,
-		CacheDir: "", // e.g. /var/cache/streamd/wasm
+		Kind: plugins.KindTransform,
+		// e.g. /var/cache/streamd/wasm,
+		Wasm: plugins.WasmOptions{CacheDir: ""},
 	})
 	if err != nil {
 		log.Fatal(err) // build it first: examples/wasm/go/orders-downgrade/build.sh

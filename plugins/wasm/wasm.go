@@ -4,28 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
 )
 
-// module is what the adapters need of runtime.Module and runtime.Watched.
-type module interface {
+// Module is a loaded Wasm module as the adapters need it: a
+// *runtime.Module, or a *runtime.Watched that swaps in new versions.
+type Module interface {
 	Manifest() plugins.Manifest
 	Call(ctx context.Context, op runtime.Op, recs []record.Record) ([]plugins.Result, error)
 	Close(ctx context.Context) error
 }
 
-// Open loads the Wasm plugin at path with its own runtime.Host. The result
-// implements the interface of its kind. opts.Kind, when set, must match.
+// Open loads the Wasm plugin at path with its own runtime.Host; it is a
+// [plugins.OpenFunc]. The result implements the interface of its kind and
+// [plugins.Reloader]. opts.Kind, when set, must match. With
+// opts.Wasm.Watch > 0 the file is checked that often and reloaded when its
+// contents change; a new version is swapped in between batches, and one
+// that fails to load, or declares another kind, is logged and the old one
+// kept.
 func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugin, error) {
 	h, err := runtime.NewHost(ctx)
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.Load(ctx, path, opts)
+	var m Module
+	if opts.Wasm.Watch > 0 {
+		m, err = h.LoadWatched(ctx, path, opts, opts.Wasm.Watch)
+	} else {
+		m, err = h.Load(ctx, path, opts)
+	}
 	if err != nil {
 		_ = h.Close(ctx)
 		return nil, err
@@ -33,34 +43,13 @@ func Open(ctx context.Context, path string, opts plugins.Options) (plugins.Plugi
 	return adapt(m, h), nil
 }
 
-// OpenWatched is Open with hot reload: the file is checked every interval
-// (0: one second) and reloaded when its contents change; a new version is
-// swapped in between batches. A new version that fails to load, or declares
-// another kind, is logged and the old one kept.
-func OpenWatched(ctx context.Context, path string, opts plugins.Options, interval time.Duration) (plugins.Plugin, error) {
-	h, err := runtime.NewHost(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, err := h.LoadWatched(ctx, path, opts, interval)
-	if err != nil {
-		_ = h.Close(ctx)
-		return nil, err
-	}
-	return adapt(w, h), nil
-}
-
-// Adapt wraps a loaded module (a *runtime.Module or *runtime.Watched) as the
-// plugin kind it declares. Closing the plugin closes the module.
-func Adapt(m interface {
-	Manifest() plugins.Manifest
-	Call(ctx context.Context, op runtime.Op, recs []record.Record) ([]plugins.Result, error)
-	Close(ctx context.Context) error
-}) plugins.Plugin {
+// Adapt wraps a loaded module as the plugin kind it declares. Closing the
+// plugin closes the module.
+func Adapt(m Module) plugins.Plugin {
 	return adapt(m, nil)
 }
 
-func adapt(m module, h *runtime.Host) plugins.Plugin {
+func adapt(m Module, h *runtime.Host) plugins.Plugin {
 	b := base{m: m, h: h}
 	switch m.Manifest().Kind {
 	case plugins.KindCodec:
@@ -73,7 +62,7 @@ func adapt(m module, h *runtime.Host) plugins.Plugin {
 }
 
 type base struct {
-	m module
+	m Module
 	h *runtime.Host // owned, or nil
 }
 

@@ -67,7 +67,7 @@ func wat(t *testing.T, name string) string {
 
 func open(t *testing.T, path string, opts plugins.Options) plugins.Plugin {
 	t.Helper()
-	opts.CacheDir = filepath.Join(tmpRoot, "cache")
+	opts.Wasm.CacheDir = filepath.Join(tmpRoot, "cache")
 	p, err := wasm.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -127,8 +127,8 @@ func TestSink(t *testing.T) {
 	dir := t.TempDir()
 	p := open(t, goPlugin(t, "file-sink"), plugins.Options{
 		Kind:   plugins.KindSink,
-		Dirs:   map[string]string{"/out": dir},
 		Config: map[string]any{"path": "/out/records.txt"},
+		Wasm:   plugins.WasmOptions{Dirs: map[string]string{"/out": dir}},
 	})
 	s, ok := p.(plugins.Sink)
 	if !ok {
@@ -154,8 +154,8 @@ func TestSink(t *testing.T) {
 // open its file, so its init refuses.
 func TestNoFilesByDefault(t *testing.T) {
 	_, err := wasm.Open(context.Background(), goPlugin(t, "file-sink"), plugins.Options{
-		Config:   map[string]any{"path": "/out/records.txt"},
-		CacheDir: filepath.Join(tmpRoot, "cache"),
+		Config: map[string]any{"path": "/out/records.txt"},
+		Wasm:   plugins.WasmOptions{CacheDir: filepath.Join(tmpRoot, "cache")},
 	})
 	if err == nil || !strings.Contains(err.Error(), "open /out/records.txt") {
 		t.Fatalf("Open without a granted dir: %v", err)
@@ -163,7 +163,7 @@ func TestNoFilesByDefault(t *testing.T) {
 }
 
 func TestKindMismatch(t *testing.T) {
-	_, err := wasm.Open(context.Background(), goPlugin(t, "base64-codec"), plugins.Options{Kind: plugins.KindTransform, CacheDir: filepath.Join(tmpRoot, "cache")})
+	_, err := wasm.Open(context.Background(), goPlugin(t, "base64-codec"), plugins.Options{Kind: plugins.KindTransform, Wasm: plugins.WasmOptions{CacheDir: filepath.Join(tmpRoot, "cache")}})
 	if err == nil || !strings.Contains(err.Error(), "plugin base64 is a codec plugin, not a transform") {
 		t.Fatalf("kind mismatch: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestOpenWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	p, err := wasm.OpenWatched(ctx, path, plugins.Options{Kind: plugins.KindTransform}, 20*time.Millisecond)
+	p, err := wasm.Open(ctx, path, plugins.Options{Kind: plugins.KindTransform, Wasm: plugins.WasmOptions{Watch: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

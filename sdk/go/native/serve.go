@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
-	"github.com/streamd/streamd/plugins"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
 	"github.com/streamd/streamd/record"
 )
@@ -48,6 +46,36 @@ func (f TransformFunc) Transform(ctx context.Context, batch []record.Record) ([]
 	return out, nil
 }
 
+// Payload is a codec's output for one input payload: Data, or Err (the
+// payload is rejected with Err's message as the reason).
+type Payload struct {
+	Data []byte
+	Err  error
+}
+
+// Codec encodes and decodes payloads, a batch at a time: one Payload per
+// input, in order. A non-nil error fails the whole batch.
+type Codec interface {
+	Encode(ctx context.Context, payloads [][]byte) ([]Payload, error)
+	Decode(ctx context.Context, payloads [][]byte) ([]Payload, error)
+}
+
+// Sink writes a batch and reports, per record, whether it was durably
+// written: errs has one entry per input, nil where the record is durable. A
+// non-nil error fails the whole batch.
+type Sink interface {
+	Write(ctx context.Context, batch []record.Record) (errs []error, err error)
+}
+
+// kind is the plugin kind a Plugin serves, as its manifest names it.
+type kind string
+
+const (
+	kindTransform kind = "transform"
+	kindCodec     kind = "codec"
+	kindSink      kind = "sink"
+)
+
 // Plugin describes a native plugin. Exactly one of Transformer, Codec and
 // Sink must be set.
 type Plugin struct {
@@ -57,8 +85,8 @@ type Plugin struct {
 	Version string
 
 	Transformer Transformer
-	Codec       plugins.Codec
-	Sink        plugins.Sink
+	Codec       Codec
+	Sink        Sink
 
 	// Init, if set, receives the plugin's config table from the streamd TOML
 	// as a JSON object ("{}" when there is none) before the first batch. An
@@ -71,16 +99,16 @@ type Plugin struct {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
 
-func (p *Plugin) kind() (plugins.Kind, error) {
-	var kinds []plugins.Kind
+func (p *Plugin) kind() (kind, error) {
+	var kinds []kind
 	if p.Transformer != nil {
-		kinds = append(kinds, plugins.KindTransform)
+		kinds = append(kinds, kindTransform)
 	}
 	if p.Codec != nil {
-		kinds = append(kinds, plugins.KindCodec)
+		kinds = append(kinds, kindCodec)
 	}
 	if p.Sink != nil {
-		kinds = append(kinds, plugins.KindSink)
+		kinds = append(kinds, kindSink)
 	}
 	if !nameRE.MatchString(p.Name) {
 		return "", fmt.Errorf("plugin name %q does not match [a-z0-9._-]{1,64}", p.Name)
@@ -116,9 +144,9 @@ func Serve(p Plugin) {
 		}
 	}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake(),
+		HandshakeConfig: pluginv1.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{
-			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &GRPCPlugin{Impl: srv}},
+			pluginv1.ProtocolVersion: {pluginv1.PluginSetName: &pluginv1.GRPCPlugin{Impl: srv}},
 		},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			pool := pluginv1.BufferPool()
@@ -128,42 +156,11 @@ func Serve(p Plugin) {
 	})
 }
 
-// Handshake is the go-plugin handshake of the streamd native protocol. The
-// protocol version is negotiated from the versioned plugin sets.
-func Handshake() plugin.HandshakeConfig {
-	return plugin.HandshakeConfig{
-		MagicCookieKey:   pluginv1.MagicCookieKey,
-		MagicCookieValue: pluginv1.MagicCookieValue,
-	}
-}
-
-// GRPCPlugin is the go-plugin plugin of protocol v1: the plugin side
-// registers Impl, the host side gets a pluginv1.PluginClient. Plugins use
-// Serve instead; this is exported for the host and for tests.
-type GRPCPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	Impl pluginv1.PluginServer
-}
-
-// GRPCServer implements plugin.GRPCPlugin.
-func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	if g.Impl == nil {
-		return errors.New("streamd native plugin: no server")
-	}
-	pluginv1.RegisterPluginServer(s, g.Impl)
-	return nil
-}
-
-// GRPCClient implements plugin.GRPCPlugin.
-func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return pluginv1.NewPluginClient(c), nil
-}
-
 // server adapts a Plugin to the v1 service.
 type server struct {
 	pluginv1.UnimplementedPluginServer
 	p    Plugin
-	kind plugins.Kind
+	kind kind
 }
 
 func (s *server) Manifest(context.Context, *pluginv1.ManifestRequest) (*pluginv1.ManifestResponse, error) {
@@ -195,11 +192,11 @@ func (s *server) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest) (*pl
 func (s *server) Process(ctx context.Context, req *pluginv1.ProcessRequest) (*pluginv1.ProcessResponse, error) {
 	op := req.GetOp()
 	switch {
-	case op == pluginv1.Op_OP_TRANSFORM && s.kind == plugins.KindTransform:
+	case op == pluginv1.Op_OP_TRANSFORM && s.kind == kindTransform:
 		return s.transform(ctx, req.GetRecords())
-	case (op == pluginv1.Op_OP_ENCODE || op == pluginv1.Op_OP_DECODE) && s.kind == plugins.KindCodec:
+	case (op == pluginv1.Op_OP_ENCODE || op == pluginv1.Op_OP_DECODE) && s.kind == kindCodec:
 		return s.codec(ctx, op, req.GetRecords())
-	case op == pluginv1.Op_OP_WRITE && s.kind == plugins.KindSink:
+	case op == pluginv1.Op_OP_WRITE && s.kind == kindSink:
 		return s.write(ctx, req.GetRecords())
 	}
 	return nil, status.Errorf(codes.Unimplemented, "plugin %s (%s) does not serve op %s", s.p.Name, s.kind, op)
@@ -256,7 +253,7 @@ func (s *server) codec(ctx context.Context, op pluginv1.Op, in []*pluginv1.Recor
 	for i, r := range in {
 		payloads[i] = r.GetValue()
 	}
-	var res []plugins.Payload
+	var res []Payload
 	var err error
 	if op == pluginv1.Op_OP_ENCODE {
 		res, err = s.p.Codec.Encode(ctx, payloads)

@@ -10,15 +10,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/streamd/streamd/plugins"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
 	"github.com/streamd/streamd/record"
 )
 
 type upperCodec struct{}
 
-func (upperCodec) Encode(_ context.Context, p [][]byte) ([]plugins.Payload, error) {
-	out := make([]plugins.Payload, len(p))
+func (upperCodec) Encode(_ context.Context, p [][]byte) ([]Payload, error) {
+	out := make([]Payload, len(p))
 	for i, b := range p {
 		if len(b) == 0 {
 			out[i].Err = errors.New("empty")
@@ -29,7 +28,7 @@ func (upperCodec) Encode(_ context.Context, p [][]byte) ([]plugins.Payload, erro
 	return out, nil
 }
 
-func (upperCodec) Decode(context.Context, [][]byte) ([]plugins.Payload, error) {
+func (upperCodec) Decode(context.Context, [][]byte) ([]Payload, error) {
 	return nil, errors.New("decode is broken")
 }
 
@@ -43,12 +42,12 @@ func TestPluginKind(t *testing.T) {
 	tf := TransformFunc(func(context.Context, record.Record) Result { return Result{Keep: true} })
 	tests := []struct {
 		p       Plugin
-		want    plugins.Kind
+		want    kind
 		wantErr string
 	}{
-		{Plugin{Name: "a", Transformer: tf}, plugins.KindTransform, ""},
-		{Plugin{Name: "a", Codec: upperCodec{}}, plugins.KindCodec, ""},
-		{Plugin{Name: "a", Sink: shortSink{}}, plugins.KindSink, ""},
+		{Plugin{Name: "a", Transformer: tf}, kindTransform, ""},
+		{Plugin{Name: "a", Codec: upperCodec{}}, kindCodec, ""},
+		{Plugin{Name: "a", Sink: shortSink{}}, kindSink, ""},
 		{Plugin{Name: "a"}, "", "exactly one of Transformer, Codec and Sink must be set, got 0"},
 		{Plugin{Name: "a", Transformer: tf, Sink: shortSink{}}, "", "got 2"},
 		{Plugin{Name: "Bad Name", Transformer: tf}, "", `plugin name "Bad Name" does not match`},
@@ -77,7 +76,7 @@ func process(t *testing.T, s *server, op pluginv1.Op, values ...string) (*plugin
 }
 
 func TestServerProcess(t *testing.T) {
-	tr := &server{kind: plugins.KindTransform, p: Plugin{Name: "t", Transformer: TransformFunc(func(_ context.Context, r record.Record) Result {
+	tr := &server{kind: kindTransform, p: Plugin{Name: "t", Transformer: TransformFunc(func(_ context.Context, r record.Record) Result {
 		switch string(r.Value) {
 		case "bad":
 			return Result{Err: errors.New("bad value")}
@@ -98,7 +97,7 @@ func TestServerProcess(t *testing.T) {
 		t.Fatalf("output record %v: want offset and partition -1", o)
 	}
 
-	codec := &server{kind: plugins.KindCodec, p: Plugin{Name: "c", Codec: upperCodec{}}}
+	codec := &server{kind: kindCodec, p: Plugin{Name: "c", Codec: upperCodec{}}}
 	resp, err = process(t, codec, pluginv1.Op_OP_ENCODE, "ab", "")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +115,7 @@ func TestServerProcess(t *testing.T) {
 	}{
 		{"op not served", tr, pluginv1.Op_OP_WRITE, codes.Unimplemented, "does not serve op OP_WRITE"},
 		{"batch error", codec, pluginv1.Op_OP_DECODE, codes.Aborted, "decode is broken"},
-		{"short result", &server{kind: plugins.KindSink, p: Plugin{Name: "s", Sink: shortSink{}}}, pluginv1.Op_OP_WRITE, codes.Internal, "sink returned 1 results for 2 records"},
+		{"short result", &server{kind: kindSink, p: Plugin{Name: "s", Sink: shortSink{}}}, pluginv1.Op_OP_WRITE, codes.Internal, "sink returned 1 results for 2 records"},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +129,7 @@ func TestServerProcess(t *testing.T) {
 
 func TestServerInit(t *testing.T) {
 	var got string
-	s := &server{kind: plugins.KindTransform, p: Plugin{Name: "t", Init: func(_ context.Context, c json.RawMessage) error {
+	s := &server{kind: kindTransform, p: Plugin{Name: "t", Init: func(_ context.Context, c json.RawMessage) error {
 		got = string(c)
 		if strings.Contains(got, "bad") {
 			return errors.New("bad config")

@@ -30,7 +30,6 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/streamd/streamd/plugins"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/sdk/go/native"
@@ -98,9 +97,9 @@ func (s *state) transform(_ context.Context, r record.Record) native.Result {
 
 type codec struct{ s *state }
 
-func (c codec) apply(payloads [][]byte, f func([]byte) []byte) ([]plugins.Payload, error) {
+func (c codec) apply(payloads [][]byte, f func([]byte) []byte) ([]native.Payload, error) {
 	c.s.before()
-	out := make([]plugins.Payload, len(payloads))
+	out := make([]native.Payload, len(payloads))
 	for i, p := range payloads {
 		if string(p) == "poison" {
 			out[i].Err = errors.New("poison payload")
@@ -111,11 +110,11 @@ func (c codec) apply(payloads [][]byte, f func([]byte) []byte) ([]plugins.Payloa
 	return out, nil
 }
 
-func (c codec) Encode(_ context.Context, p [][]byte) ([]plugins.Payload, error) {
+func (c codec) Encode(_ context.Context, p [][]byte) ([]native.Payload, error) {
 	return c.apply(p, bytes.ToUpper)
 }
 
-func (c codec) Decode(_ context.Context, p [][]byte) ([]plugins.Payload, error) {
+func (c codec) Decode(_ context.Context, p [][]byte) ([]native.Payload, error) {
 	return c.apply(p, bytes.ToLower)
 }
 
@@ -144,8 +143,8 @@ func (k sink) Write(_ context.Context, batch []record.Record) ([]error, error) {
 func main() {
 	if os.Getenv("STREAMD_TESTPLUGIN_PROTOCOL") == "2" {
 		plugin.Serve(&plugin.ServeConfig{
-			HandshakeConfig:  native.Handshake(),
-			VersionedPlugins: map[int]plugin.PluginSet{2: {pluginv1.PluginSetName: &native.GRPCPlugin{Impl: &pluginv1.UnimplementedPluginServer{}}}},
+			HandshakeConfig:  pluginv1.Handshake(),
+			VersionedPlugins: map[int]plugin.PluginSet{2: {pluginv1.PluginSetName: &pluginv1.GRPCPlugin{Impl: &pluginv1.UnimplementedPluginServer{}}}},
 			GRPCServer:       func(o []grpc.ServerOption) *grpc.Server { return grpc.NewServer(o...) },
 		})
 		return
