@@ -1,6 +1,7 @@
 package fluid
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,6 +173,12 @@ func (c *Consumer) Downgraded() bool {
 	return c.switched
 }
 
+// ErrBridgeUnavailable marks a bridge that did not answer: not reached, or
+// answering 502, 503 or 504 (its Kafka or its Schema Registry could not
+// answer). It is transient: Poll keeps the record it was handling, and the
+// next Poll asks again.
+var ErrBridgeUnavailable = errors.New("fluid bridge unavailable")
+
 func (c *Consumer) get(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.BridgeURL+path, nil)
 	if err != nil {
@@ -179,14 +186,18 @@ func (c *Consumer) get(ctx context.Context, path string, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("fluid bridge: %w", err)
+		return fmt.Errorf("fluid bridge: %w (%w)", err, ErrBridgeUnavailable)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("fluid bridge: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fmt.Errorf("fluid bridge: GET %s: %s: %s (%w)", path, resp.Status, bytes.TrimSpace(body), ErrBridgeUnavailable)
+	default:
 		return fmt.Errorf("fluid bridge: GET %s: %s: %s", path, resp.Status, body)
 	}
 	if err := json.Unmarshal(body, out); err != nil {

@@ -14,6 +14,9 @@ package fluidsource
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"time"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/pipeline"
@@ -22,7 +25,8 @@ import (
 
 // Source is a pipeline.Source reading through a fluid.Consumer.
 type Source struct {
-	c *fluid.Consumer
+	c   *fluid.Consumer
+	log *slog.Logger
 }
 
 // New registers with the bridge and joins the group (see fluid.NewConsumer).
@@ -31,16 +35,38 @@ func New(ctx context.Context, cfg fluid.ConsumerConfig) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{c: c}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Source{c: c, log: log}, nil
 }
 
 // Consumer returns the underlying consumer.
 func (s *Source) Consumer() *fluid.Consumer { return s.c }
 
-// Fetch implements pipeline.Source.
+// Fetch implements pipeline.Source. A bridge that does not answer
+// (fluid.ErrBridgeUnavailable: unreachable, or its Kafka or Schema
+// Registry cannot answer) is asked again with a backoff until ctx ends,
+// reported as a warning, never a pipeline failure; records polled before
+// it are returned first.
 func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
+	backoff := 100 * time.Millisecond
 	for {
 		rs, err := s.c.Poll(ctx)
+		if err != nil && errors.Is(err, fluid.ErrBridgeUnavailable) && ctx.Err() == nil {
+			if len(rs) == 0 {
+				s.log.Warn("fluid consumer: the bridge did not answer; asking again", "err", err, "retry_in", backoff)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+			err = nil // the rest stays pending: the next Fetch asks again
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,12 +3,14 @@ package fluidsource_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,11 +82,38 @@ func TestPipelineIsAFluidConsumer(t *testing.T) {
 		topic      string
 		downgraded bool
 	}{{"customers", false}, {"orders", true}} {
-		t.Run(tt.topic, func(t *testing.T) { testPipeline(t, tt.topic, tt.downgraded) })
+		t.Run(tt.topic, func(t *testing.T) { testPipeline(t, tt.topic, tt.downgraded, nil) })
 	}
 }
 
-func testPipeline(t *testing.T, topic string, downgraded bool) {
+// TestPipelineBridgeUnavailable: while the bridge answers /fluid/compatible
+// with 503 (what it answers while its Schema Registry cannot), the
+// pipeline waits and asks again, and when the bridge answers it reads
+// everything: the pipeline does not fail (it failed with "source: fluid
+// bridge: ... 503 Service Unavailable" before).
+func TestPipelineBridgeUnavailable(t *testing.T) {
+	var down atomic.Bool
+	var refused atomic.Int32
+	down.Store(true)
+	wrap := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/fluid/compatible" && down.Load() {
+				if refused.Add(1) == 3 {
+					down.Store(false) // after three refusals (backoff 100, 200 ms)
+				}
+				http.Error(w, `{"error":"schema registry: connection refused"}`, http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	testPipeline(t, "orders", true, wrap)
+	if refused.Load() < 3 {
+		t.Fatalf("the bridge refused %d times, want 3", refused.Load())
+	}
+}
+
+func testPipeline(t *testing.T, topic string, downgraded bool, wrap func(http.Handler) http.Handler) {
 	broker := testenv.Kafka(t)
 	// A copy of the example metadata with a topic name unique to this test
 	// (a real broker is shared).
@@ -119,7 +148,11 @@ func testPipeline(t *testing.T, topic string, downgraded bool) {
 		t.Fatal(err)
 	}
 	defer b.Close(context.Background())
-	srv := httptest.NewServer(b.Handler())
+	h := b.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
 	prod := broker.Client(t, kgo.DefaultProduceTopic(topic))
