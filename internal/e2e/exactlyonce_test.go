@@ -101,6 +101,28 @@ func readSeq(t testing.TB, b *testenv.Broker, topic string, committed bool, want
 	return seen
 }
 
+// kcatSeq reads topic with kcat from the start to its end as a
+// read_committed consumer and counts the seq headers.
+func kcatSeq(t testing.TB, b *testenv.Broker, topic string) map[int]int {
+	t.Helper()
+	kcat := testenv.Tool(t, "kcat")
+	out, err := exec.Command(kcat, "-C", "-b", strings.Join(b.Seeds, ","), "-t", topic, "-o", "beginning", "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%h\n").Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	seen := map[int]int{}
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, h := range strings.Split(l, ",") {
+			if v, ok := strings.CutPrefix(h, "seq="); ok {
+				n, _ := strconv.Atoi(v)
+				seen[n]++
+			}
+		}
+	}
+	return seen
+}
+
 // TestSIGKILLExactlyOnce is issue 15's must-show 1 and 3: kafka -> Go Wasm
 // orders downgrade -> kafka with poison records to a DLQ, the daemon
 // SIGKILLed 20 times at random moments while records flow and restarted.
@@ -248,6 +270,23 @@ dlq_topic = %q
 		}
 		if sd.delivery == "exactly-once" && (dup > 0 || deadDup > 0) {
 			t.Errorf("exactly-once: %d duplicates in the output, %d in the DLQ", dup, deadDup)
+		}
+		if sd.delivery == "exactly-once" {
+			// The independent reader: kcat (librdkafka), read_committed.
+			got := kcatSeq(t, b, sd.out)
+			kMissing, kDup := 0, 0
+			for i := range n {
+				switch c := got[i]; {
+				case !isPoison(i) && c == 0:
+					kMissing++
+				case c > 1:
+					kDup += c - 1
+				}
+			}
+			t.Logf("kcat -X isolation.level=read_committed: %d records, %d missing, %d duplicates", len(got), kMissing, kDup)
+			if kMissing > 0 || kDup > 0 {
+				t.Errorf("kcat read_committed: %d missing, %d duplicates", kMissing, kDup)
+			}
 		}
 	}
 	t.Logf("duplicates after the same storm: exactly-once %d, at-least-once %d", dups["exactly-once"], dups["at-least-once"])
