@@ -27,12 +27,16 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// BenchmarkKafkaWasmKafka is issue 3's target (c): records/s of a
-// kafka -> transform -> kafka pipeline, built from TOML exactly as `streamd
-// run` builds it, with no transform and with the orders-downgrade Wasm
-// plugin in Go (and C, for comparison; and, as a reference no plugin can
-// beat, the same Go code called in process), on one in-process kfake broker
-// (or the brokers in STREAMD_BENCH_BROKERS). Each op is one ~200-byte
+// BenchmarkKafkaWasmKafka is issue 3's target (c) and issue 17's harness:
+// records/s of a kafka -> transform -> kafka pipeline, built from TOML
+// exactly as `streamd run` builds it, with no transform and with the
+// orders-downgrade Wasm plugin in Go, C, Rust and AssemblyScript (the last
+// three when `make examples` built them), the same Go code called in
+// process (a reference no plugin can beat), and a bare franz-go loop
+// (benchBare) measured the same way; each run on a fresh in-process kfake
+// broker (or the brokers in STREAMD_BENCH_BROKERS), the output compressed
+// with STREAMD_BENCH_COMPRESSION (default none). scripts/bench-e2e runs
+// the rows in interleaved rounds. Each op is one ~200-byte
 // v2 order moved from a 4-partition topic, filled before the timer starts,
 // to an output topic; the op ends when the output topic holds them all.
 // records/s and cpu-ns/record leave out the pipeline's start (the first
@@ -46,11 +50,18 @@ import (
 func BenchmarkKafkaWasmKafka(b *testing.B) {
 	plugins := map[string]string{}
 	for _, tc := range []struct{ name, transform string }{
+		{"bare-franz-go", "bare"},
 		{"none", ""},
 		{"inprocess-go", "inprocess"},
 		{"wasm-go", "go"},
 		{"wasm-c", "c"},
+		{"wasm-rust", "rust"},
+		{"wasm-assemblyscript", "assemblyscript"},
 	} {
+		if tc.transform == "bare" {
+			b.Run("transform="+tc.name, benchBare)
+			continue
+		}
 		var path string
 		if tc.transform == "inprocess" {
 			path = filepath.Join(b.TempDir(), inProcess)
@@ -165,14 +176,97 @@ path = %q
 	src += fmt.Sprintf(`[pipeline.sink]
 type = "kafka"
 topic = %q
+compression = %q
 [pipeline.errors]
 policy = "stop"
-`, out)
+`, out, benchCompression())
 	cfg, err := config.Parse("bench.toml", []byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatal(err)
 	}
 	return cfg
+}
+
+// benchCompression is STREAMD_BENCH_COMPRESSION (default none): the output
+// compression of the pipeline's sink and of the bare loop's producer.
+func benchCompression() string {
+	if c := os.Getenv("STREAMD_BENCH_COMPRESSION"); c != "" {
+		return c
+	}
+	return "none"
+}
+
+// benchBare is the bare loop streamd is measured against: one franz-go
+// client consuming the input topic in a group, one producing each record
+// to the output topic (acks all, 5 ms linger, benchCompression), a flush
+// and a commit per poll; measured like the pipeline rows (runUntil).
+func benchBare(b *testing.B) {
+	seeds, topic := benchBrokers(b)
+	in, out := topic+"-in", topic+"-out"
+	adm := kadm.NewClient(newClient(b, seeds))
+	if _, err := adm.CreateTopics(context.Background(), 4, 1, nil, in, out); err != nil {
+		b.Fatal(err)
+	}
+	fillOrders(b, seeds, in, b.N)
+	codec, err := kgoCompression(benchCompression())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons := newClient(b, seeds, kgo.ConsumerGroup(in+"-group"), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	prod := newClient(b, seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchCompression(codec))
+	loop := func(ctx context.Context) error {
+		var failed atomic.Value
+		for ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				prod.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: r.Headers}, func(_ *kgo.Record, err error) {
+					if err != nil && ctx.Err() == nil {
+						failed.Store(err)
+					}
+				})
+			})
+			if fs.NumRecords() > 0 {
+				if err := prod.Flush(ctx); err != nil && ctx.Err() == nil {
+					return err
+				}
+				if err := cons.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+					return err
+				}
+			}
+			if err, _ := failed.Load().(error); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b.ResetTimer()
+	moved, took, cpu := runUntilFunc(b, loop, int64(b.N), 2*time.Millisecond, func(ctx context.Context) (int64, error) {
+		ends, err := adm.ListEndOffsets(ctx, out)
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n, err
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(moved)/took.Seconds(), "records/s")
+	b.ReportMetric(float64(cpu)/float64(moved), "cpu-ns/record")
+}
+
+// kgoCompression is the franz-go codec of a sink compression name.
+func kgoCompression(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("STREAMD_BENCH_COMPRESSION %q: want none, gzip, snappy, lz4 or zstd", name)
 }
 
 // downgradePlugin returns the orders-downgrade plugin in lang: Go is built
@@ -210,6 +304,12 @@ func cpuTime() int64 {
 // stride) to the end: how much moved, in how long, and the process's CPU
 // time meanwhile in ns.
 func runUntil(b *testing.B, a *app.App, total int64, every time.Duration, count func(context.Context) (int64, error)) (moved int64, took time.Duration, cpu int64) {
+	return runUntilFunc(b, a.Run, total, every, count)
+}
+
+// runUntilFunc is runUntil for any run function that returns when its
+// context is cancelled.
+func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, every time.Duration, count func(context.Context) (int64, error)) (moved int64, took time.Duration, cpu int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -237,7 +337,7 @@ func runUntil(b *testing.B, a *app.App, total int64, every time.Duration, count 
 			time.Sleep(every)
 		}
 	}()
-	if err := a.Run(ctx); err != nil {
+	if err := run(ctx); err != nil {
 		b.Fatal(err)
 	}
 	<-done
