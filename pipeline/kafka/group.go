@@ -75,16 +75,14 @@ func (s *Source) Group() GroupStatus {
 	return g
 }
 
-// noteAssigned counts an assignment; s.mu is held.
-func (s *Source) noteAssigned(m map[string][]int32) {
+// noteAssigned counts an assignment by cl's group; s.mu is held.
+func (s *Source) noteAssigned(cl *kgo.Client, m map[string][]int32) {
 	if len(m) == 0 {
 		return
 	}
 	s.grp.assignments++
 	s.grp.changed = time.Now()
-	if s.cl != nil {
-		_, s.grp.generation = s.cl.GroupMetadata()
-	}
+	_, s.grp.generation = cl.GroupMetadata()
 }
 
 // noteRevoked counts a revoke, or a loss; s.mu is held.

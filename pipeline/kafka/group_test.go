@@ -270,3 +270,35 @@ func TestPauseFetchKeepsAssignment(t *testing.T) {
 	}
 	t.Logf("paused 8 s: generation %d kept, %d assignments, 400 of 400 read once", during.Generation, during.Assignments)
 }
+
+// TestFirstAssignmentGeneration: the first assignment's group status names
+// its generation. The assign callback used to read the client from the
+// Source's field, which Ready writes only after kgo.NewClient returns: a
+// join quick enough (kfake, a static member) found it nil, reported
+// generation 0 (log line and /v1/status) and raced with Ready (go test
+// -race: TestTopicsRegex in internal/app).
+func TestFirstAssignmentGeneration(t *testing.T) {
+	b := testenv.Kafka(t)
+	topic, group := testenv.Topic(t, "in"), testenv.Topic(t, "g")
+	createTopic(t, b.Seeds, topic, 2, nil)
+	src, err := kafka.NewSource(kafka.SourceConfig{Seeds: b.Seeds, Topics: []string{topic}, Group: group,
+		InstanceDir: t.TempDir(), SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx := context.Background()
+	if err := src.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for src.Group().Assignments == 0 && time.Now().Before(deadline) {
+		fctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, _ = src.FetchUpTo(fctx, 10)
+		cancel()
+	}
+	g := src.Group()
+	if g.Assignments != 1 || g.Generation < 1 {
+		t.Fatalf("after the first assignment: %+v (want generation >= 1)", g)
+	}
+}

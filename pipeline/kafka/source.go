@@ -252,11 +252,14 @@ func (s *Source) Ready(ctx context.Context) error {
 	return s.readyTxn(ctx)
 }
 
-func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+// assigned is franz-go's OnPartitionsAssigned. It uses the client it is
+// given, never s.cl: the first assignment can come before connect has
+// stored the client (a data race, and generation 0 in the status).
+func (s *Source) assigned(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.lost) // the group session is back: what is ours is in m (or kept)
-	s.noteAssigned(m)
+	s.noteAssigned(cl, m)
 	for t, ps := range m {
 		for _, p := range ps {
 			s.epochs++
@@ -264,8 +267,8 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 		}
 	}
 	s.log.Info("partitions assigned", "partitions", m, "generation", s.grp.generation)
-	if s.paused && s.cl != nil {
-		s.cl.PauseFetchTopics(topicsOf(m)...)
+	if s.paused {
+		cl.PauseFetchTopics(topicsOf(m)...)
 	}
 }
 
