@@ -258,8 +258,10 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		return fmt.Errorf("%s: %w", a.where(i, "sink"), err)
 	}
 	u.sink = sink
-	stages = a.observeStages(pc.Name, stages)
 	opts := a.pipelineOptions(pc, stages)
+	if obs := a.consoleObserver(pc.Name, stages); obs != nil {
+		opts = append(opts, pipeline.WithObserver(obs))
+	}
 	switch pc.Errors.Policy {
 	case "dlq":
 		kc, err := a.kafkaCluster(pc.Errors.DLQCluster)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -74,73 +73,18 @@ func (a *App) mountConsole() {
 	a.Admin.Handle("/ui", a.console) // redirects to /ui/
 }
 
-// observeStages makes pipeline name's stages report their calls to the
-// console (for the tap, per-stage rates and latency, the last errors).
-//
-// This wraps each Transformer, in the app, until the engine has its own
-// observer hook (pipeline.WithObserver, issue 12, h11): then the
-// pipeline reports to the console itself, sink rejections included.
-func (a *App) observeStages(name string, stages []pipeline.Stage) []pipeline.Stage {
-	if a.console == nil || len(stages) == 0 {
-		return stages
+// consoleObserver returns the console's observer of pipeline name with
+// stages (pipeline.WithObserver: stage calls and rejections), or nil
+// without a console.
+func (a *App) consoleObserver(name string, stages []pipeline.Stage) *console.StageObserver {
+	if a.console == nil {
+		return nil
 	}
 	names := make([]string, len(stages))
 	for i, st := range stages {
 		names[i] = st.Name
 	}
-	obs := a.console.Observer(name, names)
-	out := make([]pipeline.Stage, len(stages))
-	for i, st := range stages {
-		st.Transformer = &observedStage{inner: st.Transformer, obs: obs, stage: st.Name, plugin: st.Plugin}
-		out[i] = st
-	}
-	return out
-}
-
-// observedStage reports each call of inner to the console.
-type observedStage struct {
-	inner         plugins.Transformer
-	obs           *console.StageObserver
-	stage, plugin string
-}
-
-func (s *observedStage) Transform(ctx context.Context, batch []record.Record) ([]plugins.Result, error) {
-	t0 := time.Now()
-	res, err := s.inner.Transform(ctx, batch)
-	s.obs.StageCall(s.stage, batch, res, err, time.Since(t0))
-	if err != nil && len(batch) == 1 && !errors.Is(err, plugins.ErrTransient) {
-		// A one-record call that failed (a trap): the engine's verdict
-		// on that record, unless the plugin is broken as a whole.
-		s.obs.Rejected(s.stage, s.plugin, &batch[0], err)
-	}
-	if err == nil && len(res) == len(batch) {
-		for i := range res {
-			// A verdict on a record (not a transient failure the engine
-			// retries). The engine isolates a failed batch record by
-			// record, so each poison record is reported once, by the
-			// one-record call.
-			if e := res[i].Err; e != nil && !errors.Is(e, plugins.ErrTransient) {
-				s.obs.Rejected(s.stage, s.plugin, &batch[i], e)
-			}
-		}
-	}
-	return res, err
-}
-
-// Health implements plugins.Healther with inner's health.
-func (s *observedStage) Health() error {
-	if h, ok := s.inner.(plugins.Healther); ok {
-		return h.Health()
-	}
-	return nil
-}
-
-// unwrapStage returns the transformer an observedStage wraps.
-func unwrapStage(t plugins.Transformer) plugins.Transformer {
-	if o, ok := t.(*observedStage); ok {
-		return o.inner
-	}
-	return t
+	return a.console.Observer(name, names)
 }
 
 func (a *App) consolePipelines() []console.Pipeline {
@@ -170,7 +114,7 @@ func (a *App) consolePipeline(pp *pipeParts) console.Pipeline {
 		cp.Source.Fluid = pc.Source.Fluid.CompatibleVersion
 	}
 	for j, st := range pp.stages {
-		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: unwrapStage(st.Transformer)})
+		cp.Stages = append(cp.Stages, console.Stage{Name: st.Name, Type: pc.Transforms[j].Type, Plugin: st.Plugin, Part: st.Transformer})
 	}
 	if pc.Errors.Policy == "dlq" {
 		if ko, err := a.clusterOpts(pc.Errors.DLQCluster); err == nil { // Build made it, or failed

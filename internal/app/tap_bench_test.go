@@ -50,12 +50,13 @@ func BenchmarkTap(b *testing.B) {
 		b.Run("observer="+mode, func(b *testing.B) {
 			a := &App{}
 			stages := []pipeline.Stage{stage}
+			opts := []pipeline.Option{pipeline.WithStages(stages...)}
 			if mode != "none" {
 				a.console = console.New(console.WithPipelines(func() []console.Pipeline {
 					return []console.Pipeline{{Name: "bench", Stages: []console.Stage{{Name: "identity", Type: "wasm"}}}}
 				}))
 				defer a.console.Close()
-				stages = a.observeStages("bench", stages)
+				opts = append(opts, pipeline.WithObserver(a.consoleObserver("bench", stages)))
 			}
 			if mode == "tap" {
 				srv := httptest.NewServer(a.console)
@@ -71,7 +72,7 @@ func BenchmarkTap(b *testing.B) {
 					}
 				}()
 			}
-			pl := pipeline.New("bench", generate.NewSource(0, int64(b.N), 100), pipeline.DropSink{}, pipeline.WithStages(stages...))
+			pl := pipeline.New("bench", generate.NewSource(0, int64(b.N), 100), pipeline.DropSink{}, opts...)
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime()
 			if err := pl.Run(ctx); err != nil {

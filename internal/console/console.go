@@ -275,6 +275,19 @@ func (s *StageObserver) Rejected(stage, plugin string, r *record.Record, err err
 	s.o.rejected(stage, plugin, r, err)
 }
 
+// ObserveStage makes s a pipeline observer of stage calls
+// (pipeline.WithObserver): each call of a transform stage, batch calls,
+// one-record calls and retries alike.
+func (s *StageObserver) ObserveStage(c pipeline.StageCall) {
+	s.o.stageCall(c.Stage, c.In, c.Out, c.Err, c.Took)
+}
+
+// ObserveReject makes s a pipeline observer of rejections: each input
+// record the error policy gets, the sink's (stage "sink") included.
+func (s *StageObserver) ObserveReject(r pipeline.Rejection) {
+	s.o.rejected(r.Stage, r.Plugin, r.Record, r.Err)
+}
+
 func (c *Console) pipeline(name string) (Pipeline, bool) {
 	for _, p := range c.o.pipelines() {
 		if p.Name == name {
