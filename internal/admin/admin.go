@@ -52,7 +52,7 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	}
 	s.guarded = s.guard(http.HandlerFunc(s.route))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /pipelines", func(w http.ResponseWriter, _ *http.Request) {
@@ -60,7 +60,7 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 		for _, p := range s.pipelines() {
 			out = append(out, p.Status())
 		}
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -86,10 +86,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	if len(notReady) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady, "reasons": reasons})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady, "reasons": reasons})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // Handle mounts h on pattern (http.ServeMux syntax).
@@ -186,7 +186,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.Shutdown(ctx)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// WriteJSON answers v as indented JSON with status code: the admin API's
+// one way to write a JSON answer (its routes and the daemon's /v1/ use it).
+func WriteJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)

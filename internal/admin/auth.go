@@ -129,7 +129,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, what, 
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="streamd"`)
 	}
-	writeJSON(w, code, map[string]string{"error": what, "detail": detail})
+	WriteJSON(w, code, map[string]string{"error": what, "detail": detail})
 }
 
 // mutualTLS reports whether c makes every client present a certificate

@@ -2,10 +2,11 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/streamd/streamd/internal/admin"
 )
 
 // The control API under /v1/ (docs/operations.md). Reads are GET, every
@@ -20,12 +21,12 @@ import (
 //	POST /v1/pipelines/{name}/restart      ControlResult
 func (a *App) mountAPI() {
 	a.Admin.Handle("GET /v1/status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, a.Status())
+		admin.WriteJSON(w, http.StatusOK, a.Status())
 	}))
 	a.Admin.Handle("GET /v1/pipelines/{name}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, ps := range a.Status().Pipelines {
 			if ps.Name == r.PathValue("name") {
-				writeJSON(w, http.StatusOK, ps)
+				admin.WriteJSON(w, http.StatusOK, ps)
 				return
 			}
 		}
@@ -38,11 +39,11 @@ func (a *App) mountAPI() {
 		res, err := a.Reload(ctx)
 		switch {
 		case errors.Is(err, errShuttingDown):
-			writeJSON(w, http.StatusServiceUnavailable, res)
+			admin.WriteJSON(w, http.StatusServiceUnavailable, res)
 		case err != nil:
-			writeJSON(w, http.StatusUnprocessableEntity, res)
+			admin.WriteJSON(w, http.StatusUnprocessableEntity, res)
 		default:
-			writeJSON(w, http.StatusOK, res)
+			admin.WriteJSON(w, http.StatusOK, res)
 		}
 	}))
 	a.Admin.Handle("POST /v1/pipelines/{name}/{action}", http.HandlerFunc(a.control))
@@ -95,17 +96,9 @@ func (a *App) control(w http.ResponseWriter, r *http.Request) {
 			res.Status = &ps
 		}
 	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	admin.WriteJSON(w, http.StatusOK, res)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
+	admin.WriteJSON(w, code, map[string]string{"error": msg})
 }

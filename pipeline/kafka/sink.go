@@ -385,41 +385,15 @@ func (s *Sink) client() *kgo.Client {
 	return s.cl
 }
 
-// sinkCloseTimeout bounds Close's flush.
-const sinkCloseTimeout = 5 * time.Second
-
-// Close flushes (for at most 5 s) and closes the producer.
+// Close flushes and closes the producer; a Sink writing in a source's
+// transactions leaves that to the source (its transactions flush).
 func (s *Sink) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), sinkCloseTimeout)
-	defer cancel()
-	return s.CloseContext(ctx)
-}
-
-// CloseContext flushes the producer until ctx is done, then closes it,
-// returning when ctx is done at the latest: records still buffered then
-// fail (after a shutdown that ran out of time they belong to batches the
-// pipeline abandoned, never acknowledged), and a close still waiting on
-// the broker (franz-go gives a KIP-714 telemetry push a second) is left to
-// finish in the background.
-//
-// A Sink writing in a source's transactions leaves that to the source
-// (its transactions flush).
-func (s *Sink) CloseContext(ctx context.Context) error {
 	if s.tx != nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	err := s.cl.Flush(ctx)
-	if err != nil {
-		err = fmt.Errorf("flush to %s: records not written by the deadline are dropped (their batches were abandoned, not committed): %w", s.topic, err)
-	}
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		s.cl.Close()
-	}()
-	select {
-	case <-closed:
-	case <-ctx.Done():
-	}
+	s.cl.Close()
 	return err
 }
