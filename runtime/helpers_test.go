@@ -26,12 +26,8 @@ func wat(tb testing.TB, name string) string {
 // watFile builds the WAT file at path into a temp dir and returns the path.
 func watFile(tb testing.TB, path string) string {
 	tb.Helper()
-	tool := testenv.Tool(tb, "wat2wasm")
 	out := filepath.Join(tb.TempDir(), strings.TrimSuffix(filepath.Base(path), ".wat")+".wasm")
-	cmd := exec.Command(tool, path, "-o", out)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("wat2wasm %s: %v\n%s", path, err, b)
-	}
+	testenv.Wat2Wasm(tb, path, out)
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,9 +31,7 @@ func identityVersion(t *testing.T, version string) []byte {
 	if err := os.WriteFile(in, []byte(strings.Replace(string(src), "1.0.0", version, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := exec.Command(testenv.Tool(t, "wat2wasm"), in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
+	testenv.Wat2Wasm(t, in, out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

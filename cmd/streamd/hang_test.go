@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -90,12 +89,9 @@ func TestHangingGuestBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs guests into the 5s timeout (about 40 s)")
 	}
-	tool := testenv.Tool(t, "wat2wasm")
 	dir := t.TempDir()
 	for _, name := range []string{"poison", "misbehave"} {
-		if b, err := exec.Command(tool, "../../examples/wasm/wat/"+name+".wat", "-o", filepath.Join(dir, name+".wasm")).CombinedOutput(); err != nil {
-			t.Fatalf("wat2wasm: %v\n%s", err, b)
-		}
+		testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
 	}
 	var all, one, oneOut strings.Builder
 	for i := range 1024 {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,12 +82,9 @@ dlq = "panic-dlq.jsonl"
 // policies: it passes with the right expectations, fails naming the
 // difference with wrong ones, and --update writes what happened.
 func TestPipelineTests(t *testing.T) {
-	tool := testenv.Tool(t, "wat2wasm")
 	dir := t.TempDir()
 	for _, name := range []string{"poison", "misbehave"} {
-		if b, err := exec.Command(tool, "../../examples/wasm/wat/"+name+".wat", "-o", filepath.Join(dir, name+".wasm")).CombinedOutput(); err != nil {
-			t.Fatalf("wat2wasm: %v\n%s", err, b)
-		}
+		testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
 	}
 	files := map[string]string{
 		"streamd.toml": pipelineTestConfig,

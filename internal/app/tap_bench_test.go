@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -33,11 +32,7 @@ import (
 //	benchstat -col /observer bin/tap.txt
 func BenchmarkTap(b *testing.B) {
 	dir := b.TempDir()
-	src := filepath.Join("..", "..", "examples", "wasm", "wat", "identity.wat")
-	mod := filepath.Join(dir, "identity.wasm")
-	if out, err := exec.Command(testenv.Tool(b, "wat2wasm"), src, "-o", mod).CombinedOutput(); err != nil {
-		b.Fatalf("wat2wasm: %v\n%s", err, out)
-	}
+	mod := testenv.ExampleWat(b, "identity")
 	ctx := context.Background()
 	p, err := wasm.Open(ctx, mod, plugins.Options{Kind: plugins.KindTransform, Pool: 2, Wasm: plugins.WasmOptions{CacheDir: filepath.Join(dir, "cache")}})
 	if err != nil {

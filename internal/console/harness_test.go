@@ -67,9 +67,7 @@ func wat(t testing.TB, name, dir, file string, replace ...string) string {
 	}
 	out := filepath.Join(dir, file)
 	tmp := out + ".tmp"
-	if b, err := exec.Command(testenv.Tool(t, "wat2wasm"), in, "-o", tmp).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm %s: %v\n%s", name, err, b)
-	}
+	testenv.Wat2Wasm(t, in, tmp)
 	// A rename, so that a watcher never sees half a file.
 	if err := os.Rename(tmp, out); err != nil {
 		t.Fatal(err)

@@ -21,11 +21,8 @@ func watPlugin(t *testing.T, name string) string {
 	if p, ok := watBuilds.Load(name); ok {
 		return p.(string)
 	}
-	tool := testenv.Tool(t, "wat2wasm")
 	out := filepath.Join(tmpRoot, name+".wasm")
-	if b, err := exec.Command(tool, "../../examples/wasm/wat/"+name+".wat", "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm %s: %v\n%s", name, err, b)
-	}
+	testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", out)
 	watBuilds.Store(name, out)
 	return out
 }

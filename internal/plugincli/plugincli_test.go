@@ -156,11 +156,7 @@ func TestInspectAndUsage(t *testing.T) {
 // TestPoisonIsolation: a batch that traps is retried one record at a time,
 // and only the poison record becomes an error line.
 func TestPoisonIsolation(t *testing.T) {
-	tool := testenv.Tool(t, "wat2wasm")
-	wasm := filepath.Join(t.TempDir(), "poison.wasm")
-	if b, err := exec.Command(tool, "../../examples/wasm/wat/poison.wat", "-o", wasm).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
+	wasm := testenv.ExampleWat(t, "poison")
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	os.WriteFile(in, []byte(`{"value":"ok-1","offset":1}
 {"value":"poison","offset":2}

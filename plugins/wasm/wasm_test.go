@@ -57,12 +57,7 @@ func goPlugin(t *testing.T, dir string) string {
 
 func wat(t *testing.T, name string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	src := filepath.Join("..", "..", "examples", "wasm", "wat", name+".wat")
-	if b, err := exec.Command(testenv.Tool(t, "wat2wasm"), src, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
-	return out
+	return testenv.ExampleWat(t, name)
 }
 
 func open(t *testing.T, path string, opts plugins.Options) plugins.Plugin {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,11 +51,8 @@ func (e *env) runtime(tb testing.TB) wazero.Runtime {
 
 func watModule(tb testing.TB, name string) []byte {
 	tb.Helper()
-	tool := testenv.Tool(tb, "wat2wasm")
 	out := filepath.Join(tb.TempDir(), name+".wasm")
-	if b, err := exec.Command(tool, "--debug-names", filepath.Join("testdata", name+".wat"), "-o", out).CombinedOutput(); err != nil {
-		tb.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
+	testenv.Wat2Wasm(tb, filepath.Join("testdata", name+".wat"), out, "--debug-names")
 	bin, err := os.ReadFile(out)
 	if err != nil {
 		tb.Fatal(err)
@@ -176,11 +172,8 @@ func TestNamesKept(t *testing.T) {
 // module as given, not by the index the rewrite moved them to (issue 16
 // finding 3).
 func TestNamesWhenUnnamed(t *testing.T) {
-	tool := testenv.Tool(t, "wat2wasm")
 	out := filepath.Join(t.TempDir(), "unnamed.wasm")
-	if b, err := exec.Command(tool, filepath.Join("testdata", "unnamed.wat"), "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
+	testenv.Wat2Wasm(t, filepath.Join("testdata", "unnamed.wat"), out)
 	bin, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,36 @@
+package testenv
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Wat2Wasm compiles the WAT file in into the Wasm file out with wat2wasm
+// (found by Tool: a skip, or a failure under STREAMD_REQUIRE_ALL, when it
+// is missing); extra are more wat2wasm flags, such as --debug-names. A
+// compile error fails tb with the tool's output.
+func Wat2Wasm(tb testing.TB, in, out string, extra ...string) {
+	tb.Helper()
+	args := append(append([]string{}, extra...), in, "-o", out)
+	if b, err := exec.Command(Tool(tb, "wat2wasm"), args...).CombinedOutput(); err != nil {
+		tb.Fatalf("wat2wasm %s: %v\n%s", in, err, b)
+	}
+}
+
+// ExampleWat compiles examples/wasm/wat/NAME.wat of this repository into
+// tb's temp dir and returns the .wasm file's path.
+func ExampleWat(tb testing.TB, name string) string {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), strings.TrimSuffix(name, ".wat")+".wasm")
+	Wat2Wasm(tb, filepath.Join(Root(), "examples", "wasm", "wat", strings.TrimSuffix(name, ".wat")+".wat"), out)
+	return out
+}
+
+// Root is the repository's root directory (where go.mod is).
+func Root() string {
+	_, file, _, _ := runtime.Caller(0) // internal/testenv/wat.go
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
