@@ -78,6 +78,19 @@ type Conditioner interface {
 	Condition() error
 }
 
+// Answerer is implemented by sources that know when their server last
+// answered them (a Kafka source: any broker response; an idle fetch is
+// answered every fetch max wait, 100 ms by default). An idle pipeline
+// counts as progressing up to that answer, not up to now: when the server
+// stops answering (frozen, cut off), the stall clock runs from its last
+// answer, and a pipeline that hears nothing for the stall timeout is
+// stalled even while its lag still looks known.
+type Answerer interface {
+	// LastAnswer returns when the server last answered; zero if it never
+	// did.
+	LastAnswer() time.Time
+}
+
 func condition(part any) error {
 	if c, ok := part.(Conditioner); ok {
 		return c.Condition()
@@ -109,11 +122,13 @@ func (p *Pipeline) progress() { p.lastProgress.Store(time.Now().UnixNano()) }
 // fail). Lag alone is not pending work: at the end of a topic written
 // with transactions, the commit markers keep the lag at 1 or more
 // forever, as in Kafka's own tools. An idle pipeline counts as
-// progressing. wedged is true when the pipeline is stalled and nothing
-// outside it says why: no source, sink or dead-letter condition, the lag
-// known, and no recent error but plugin timeouts (a stage or sink that
-// blocks, cut by its call timeout and retried), as opposed to a stall with
-// an outside cause such as a broker that cannot be reached.
+// progressing, up to its source's last answer (Answerer) when it knows
+// it: one whose server stopped answering is stalled the stall timeout
+// after the last answer. wedged is true when the pipeline is stalled and
+// nothing outside it says why: no source, sink or dead-letter condition,
+// the lag known, and no recent error but plugin timeouts (a stage or sink
+// that blocks, cut by its call timeout and retried), as opposed to a stall
+// with an outside cause such as a broker that cannot be reached.
 func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled bool, reason string, wedged bool) {
 	unknown, behind := 0, 0
 	for _, v := range lag {
@@ -126,9 +141,19 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled boo
 	}
 	srcCond := condition(p.src)
 	pending := inflight > 0 || unknown > 0 || (behind > 0 && srcCond != nil)
+	var heard time.Time
+	if a, ok := p.src.(Answerer); ok {
+		heard = a.LastAnswer()
+	}
 	if !pending {
-		p.lastProgress.Store(now.UnixNano())
-		return false, "", false
+		// Idle: progressing as of now, or as of the source's last answer.
+		at := now
+		if !heard.IsZero() && heard.Before(now) {
+			at = heard
+		}
+		if at.UnixNano() > p.lastProgress.Load() {
+			p.lastProgress.Store(at.UnixNano())
+		}
 	}
 	since := now.Sub(time.Unix(0, p.lastProgress.Load()))
 	if p.o.stallTimeout <= 0 || since < p.o.stallTimeout {
@@ -139,6 +164,10 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled boo
 	what := fmt.Sprintf("no progress for %s with %d records in flight", roughly(since), inflight)
 	if unknown > 0 {
 		what += fmt.Sprintf(", lag unknown for %d of %d partitions", unknown, len(lag))
+	}
+	if !heard.IsZero() && now.Sub(heard) >= p.o.stallTimeout {
+		what += fmt.Sprintf(", no answer from the source's brokers for %s", roughly(now.Sub(heard)))
+		known = true // the broker does not answer
 	}
 	why = append(why, what)
 	if srcCond != nil {

@@ -42,17 +42,16 @@ const (
 // with work pending is stalled once it has acknowledged nothing for this
 // long. The default (30 s) would leave only the last seconds of a fault
 // sized by the client timeouts (35 s) to see it; an operator who alerts on
-// readiness sets it shorter, as the suite does. A pipeline counts as
-// stalled once it has work pending for stall_timeout, and when a broker
-// answers nothing (frozen, partitioned) the work pending shows only when
-// the lag turns unknown, 15 s without an answer (README, "Readiness"):
-// stallBy is how late into a fault /readyz may say 503, stallSlack
-// allowing for the sampling and a loaded machine.
+// readiness sets it shorter, as the suite does. The stall clock runs from
+// the last answer of the source's brokers (README, "Readiness"), so a
+// broker that answers nothing (frozen, partitioned, down) shows as a stall
+// stall_timeout after the fault began: stallBy is how late into a fault
+// /readyz may say 503, stallSlack allowing for the sampling and a loaded
+// machine.
 const (
 	stallTimeout = 10 * time.Second
-	lagUnknown   = 15 * time.Second
 	stallSlack   = 5 * time.Second
-	stallBy      = lagUnknown + stallTimeout + stallSlack
+	stallBy      = stallTimeout + stallSlack
 )
 
 // run is one case: its topics, daemons, producer and collector.

@@ -17,6 +17,7 @@ import (
 type brokerWatch struct {
 	mu    sync.Mutex
 	state map[int32]brokerState
+	ok    time.Time // when a broker last answered a request
 }
 
 type brokerState struct {
@@ -40,10 +41,25 @@ func (w *brokerWatch) note(meta kgo.BrokerMetadata, err error) {
 	defer w.mu.Unlock()
 	if err == nil {
 		delete(w.state, meta.NodeID)
+		w.ok = time.Now()
 		return
 	}
 	w.state[meta.NodeID] = brokerState{err: err, at: time.Now(), addr: net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port))}
 }
+
+// lastAnswer returns when a broker last answered a request (zero: never).
+func (w *brokerWatch) lastAnswer() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ok
+}
+
+// LastAnswer implements pipeline.Answerer: when a broker last answered the
+// source's client (a fetch, empty or not, every FetchMaxWait while idle;
+// a heartbeat; a commit; an end-offset query). The stall clock of an idle
+// pipeline runs from it, so a frozen or cut-off broker shows as a stall
+// the stall timeout after its last answer, not when the lag turns unknown.
+func (s *Source) LastAnswer() time.Time { return s.watch.lastAnswer() }
 
 // OnBrokerConnect implements kgo.HookBrokerConnect.
 func (w *brokerWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
