@@ -1,10 +1,16 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -21,10 +27,107 @@ type Config struct {
 	// Partitions is the partition count of topics created on demand; 0
 	// or less is 1.
 	Partitions int32
+	// Logger, when set, gets the broker's storage errors (at most one
+	// line per storageLogEvery, with how many more there were).
+	Logger *slog.Logger
 }
 
 // Broker is a running embedded broker.
-type Broker = kfake.Cluster
+type Broker struct {
+	*kfake.Cluster
+	storage *storageLog
+}
+
+// StorageError returns the error the broker last got writing its data
+// under the data directory (a full disk: "no space left on device"), or
+// nil if it got none in the last StorageErrorTTL. kfake answers a produce
+// it could not persist with UNKNOWN_SERVER_ERROR and nothing more; this
+// says why.
+func (b *Broker) StorageError() error {
+	if b == nil || b.storage == nil {
+		return nil
+	}
+	return b.storage.recent(time.Now())
+}
+
+// StorageErrorTTL is how long a storage error counts after it last
+// happened: a full disk fails every write, so it stays fresh while the
+// disk is full.
+const StorageErrorTTL = 30 * time.Second
+
+// storageLogEvery bounds how often storage errors are logged.
+const storageLogEvery = 10 * time.Second
+
+// storageLog is the broker's kfake.Logger: it keeps its latest storage
+// error (a warning or error with a file system error among its arguments)
+// and logs such errors, at most one line per storageLogEvery.
+type storageLog struct {
+	log *slog.Logger
+
+	mu         sync.Mutex
+	err        error
+	at         time.Time
+	logged     time.Time
+	suppressed int
+}
+
+// Logf implements kfake.Logger.
+func (l *storageLog) Logf(level kfake.LogLevel, format string, args ...any) {
+	if level == kfake.LogLevelNone || level > kfake.LogLevelWarn {
+		return // info and debug: every request
+	}
+	var cause error
+	for _, a := range args {
+		if err, ok := a.(error); ok && isStorage(err) {
+			cause = err
+		}
+	}
+	if cause == nil {
+		return
+	}
+	err := &storageError{msg: fmt.Sprintf(format, args...), err: cause}
+	now := time.Now()
+	l.mu.Lock()
+	l.err, l.at = err, now
+	logNow := l.log != nil && now.Sub(l.logged) >= storageLogEvery
+	suppressed := l.suppressed
+	if logNow {
+		l.logged, l.suppressed = now, 0
+	} else {
+		l.suppressed++
+	}
+	l.mu.Unlock()
+	if logNow {
+		l.log.Warn("embedded broker cannot write its data", "err", err, "more_since_last", suppressed)
+	}
+}
+
+func (l *storageLog) recent(now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil || now.Sub(l.at) > StorageErrorTTL {
+		return nil
+	}
+	return l.err
+}
+
+// isStorage reports whether err is a file system's error.
+func isStorage(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &errno)
+}
+
+// storageError is one of the broker's storage errors: kfake's message
+// (what it was writing), wrapping the file system's error.
+type storageError struct {
+	msg string
+	err error
+}
+
+func (e *storageError) Error() string { return e.msg }
+func (e *storageError) Unwrap() error { return e.err }
 
 // Start starts a broker.
 func Start(c Config) (*Broker, error) {
@@ -39,7 +142,9 @@ func Start(c Config) (*Broker, error) {
 	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	storage := &storageLog{log: c.Logger}
 	opts := []kfake.Opt{
+		kfake.WithLogger(storage),
 		kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(c.DataDir),
 		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(int(max(1, c.Partitions))),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
@@ -49,9 +154,9 @@ func Start(c Config) (*Broker, error) {
 	if c.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
 	}
-	b, err := kfake.NewCluster(opts...)
+	cl, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", c.Listen, c.DataDir, err)
 	}
-	return b, nil
+	return &Broker{Cluster: cl, storage: storage}, nil
 }

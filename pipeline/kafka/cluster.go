@@ -56,6 +56,14 @@ type Cluster struct {
 	TopicConfigs map[string]*string
 	// Opts are more franz-go options for every client of the cluster.
 	Opts []kgo.Opt
+	// StorageErr, when set, returns the error the cluster's broker last
+	// got writing its data, nil if none lately: streamd's embedded broker
+	// runs in the process and knows it (a full disk under data_dir).
+	// Explain names it for the broker's UNKNOWN_SERVER_ERROR and
+	// KAFKA_STORAGE_ERROR answers, which say nothing more (franz-go does
+	// not pass on a produce response's KIP-467 error message, and kfake
+	// sends none).
+	StorageErr func() error
 
 	offeredMu sync.Mutex
 	offered   []string // mechanisms a broker said it offers
@@ -196,6 +204,16 @@ func (c *Cluster) describe(err error) string {
 			return "the broker closed the connection at once: the listener wants SASL authentication (add sasl) or a client certificate (tls.cert_file, tls.key_file)"
 		}
 		return "the broker closed the connection at once: the listener wants something else (another SASL mechanism, a client certificate, or no TLS)"
+	case errors.Is(err, kerr.UnknownServerError) || errors.Is(err, kerr.KafkaStorageError):
+		if c != nil && c.StorageErr != nil {
+			if serr := c.StorageErr(); serr != nil {
+				return "the broker cannot write its data: " + serr.Error()
+			}
+		}
+		if errors.Is(err, kerr.KafkaStorageError) {
+			return "the broker cannot write to its log directory (a full or failing disk on the broker; it takes the directory offline, see its log)"
+		}
+		return err.Error()
 	case errors.As(err, &dns):
 		return fmt.Sprintf("cannot resolve %q: check the broker address", dns.Name)
 	case errors.Is(err, syscall.ECONNREFUSED):
