@@ -66,6 +66,16 @@ type Describer interface {
 	Describe() map[string]string
 }
 
+// Skipper is implemented by sources that can lose records before reading
+// them: a Kafka partition whose next records the broker deleted
+// (retention: OFFSET_OUT_OF_RANGE) resumes at the log start. The source
+// logs each skip with its range; Skipped returns how many records it
+// skipped so far, per "topic/partition" (for /pipelines and the
+// streamd_source_records_skipped_total metric).
+type Skipper interface {
+	Skipped() map[string]int64
+}
+
 // Lagger is implemented by sources that know how far behind they are.
 type Lagger interface {
 	// Lag returns records not yet consumed, per "topic/partition" of the

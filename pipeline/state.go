@@ -117,6 +117,10 @@ type Status struct {
 	LastProgress time.Time `json:"last_progress"`
 	InFlight     int64     `json:"in_flight"`
 	Lag          LagMap    `json:"lag,omitempty"`
+	// Skipped is records the source skipped without reading them, per
+	// "topic/partition" (a Kafka partition whose next records retention
+	// deleted: see Skipper); nil when none.
+	Skipped map[string]int64 `json:"skipped,omitempty"`
 	// Source and Sink say what they are connected to, when they can
 	// (Describer): for Kafka, the cluster and the group protocol in use.
 	Source map[string]string `json:"source,omitempty"`
@@ -182,6 +186,9 @@ func (p *Pipeline) Status() Status {
 	s.Rejected[SinkStage] += p.n.byStage[len(p.o.stages)].Load()
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
+	}
+	if sk, ok := p.src.(Skipper); ok {
+		s.Skipped = sk.Skipped()
 	}
 	switch s.State {
 	case StateFailed:

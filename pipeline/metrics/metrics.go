@@ -15,7 +15,7 @@ import (
 type Metrics struct {
 	in, out, dlq, dropped, retries *prometheus.Desc
 	errors, inflight               *prometheus.Desc
-	lag, stalled, ready            *prometheus.Desc
+	lag, stalled, ready, skipped   *prometheus.Desc
 	paused, wedged                 *prometheus.Desc
 	txns                           *prometheus.Desc
 	batch, txn                     *prometheus.HistogramVec
@@ -38,6 +38,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		errors:   desc("streamd_errors_total", "Records rejected, by stage (\"sink\" for the sink).", "stage"),
 		inflight: desc("streamd_records_in_flight", "Records read and not yet acknowledged."),
 		lag: desc("streamd_consumer_lag", "Records in the source partition not yet consumed; NaN while it cannot be measured (broker unreachable).",
+			"topic", "partition"),
+		skipped: desc("streamd_source_records_skipped_total", "Records of the source partition skipped without being read: deleted by retention (OFFSET_OUT_OF_RANGE) before the pipeline got to them.",
 			"topic", "partition"),
 		stalled: desc("streamd_pipeline_stalled", "1 while the pipeline has work pending and makes no progress (its stall timeout passed)."),
 		ready:   desc("streamd_pipeline_ready", "1 while the pipeline is ready (what /readyz says for it)."),
@@ -92,7 +94,7 @@ func (m *Metrics) ObserveBatch(b pipeline.BatchDone) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.stalled, m.ready, m.paused, m.wedged, m.txns} {
+	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.skipped, m.stalled, m.ready, m.paused, m.wedged, m.txns} {
 		ch <- d
 	}
 	m.batch.Describe(ch)
@@ -140,6 +142,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				v = math.NaN()
 			}
 			ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, v, name, topic, part)
+		}
+		for tp, n := range s.Skipped {
+			topic, part, _ := strings.Cut(tp, "/")
+			counter(m.skipped, n, topic, part)
 		}
 	}
 	m.batch.Collect(ch)
