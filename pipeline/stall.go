@@ -146,9 +146,12 @@ func (p *Pipeline) stall(now time.Time, inflight int64, lag LagMap) (stalled boo
 		heard = a.LastAnswer()
 	}
 	if !pending {
-		// Idle: progressing as of now, or as of the source's last answer.
+		// Idle: progressing as of now, or as of the source's last answer
+		// while it has partitions to read and reads them (a paused
+		// source, or one with nothing assigned, fetches nothing: only
+		// heartbeats, seconds apart, answer it).
 		at := now
-		if !heard.IsZero() && heard.Before(now) {
+		if !heard.IsZero() && heard.Before(now) && len(lag) > 0 && !p.Paused() {
 			at = heard
 		}
 		if at.UnixNano() > p.lastProgress.Load() {

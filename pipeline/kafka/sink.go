@@ -385,14 +385,26 @@ func (s *Sink) client() *kgo.Client {
 	return s.cl
 }
 
-// Close flushes and closes the producer; a Sink writing in a source's
-// transactions leaves that to the source (its transactions flush).
+// sinkCloseTimeout bounds Close's flush.
+const sinkCloseTimeout = 5 * time.Second
+
+// Close flushes (for at most 5 s) and closes the producer.
 func (s *Sink) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), sinkCloseTimeout)
+	defer cancel()
+	return s.CloseContext(ctx)
+}
+
+// CloseContext flushes the producer until ctx is done, then closes it:
+// records still buffered then fail (after a shutdown that ran out of time
+// they belong to batches the pipeline abandoned, never acknowledged).
+//
+// A Sink writing in a source's transactions leaves that to the source
+// (its transactions flush).
+func (s *Sink) CloseContext(ctx context.Context) error {
 	if s.tx != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	err := s.cl.Flush(ctx)
 	s.cl.Close()
 	return err

@@ -34,6 +34,17 @@ type partState struct {
 	hwmAt     time.Time // when hwm was last learnt (a fetch or an end-offset query)
 	logStart  int64     // -1 unknown
 	revoking  bool      // being revoked: fetched records are dropped (group.go)
+	// start is the group's committed offset when the partition was
+	// assigned (where reading resumes), -1 unknown or none.
+	start int64
+	// A skip noted by pollLag, [skipFrom, skipTo): records of it that the
+	// client had buffered still come, and are taken back from the count.
+	skipFrom, skipTo int64
+	// emptyAt/emptySeen: the position at which pollLag last found the log
+	// empty above it (log start = end > position), and how many polls in
+	// a row it did.
+	emptyAt   int64
+	emptySeen int
 }
 
 // Source reads topics as a member of a consumer group.
@@ -76,7 +87,15 @@ type Source struct {
 	lagErrAt time.Time
 	grp      groupState // for Group (group.go)
 	paused   bool
-	closing  bool // Close started: a revoke does not wait
+	closing  bool         // Close started: a revoke does not wait
+	skipped  map[tp]int64 // records skipped unread (retention), for Skipped
+
+	// needStart: a partition was assigned whose committed offset FetchUpTo
+	// has not looked up yet.
+	needStart atomic.Bool
+	// closeCtx is the context of a Close in progress: a revoke's commit
+	// (inside franz-go's leave and Close) ends with it.
+	closeCtx atomic.Pointer[context.Context]
 }
 
 // SourceConfig configures a Source.
@@ -149,7 +168,7 @@ func NewSource(c SourceConfig) (*Source, error) {
 	if c.RevokeTimeout == 0 {
 		c.RevokeTimeout = DefaultRevokeTimeout
 	}
-	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{},
+	s := &Source{topics: c.Topics, partitions: c.Partitions, latest: c.Latest, log: c.Logger, parts: map[tp]*partState{}, lost: map[tp]bool{}, skipped: map[tp]int64{},
 		watch: newBrokerWatch(), lagInterval: c.LagInterval, lagStale: max(3*c.LagInterval, 15*time.Second),
 		cluster: c.Cluster, regex: c.TopicsRegex, groupWatch: &groupWatch{},
 
@@ -263,9 +282,10 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, m map[string][]int3
 	for t, ps := range m {
 		for _, p := range ps {
 			s.epochs++
-			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1, logStart: -1}
+			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1, logStart: -1, start: -1, emptyAt: -1}
 		}
 	}
+	s.needStart.Store(true)
 	s.log.Info("partitions assigned", "partitions", m, "generation", s.grp.generation)
 	if s.paused {
 		cl.PauseFetchTopics(topicsOf(m)...)
@@ -292,6 +312,16 @@ func (s *Source) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int
 			"in_flight", left, "waited", waited.Round(time.Millisecond), "revoke_timeout", s.revokeTimeout)
 	}
 	if len(offsets) > 0 {
+		// franz-go calls a revoke with its client's context, which ends
+		// only once the client is closed: when Close leaves the group,
+		// the commit ends with Close's deadline, or closing would wait on
+		// a frozen broker.
+		if c := s.closeCtx.Load(); c != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(*c, cancel)()
+		}
 		if err := s.commit(ctx, offsets); err != nil {
 			s.log.Warn("commit on revoke failed", "err", err)
 		}
@@ -338,6 +368,10 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 	if got == 0 {
 		return nil, nil
 	}
+	var committed map[string]map[int32]kgo.EpochOffset
+	if s.needStart.Load() {
+		committed = s.cl.CommittedOffsets() // not under s.mu (see Lag)
+	}
 	msgs := make([]pipeline.Msg, 0, got)
 	nh := 0
 	fetches.EachRecord(func(r *kgo.Record) { nh += len(r.Headers) })
@@ -350,13 +384,83 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 			return // revoked since it was fetched, or being revoked
 		}
 		st.hwm, st.hwmAt = p.HighWatermark, time.Now()
+		s.checkSkip(tp{p.Topic, p.Partition}, st, p, committed)
 		for _, r := range p.Records {
 			msgs = append(msgs, pipeline.Msg{Token: st.epoch})
 			kgox.SetRecord(&msgs[len(msgs)-1].Record, r, &slab)
 			st.fetched = r.Offset + 1
 		}
 	})
+	if committed != nil {
+		fresh := false
+		for _, st := range s.parts {
+			fresh = fresh || st.fetched < 0
+		}
+		s.needStart.Store(fresh)
+	}
 	return msgs, nil
+}
+
+// checkSkip notes the records a fetched partition skipped: when its first
+// record comes after the offset the source expected (the next after the
+// last it fetched, or the group's committed offset) and the log now starts
+// after that offset too, the broker deleted them (retention) and franz-go
+// reset to the log start (OFFSET_OUT_OF_RANGE). A gap the log start does
+// not explain (compaction, transaction markers) is no skip. It also takes
+// back a skip pollLag noted of records that come after all (the client had
+// them buffered). s.mu must be held.
+func (s *Source) checkSkip(k tp, st *partState, p kgo.FetchTopicPartition, committed map[string]map[int32]kgo.EpochOffset) {
+	if len(p.Records) == 0 {
+		return
+	}
+	if st.start < 0 && st.fetched < 0 {
+		if eo, ok := committed[k.topic][k.partition]; ok {
+			st.start = eo.Offset
+		}
+	}
+	if st.skipTo > st.skipFrom {
+		back := int64(0)
+		for _, r := range p.Records {
+			if r.Offset >= st.skipFrom && r.Offset < st.skipTo {
+				back++
+			}
+		}
+		s.skipped[k] -= back
+		st.skipFrom, st.skipTo = 0, 0
+	}
+	from := st.fetched
+	if from < 0 {
+		from = st.start
+	}
+	first := p.Records[0].Offset
+	if from >= 0 && first > from && p.LogStartOffset > from {
+		s.noteSkip(k, from, min(first, p.LogStartOffset))
+	}
+}
+
+// noteSkip logs and counts the records [from, to) of k as skipped. s.mu
+// must be held.
+func (s *Source) noteSkip(k tp, from, to int64) {
+	s.skipped[k] += to - from
+	s.log.Warn("records deleted by retention before they were read: skipped", "topic", k.topic, "partition", k.partition,
+		"from", from, "to", to, "skipped", to-from, "group", s.group)
+}
+
+// Skipped implements pipeline.Skipper: per "topic/partition", the records
+// deleted by retention before the source read them, since it started.
+func (s *Source) Skipped() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[string]int64
+	for k, n := range s.skipped {
+		if n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k.topic+"/"+strconv.Itoa(int(k.partition))] = n
+		}
+	}
+	return out
 }
 
 // Live implements pipeline.Liveness.
@@ -533,6 +637,8 @@ func (s *Source) Lag() pipeline.LagMap {
 			out[key] = pipeline.LagUnknown
 			continue
 		}
+		// Records below the log start are gone (retention): not lag.
+		pos = max(pos, sn.logStart)
 		out[key] = max(0, sn.hwm-pos)
 	}
 	return out
@@ -554,13 +660,11 @@ func (s *Source) pollLag(ctx context.Context) {
 		s.mu.Lock()
 		seen := map[string]bool{}
 		var topics []string
-		needStart := false
-		for k, st := range s.parts {
+		for k := range s.parts {
 			if !seen[k.topic] {
 				seen[k.topic] = true
 				topics = append(topics, k.topic)
 			}
-			needStart = needStart || st.fetched < 0
 		}
 		s.mu.Unlock()
 		if len(topics) == 0 {
@@ -572,7 +676,9 @@ func (s *Source) pollLag(ctx context.Context) {
 		if err == nil {
 			err = ends.Error()
 		}
-		if err == nil && needStart {
+		// The start offsets too: for the lag of a partition not read yet,
+		// and to see a log deleted above the source's position.
+		if err == nil {
 			if starts, err = adm.ListStartOffsets(qctx, topics...); err == nil {
 				err = starts.Error()
 			}
@@ -580,6 +686,10 @@ func (s *Source) pollLag(ctx context.Context) {
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		var committed map[string]map[int32]kgo.EpochOffset
+		if s.needStart.Load() {
+			committed = s.cl.CommittedOffsets() // not under s.mu (see Lag)
 		}
 		now := time.Now()
 		s.mu.Lock()
@@ -596,10 +706,45 @@ func (s *Source) pollLag(ctx context.Context) {
 		starts.Each(func(o kadm.ListedOffset) {
 			if st := s.parts[tp{o.Topic, o.Partition}]; st != nil && o.Err == nil {
 				st.logStart = o.Offset
+				s.checkEmpty(tp{o.Topic, o.Partition}, st, committed)
 			}
 		})
 		s.mu.Unlock()
 	}
+}
+
+// checkEmpty notes a skip that no record will ever show to FetchUpTo:
+// retention deleted the whole log above the source's position (log start
+// = log end > position), as it does to a backlog older than retention.
+// Seen at two lag queries in a row with no record fetched in between (the
+// client may have had records of it buffered), the records between the
+// position and the log start are counted as skipped; one that comes
+// after all is taken back (checkSkip). s.mu must be held.
+func (s *Source) checkEmpty(k tp, st *partState, committed map[string]map[int32]kgo.EpochOffset) {
+	if st.start < 0 && st.fetched < 0 {
+		if eo, ok := committed[k.topic][k.partition]; ok {
+			st.start = eo.Offset
+		}
+	}
+	pos := st.fetched
+	if pos < 0 {
+		pos = st.start
+	}
+	if pos < 0 || st.logStart <= pos || st.hwm != st.logStart {
+		st.emptyAt, st.emptySeen = -1, 0
+		return
+	}
+	if st.emptyAt != pos {
+		st.emptyAt, st.emptySeen = pos, 0
+	}
+	st.emptySeen++
+	if st.emptySeen < 2 {
+		return
+	}
+	s.noteSkip(k, pos, st.logStart)
+	st.skipFrom, st.skipTo = pos, st.logStart
+	st.fetched = st.logStart
+	st.emptyAt, st.emptySeen = -1, 0
 }
 
 // Condition implements pipeline.Conditioner: the last end-offset query's
@@ -624,27 +769,37 @@ func (s *Source) Describe() map[string]string {
 	return map[string]string{"cluster": s.cluster.name(), "group": s.group, "group_protocol": p}
 }
 
-// closeTimeout bounds leaving the group on Close: with the coordinator
-// unreachable, franz-go would retry the leave (and the revoke's commit)
-// for as long as its own retry timeout.
+// closeTimeout bounds Close: with the coordinator unreachable, franz-go
+// would retry the leave (and the revoke's commit) for as long as its own
+// retry timeout.
 const closeTimeout = 5 * time.Second
 
-// Close implements pipeline.Source: it leaves the group (within 5 s),
-// a static member too, so that its partitions move to the other members
-// at once (franz-go's Close does not leave for a static member), and
-// closes the client.
+// Close implements pipeline.Source: CloseContext within 5 s.
 func (s *Source) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	s.CloseContext(ctx)
+}
+
+// CloseContext implements pipeline.ContextCloser: it leaves the group, a
+// static member too, so that its partitions move to the other members at
+// once (franz-go's Close does not leave for a static member), and closes
+// the client, returning when ctx is done at the latest: with the broker
+// frozen or gone, the leave and the revoke's commit end with ctx, and a
+// client close still waiting on the broker (franz-go gives a fetch
+// session and a KIP-714 telemetry push a second each) is left to finish
+// in the background.
+func (s *Source) CloseContext(ctx context.Context) {
 	cl := s.client()
 	if cl == nil {
 		return
 	}
+	s.closeCtx.Store(&ctx)
 	s.stopLag()
 	<-s.lagDone
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
 	memberID, _ := cl.GroupMetadata()
 	protocol, _ := s.groupWatch.state()
 	// Stops the group session (revoking and committing what was
@@ -669,7 +824,16 @@ func (s *Source) Close() {
 			s.log.Warn("leaving the group as a static member failed; its partitions move after the session timeout", "instance_id", s.instanceID, "err", err)
 		}
 	}
-	cl.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		cl.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		s.log.Warn("the Kafka client was not closed by the shutdown deadline; leaving it closing")
+	}
 	if s.release != nil {
 		s.release()
 	}
