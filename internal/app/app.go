@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,8 +53,11 @@ type App struct {
 	// loaded and closers are the app's own plugins and clients (the
 	// journal store, the fluid bridge), closed last.
 	loaded  []plugins.Plugin
-	closers []func() error
+	closers []func(context.Context) error
 	broker  *embedded.Broker
+	// brokerp is broker for the [kafka] cluster's StorageErr, which runs
+	// on other goroutines (Status, a sink's errors).
+	brokerp atomic.Pointer[embedded.Broker]
 	run     runState // set by Run (units.go)
 	journal *journalParts
 	// clusters are the Kafka clusters by config name ("" = [kafka]).
@@ -161,8 +165,8 @@ func (a *App) where(i int, part string) string {
 }
 
 // addCloser adds c to what is closed with the unit being built (or with
-// the app).
-func (a *App) addCloser(c func() error) {
+// the app): with what is left of the pipeline's shutdown deadline.
+func (a *App) addCloser(c func(context.Context) error) {
 	if a.cur != nil {
 		a.cur.closers = append(a.cur.closers, c)
 		return
@@ -273,7 +277,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
-		a.addCloser(dlq.Close)
+		a.addCloser(dlq.CloseContext)
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
@@ -406,7 +410,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(s.Close)
+		a.addCloser(s.CloseContext)
 		return s, nil
 	case "file":
 		path := a.cfg.Resolve(k.Path)
@@ -417,7 +421,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(s.Close)
+		a.addCloser(noContext(s.Close))
 		return s, nil
 	case "stdout":
 		return pipeline.NewWriterSink(a.stdout), nil
@@ -444,11 +448,13 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 // returns an error if any pipeline failed.
 func (a *App) Run(ctx context.Context) error {
 	if e := a.cfg.Kafka.Embedded; e != nil {
-		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions})
+		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
+			Logger: a.log.With("broker", "embedded")})
 		if err != nil {
 			return err
 		}
 		a.broker = b
+		a.brokerp.Store(b)
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
 	}
 	if err := a.startJournal(ctx); err != nil {
@@ -488,19 +494,28 @@ func (a *App) Close() {
 	units := a.units
 	a.units = nil
 	a.mu.Unlock()
+	// Every unit at once, each by its pipeline's shutdown deadline.
+	var wg sync.WaitGroup
 	for _, u := range units {
-		u.release(ctx, a.log)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uctx, cancel := u.closeContext()
+			defer cancel()
+			u.release(uctx, a.log)
+		}()
 	}
-	for _, c := range a.closers {
-		if err := c(); err != nil {
-			a.log.Warn("close", "err", err)
-		}
-	}
+	wg.Wait()
+	cs := a.closers
 	for _, p := range a.loaded {
-		if err := p.Close(ctx); err != nil {
-			a.log.Warn("close plugin", "plugin", p.Manifest().Name, "err", err)
-		}
+		cs = append(cs, func(ctx context.Context) error {
+			if err := p.Close(ctx); err != nil {
+				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
+			}
+			return nil
+		})
 	}
+	closeAll(ctx, a.log, cs)
 	if a.broker != nil {
 		a.broker.Close()
 	}

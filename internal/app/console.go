@@ -204,7 +204,7 @@ func (a *App) adminClient(cluster string) (*kadm.Client, error) {
 		a.adm = map[string]*kadm.Client{}
 	}
 	a.adm[cluster] = kadm.NewClient(cl)
-	a.closers = append(a.closers, func() error { cl.Close(); return nil })
+	a.closers = append(a.closers, func(context.Context) error { cl.Close(); return nil })
 	return a.adm[cluster], nil
 }
 

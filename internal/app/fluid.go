@@ -65,7 +65,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	a.mu.Lock()
 	a.bridge = b
 	a.mu.Unlock()
-	a.closers = append(a.closers, func() error {
+	a.closers = append(a.closers, func(context.Context) error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10e9)
 		defer cancel()
 		return b.Close(cctx)

@@ -107,7 +107,7 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 		return err
 	}
 	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
-	a.closers = append(a.closers, func() error {
+	a.closers = append(a.closers, func(context.Context) error {
 		jp.j.Close()
 		cl.Close()
 		return st.Close()

@@ -32,7 +32,7 @@ func (t *TestPipeline) Close() { t.app.Close() }
 func BuildTest(ctx context.Context, cfg *config.Config, i int, log *slog.Logger, open plugins.OpenFunc,
 	src pipeline.Source, sink, dlq plugins.Sink) (*TestPipeline, error) {
 	a := &App{cfg: cfg, log: log, open: open, stdout: io.Discard, reg: prometheus.NewRegistry()}
-	a.closers = append(a.closers, func() error { src.Close(); return nil })
+	a.closers = append(a.closers, func(context.Context) error { src.Close(); return nil })
 	pc := &cfg.Pipelines[i]
 	var stages []pipeline.Stage
 	for j := range pc.Transforms {

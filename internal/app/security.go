@@ -62,6 +62,16 @@ func (a *App) kafkaCluster(name string) (*kafka.Cluster, error) {
 	if err != nil {
 		return nil, err // the caller names the file
 	}
+	if name == config.DefaultCluster && a.cfg.Kafka.Embedded != nil {
+		// The embedded broker runs here and knows why it cannot write
+		// (its kfake answers UNKNOWN_SERVER_ERROR and nothing more).
+		c.StorageErr = func() error {
+			if b := a.brokerp.Load(); b != nil {
+				return b.StorageError()
+			}
+			return nil
+		}
+	}
 	if a.clusters == nil {
 		a.clusters = map[string]*kafka.Cluster{}
 	}

@@ -31,7 +31,7 @@ type unit struct {
 	p       *pipeline.Pipeline // made by make
 	parts   *pipeParts         // for the console (console.go)
 	loaded  []plugins.Plugin
-	closers []func() error
+	closers []func(context.Context) error
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc // set while running
@@ -70,20 +70,77 @@ func (u *unit) make(m *metrics.Metrics) {
 }
 
 // release closes the unit's clients and plugins (the pipeline closed its
-// source when Run returned).
+// source when Run returned), all at once, by ctx's deadline (see
+// closeContext).
 func (u *unit) release(ctx context.Context, log *slog.Logger) {
-	for _, c := range u.closers {
-		if err := c(); err != nil {
-			log.Warn("close", "pipeline", u.name, "err", err)
-		}
-	}
-	u.closers = nil
+	cs := u.closers
 	for _, p := range u.loaded {
-		if err := p.Close(ctx); err != nil {
-			log.Warn("close plugin", "pipeline", u.name, "plugin", p.Manifest().Name, "err", err)
+		cs = append(cs, func(ctx context.Context) error {
+			if err := p.Close(ctx); err != nil {
+				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
+			}
+			return nil
+		})
+	}
+	closeAll(ctx, log.With("pipeline", u.name), cs)
+	u.closers, u.loaded = nil, nil
+}
+
+// closeContext is the context the unit's parts are closed with: until its
+// pipeline's shutdown deadline (shutdown_timeout after SIGTERM, a reload
+// or a restart: the sinks' flush comes out of the same budget as the
+// drain, the commit and the group leave), or 10 s for a pipeline that
+// never ran.
+func (u *unit) closeContext() (context.Context, context.CancelFunc) {
+	if u.p != nil {
+		if d, ok := u.p.ShutdownDeadline(); ok {
+			return context.WithDeadline(context.Background(), d)
 		}
 	}
-	u.loaded = nil
+	return context.WithTimeout(context.Background(), closeTimeout)
+}
+
+// closeTimeout bounds closing what has no shutdown deadline of its own.
+const closeTimeout = 10 * time.Second
+
+// closeGrace is how long closeAll waits past ctx's deadline for closers
+// that ignore it.
+const closeGrace = 100 * time.Millisecond
+
+// closeAll runs every closer at once with ctx and waits until they all
+// returned, or ctx is done: a closer still running then (a producer
+// flushing to a broker that does not answer) is left to finish in the
+// background, so that shutting down ends by the deadline.
+func closeAll(ctx context.Context, log *slog.Logger, cs []func(context.Context) error) {
+	if len(cs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c(ctx); err != nil {
+				log.Warn("close", "err", err)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(closeGrace):
+			log.Warn("closing did not finish by the shutdown deadline; leaving it to finish in the background")
+		}
+	}
+}
+
+// noContext adapts a Close without a context to closeAll.
+func noContext(c func() error) func(context.Context) error {
+	return func(context.Context) error { return c() }
 }
 
 // running reports whether the unit's pipeline is running (Run has not
@@ -154,7 +211,7 @@ func (a *App) stop(u *unit) {
 		cancel()
 		<-done
 	}
-	ctx, cancelRel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancelRel := u.closeContext()
 	defer cancelRel()
 	if cancel == nil && u.src != nil {
 		u.src.Close() // never run: the pipeline did not close it

@@ -395,9 +395,12 @@ func (s *Sink) Close() error {
 	return s.CloseContext(ctx)
 }
 
-// CloseContext flushes the producer until ctx is done, then closes it:
-// records still buffered then fail (after a shutdown that ran out of time
-// they belong to batches the pipeline abandoned, never acknowledged).
+// CloseContext flushes the producer until ctx is done, then closes it,
+// returning when ctx is done at the latest: records still buffered then
+// fail (after a shutdown that ran out of time they belong to batches the
+// pipeline abandoned, never acknowledged), and a close still waiting on
+// the broker (franz-go gives a KIP-714 telemetry push a second) is left to
+// finish in the background.
 //
 // A Sink writing in a source's transactions leaves that to the source
 // (its transactions flush).
@@ -406,6 +409,17 @@ func (s *Sink) CloseContext(ctx context.Context) error {
 		return nil
 	}
 	err := s.cl.Flush(ctx)
-	s.cl.Close()
+	if err != nil {
+		err = fmt.Errorf("flush to %s: records not written by the deadline are dropped (their batches were abandoned, not committed): %w", s.topic, err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.cl.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
 	return err
 }
