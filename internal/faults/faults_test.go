@@ -51,12 +51,19 @@ var old2020 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 // landed are the cases that pass on main; a case lands once the fix it
 // waits for has (until then it runs on the suite's branch only).
 var landed = []string{
+	"broker-sigstop",
+	"broker-stopped",
 	"file-old-timestamps",
+	"full-disk",
+	"net-blackhole",
+	"net-refused",
+	"net-slow",
 	"old-createtime",
 	"old-logappendtime",
 	"oversize",
 	"sigkill-instance-id",
 	"sigkill-no-instance-id",
+	"sink-topic-deleted",
 	"sink-topic-recreated",
 }
 
