@@ -18,38 +18,41 @@ import (
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
+	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
+// The ABI's numbers are sdk/go/streamd/abi's, the one source the Go guest
+// SDK uses too; these names keep this package's code as it was.
+
 // Op says what a guest does with a request batch.
-type Op uint32
+type Op = wire.Op
 
 // The ops of ABI v1.
 const (
-	OpTransform Op = 1
-	OpEncode    Op = 2
-	OpDecode    Op = 3
-	OpWrite     Op = 4
+	OpTransform = wire.OpTransform
+	OpEncode    = wire.OpEncode
+	OpDecode    = wire.OpDecode
+	OpWrite     = wire.OpWrite
 )
 
 // Call statuses returned by streamd_manifest, streamd_init and
 // streamd_process.
 const (
-	StatusOK          = 0
-	StatusBatch       = 2
-	StatusUnsupported = 3
-	StatusConfig      = 4
-	StatusInternal    = 5
+	StatusOK          = wire.StatusOK
+	StatusBatch       = wire.StatusBatch
+	StatusUnsupported = wire.StatusUnsupported
+	StatusConfig      = wire.StatusConfig
+	StatusInternal    = wire.StatusInternal
 )
 
-// Per-record entry statuses in a result batch.
 const (
-	entryOK     = 0
-	entryReject = 1
-	keep        = 0xFFFFFFFF
+	entryOK     = wire.EntryOK
+	entryReject = wire.EntryReject
+	keep        = wire.Keep
 )
 
 // NoTimestamp is the timestamp_ms of a record without a timestamp.
-const NoTimestamp = -1
+const NoTimestamp = wire.NoTimestamp
 
 var le = binary.LittleEndian
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
 // ABIVersion is the host ABI version this SDK speaks.
@@ -70,23 +72,23 @@ type Manifest struct {
 }
 
 // Op says what the host asks of a batch.
-type Op uint32
+type Op = abi.Op
 
-// The ops of ABI v1.
+// The ops of ABI v1 (package abi has the ABI's numbers, for the host too).
 const (
-	OpTransform Op = 1
-	OpEncode    Op = 2
-	OpDecode    Op = 3
-	OpWrite     Op = 4
+	OpTransform = abi.OpTransform
+	OpEncode    = abi.OpEncode
+	OpDecode    = abi.OpDecode
+	OpWrite     = abi.OpWrite
 )
 
 // Call statuses.
 const (
-	StatusOK          = 0
-	StatusBatch       = 2
-	StatusUnsupported = 3
-	StatusConfig      = 4
-	StatusInternal    = 5
+	StatusOK          = abi.StatusOK
+	StatusBatch       = abi.StatusBatch
+	StatusUnsupported = abi.StatusUnsupported
+	StatusConfig      = abi.StatusConfig
+	StatusInternal    = abi.StatusInternal
 )
 
 // KeepRecord is returned by a TransformFunc to pass the input record on
@@ -300,8 +302,8 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 		}
 		switch {
 		case err == KeepRecord: //nolint:errorlint // sentinel, returned as is
-			out = le.AppendUint32(out, 0)
-			out = le.AppendUint32(out, math.MaxUint32)
+			out = le.AppendUint32(out, abi.EntryOK)
+			out = le.AppendUint32(out, abi.Keep)
 		case err != nil:
 			var be batchError
 			if errors.As(err, &be) {
@@ -309,11 +311,11 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 				return StatusBatch, []byte(err.Error())
 			}
 			msg := err.Error()
-			out = le.AppendUint32(out, 1)
+			out = le.AppendUint32(out, abi.EntryReject)
 			out = le.AppendUint32(out, uint32(len(msg)))
 			out = append(out, msg...)
 		default:
-			out = le.AppendUint32(out, 0)
+			out = le.AppendUint32(out, abi.EntryOK)
 			out = le.AppendUint32(out, uint32(len(res)))
 			for j := range res {
 				out = appendRecord(out, &res[j])
@@ -458,7 +460,7 @@ func appendRecord(out []byte, r *Record) []byte {
 
 func appendNullable(out, b []byte) []byte {
 	if b == nil {
-		return le.AppendUint32(out, math.MaxUint32)
+		return le.AppendUint32(out, abi.Null)
 	}
 	out = le.AppendUint32(out, uint32(len(b)))
 	return append(out, b...)
