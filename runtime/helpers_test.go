@@ -3,11 +3,8 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,43 +31,10 @@ func watFile(tb testing.TB, path string) string {
 // tmpRoot holds the plugins built for the tests of this binary.
 var tmpRoot string
 
-func TestMain(m *testing.M) {
-	var err error
-	if tmpRoot, err = os.MkdirTemp("", "streamd-runtime-test-"); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(tmpRoot)
-	os.Exit(code)
-}
-
-var goPlugins sync.Map // dir -> *goBuild
-
-type goBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
+func TestMain(m *testing.M) { testenv.Main(m, &tmpRoot) }
 
 // goPlugin builds the Go plugin in examples/wasm/go/DIR once per test binary.
-func goPlugin(tb testing.TB, dir string) string {
-	tb.Helper()
-	v, _ := goPlugins.LoadOrStore(dir, &goBuild{})
-	b := v.(*goBuild)
-	b.once.Do(func() {
-		b.path = filepath.Join(tmpRoot, filepath.Base(dir)+".wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", b.path, ".")
-		cmd.Dir = filepath.Join("..", "examples", "wasm", "go", dir)
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", dir, err, out)
-		}
-	})
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.path
-}
+func goPlugin(tb testing.TB, dir string) string { return testenv.ExampleGoWasm(tb, dir) }
 
 func newHost(tb testing.TB) *runtime.Host {
 	tb.Helper()

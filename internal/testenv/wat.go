@@ -1,9 +1,9 @@
 package testenv
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -29,8 +29,19 @@ func ExampleWat(tb testing.TB, name string) string {
 	return out
 }
 
-// Root is the repository's root directory (where go.mod is).
+// Root is the repository's root directory: the nearest directory above the
+// test's working directory (its package's) whose go.mod is streamd's.
 func Root() string {
-	_, file, _, _ := runtime.Caller(0) // internal/testenv/wat.go
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/streamd/streamd\n") {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic("testenv: no streamd go.mod above " + dir)
+		}
+	}
 }

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,37 +20,10 @@ import (
 // tmpRoot holds the plugins built for the tests of this binary.
 var tmpRoot string
 
-func TestMain(m *testing.M) {
-	var err error
-	if tmpRoot, err = os.MkdirTemp("", "streamd-wasm-test-"); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(tmpRoot)
-	os.Exit(code)
-}
-
-var builds sync.Map // dir -> func() (string, error)
+func TestMain(m *testing.M) { testenv.Main(m, &tmpRoot) }
 
 // goPlugin builds examples/wasm/go/DIR once per test binary.
-func goPlugin(t *testing.T, dir string) string {
-	t.Helper()
-	f, _ := builds.LoadOrStore(dir, sync.OnceValues(func() (string, error) {
-		out := filepath.Join(tmpRoot, dir+".wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
-		cmd.Dir = filepath.Join("..", "..", "examples", "wasm", "go", dir)
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", dir, err, b)
-		}
-		return out, nil
-	}))
-	path, err := f.(func() (string, error))()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func goPlugin(t *testing.T, dir string) string { return testenv.ExampleGoWasm(t, dir) }
 
 func wat(t *testing.T, name string) string {
 	t.Helper()
