@@ -218,9 +218,18 @@ func (p *Pipeline) txnStatus() *Transactions {
 	return t
 }
 
-// errTxnWrite is a write that failed inside a transaction: the transaction
-// cannot commit it (a retry would duplicate the partition's records
-// written after it), so the pipeline stops and the transaction aborts.
+// ErrTxnWrite is in the error a pipeline that runs in transactions fails
+// with when a write inside a transaction failed for a transient cause: not
+// the sink's verdict on a record (those go to the error policy), but a
+// topic deleted under the pipeline, a fenced producer, a broker the
+// producer gave up on. An in-place retry would write the partition's
+// records after it twice, so the pipeline fails and the transaction
+// aborts; nothing of it is committed, and running the pipeline again reads
+// from its last committed positions without loss or duplicate (the daemon
+// does so by itself, after a backoff: docs/delivery.md).
+var ErrTxnWrite = errors.New("failed inside a transaction")
+
+// errTxnWrite is a write that failed inside a transaction (ErrTxnWrite).
 func errTxnWrite(what string, cause error) error {
-	return fmt.Errorf("%s failed inside a transaction, which is aborted (exactly-once: a restart reads again from the last committed transaction): %w", what, cause)
+	return fmt.Errorf("%s %w, which is aborted (exactly-once: the pipeline starts again from the last committed transaction): %w", what, ErrTxnWrite, cause)
 }

@@ -77,6 +77,9 @@ type App struct {
 	reloadStart func()
 	reloadEnd   func(error)
 
+	// autoRestarts counts automatic restarts (autorestart.go).
+	autoRestarts *prometheus.CounterVec
+
 	// console parts (console.go)
 	console *console.Console
 	adm     map[string]*kadm.Client // by cluster name
@@ -101,6 +104,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugi
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
 	a.reloads = newReloadMetrics(a.reg)
+	a.autoRestarts = newRestartMetric(a.reg)
 	a.newConsole()
 	var errs []error
 	for i := range cfg.Pipelines {

@@ -61,6 +61,13 @@ func (a *App) runningUnit(name string) (*unit, error) {
 // fails, the running pipeline is left alone and the error returned. The
 // new pipeline starts paused only if the config says `paused = true`.
 func (a *App) Restart(ctx context.Context, name string) error {
+	return a.restart(ctx, name, nil)
+}
+
+// restart is Restart; with auto set, only if auto is still the named
+// pipeline's unit (errReplaced otherwise), and counted as automatic
+// (autorestart.go).
+func (a *App) restart(ctx context.Context, name string, auto *unit) error {
 	a.ctl.Lock()
 	defer a.ctl.Unlock()
 	if a.stopping() {
@@ -69,6 +76,9 @@ func (a *App) Restart(ctx context.Context, name string) error {
 	old := a.unitByName(name)
 	if old == nil {
 		return fmt.Errorf("%w %q", ErrUnknownPipeline, name)
+	}
+	if auto != nil && old != auto {
+		return errReplaced
 	}
 	if old.pc.Sink.Type == "journal" {
 		return fmt.Errorf("pipeline %s: a journal pipeline restarts only with the daemon", name)
@@ -90,6 +100,13 @@ func (a *App) Restart(ctx context.Context, name string) error {
 	start := time.Now()
 	a.stop(old)
 	nu.restarts = old.restarts + 1
+	old.mu.Lock()
+	nu.autoRestarts, nu.backoff, nu.restartCause = old.autoRestarts, old.backoff, old.restartCause
+	old.mu.Unlock()
+	if auto != nil {
+		nu.autoRestarts++
+		a.autoRestarts.WithLabelValues(name).Inc()
+	}
 	nu.make(a.metrics)
 	a.mu.Lock()
 	for i, u := range a.units {
@@ -102,7 +119,7 @@ func (a *App) Restart(ctx context.Context, name string) error {
 	if running {
 		a.start(nu)
 	}
-	a.log.Info("pipeline restarted", "pipeline", name, "drained_in", time.Since(start).Round(time.Millisecond))
+	a.log.Info("pipeline restarted", "pipeline", name, "drained_in", time.Since(start).Round(time.Millisecond), "automatic", auto != nil)
 	return nil
 }
 
@@ -112,6 +129,13 @@ type PipelineStatus struct {
 	// Restarts counts restarts and reload replacements since the daemon
 	// started.
 	Restarts int `json:"restarts"`
+	// AutoRestarts counts those that were automatic: an exactly-once
+	// pipeline started again after a write failed inside a transaction
+	// (docs/delivery.md); LastRestartCause is the last one's error, and
+	// RestartAt is set while the next one waits for its backoff.
+	AutoRestarts     int       `json:"auto_restarts"`
+	LastRestartCause string    `json:"last_restart_cause,omitempty"`
+	RestartAt        time.Time `json:"restart_at,omitzero"`
 	// Since is when the pipeline (this build of it) started.
 	Since time.Time `json:"since,omitzero"`
 	// Group is the consumer group membership of a Kafka source: the
@@ -150,6 +174,7 @@ func (a *App) Status() Status {
 		ps := PipelineStatus{Status: u.p.Status(), Restarts: u.restarts}
 		u.mu.Lock()
 		ps.Since = u.started
+		ps.AutoRestarts, ps.LastRestartCause, ps.RestartAt = u.autoRestarts, u.restartCause, u.restartAt
 		u.mu.Unlock()
 		if g, ok := u.src.(grouper); ok {
 			gs := g.Group()

@@ -39,6 +39,13 @@ type unit struct {
 	err      error
 	started  time.Time
 	restarts int
+	// Automatic restarts (autorestart.go), carried to the unit that
+	// replaces this one: how many, the last backoff and cause, and when
+	// the pending one is due (zero: none pending).
+	autoRestarts int
+	backoff      time.Duration
+	restartCause string
+	restartAt    time.Time
 }
 
 // buildUnit builds pipeline i of a.cfg; on error everything it opened is
@@ -192,7 +199,11 @@ func (a *App) start(u *unit) {
 		}
 		u.mu.Lock()
 		u.err = err
+		again, retry := a.autoRestart(u, err, ctx.Err() != nil)
 		u.mu.Unlock()
+		if retry {
+			go a.restartLater(u, again)
+		}
 		select {
 		case a.run.ended <- struct{}{}:
 		default:
@@ -286,8 +297,12 @@ func (a *App) allEnded() (ended, failed bool) {
 			return false, false
 		}
 		u.mu.Lock()
+		pending := !u.restartAt.IsZero()
 		failed = failed || u.err != nil
 		u.mu.Unlock()
+		if pending {
+			return false, false // starts again by itself
+		}
 	}
 	return true, failed
 }
