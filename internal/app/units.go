@@ -192,7 +192,6 @@ func (a *App) start(u *unit) {
 	u.cancel, u.done, u.err, u.started = cancel, done, nil, time.Now()
 	u.mu.Unlock()
 	go func() {
-		defer close(done)
 		err := u.p.Run(ctx)
 		if err != nil {
 			err = fmt.Errorf("pipeline %s: %w", u.name, err)
@@ -204,6 +203,9 @@ func (a *App) start(u *unit) {
 		if retry {
 			go a.restartLater(u, again)
 		}
+		// Done before Run hears of it: Run asks every unit whether it
+		// is still running when it hears one ended.
+		close(done)
 		select {
 		case a.run.ended <- struct{}{}:
 		default:
