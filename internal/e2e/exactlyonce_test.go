@@ -307,24 +307,35 @@ func TestExactlyOnceZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := testenv.Kafka(t)
-	const n = 60000
+	const least = 60000
 	in, out, dlq := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "dlq")
 	for _, tp := range []string{in, out, dlq} {
 		b.CreateTopic(t, tp, 6)
 	}
-	poison := 0
-	for i := range n {
-		if isPoison(i) {
-			poison++
-		}
-	}
+	// Records arrive until a has been paused and resumed (and at least
+	// 60000 of them, about 25 s): the steps below wait on conditions and
+	// take longer on a loaded machine. A fixed 25 s of records ended there
+	// (trial CI run, Kafka 4.1, load ~10) before "c while a is paused" was
+	// checked: c had already caught up and the output could not grow.
 	producer := b.Client(t)
-	prodDone := make(chan struct{})
+	stop, prodDone := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	stopProducing := func() { stopOnce.Do(func() { close(stop) }) }
+	defer func() { stopProducing(); <-prodDone }()
+	n := 0 // records produced; read after prodDone
 	go func() {
 		defer close(prodDone)
-		for i := 0; i < n; i += 1000 {
-			produceOrders(t, producer, in, i, 1000)
-			time.Sleep(400 * time.Millisecond) // about 25 s in all
+		for {
+			select {
+			case <-stop:
+				if n >= least || t.Failed() {
+					return
+				}
+			default:
+			}
+			produceOrders(t, producer, in, n, 1000)
+			n += 1000
+			time.Sleep(400 * time.Millisecond)
 		}
 	}()
 	group := testenv.Topic(t, "g")
@@ -371,24 +382,57 @@ dlq_topic = %q
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// assigned waits until d has logged partitions assigned to it (not an
+	// empty assignment) at or after since.
+	assigned := func(d *daemon, who string, since time.Time) {
+		t.Helper()
+		since = since.Truncate(time.Millisecond) // the log's precision
+		for deadline := time.Now().Add(90 * time.Second); ; {
+			for _, l := range strings.Split(d.log.String(), "\n") {
+				ts, _, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+				at, err := time.Parse(time.RFC3339Nano, ts)
+				if ok && err == nil && !at.Before(since) && strings.Contains(l, `msg="partitions assigned"`) && !strings.Contains(l, "partitions=map[] ") {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no partitions assigned in 90 s; its log:\n%s", who, tail(d.log.String(), 3000))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	a := start(t, cfgFor("a"))
 	grew("a alone")
+	bStart := time.Now()
 	bd := start(t, cfgFor("b"))
-	time.Sleep(3 * time.Second) // b joins, the group rebalances
+	assigned(bd, "b", bStart) // b joins, the group rebalances
 	grew("a and b")
 	bd.cmd.Process.Kill() // b dies mid-transaction
 	<-bd.done
+	cStart := time.Now()
 	c := start(t, cfgFor("c")) // c joins
-	time.Sleep(3 * time.Second)
+	assigned(c, "c", cStart)
 	grew("a and c")
 	// a is paused mid-flow past its session timeout: the group moves its
 	// partitions to c, which reads them from the last commit.
+	paused := time.Now()
 	a.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(12 * time.Second)
+	assigned(c, "c while a is paused", paused)
+	if d := 12*time.Second - time.Since(paused); d > 0 {
+		time.Sleep(d) // twice its session timeout, whatever gave c partitions
+	}
 	grew("c while a is paused")
 	resumed := time.Now()
 	a.cmd.Process.Signal(syscall.SIGCONT)
+	stopProducing()
 	<-prodDone
+	t.Logf("a paused %.1f s; %d records produced", resumed.Sub(paused).Seconds(), n)
+	poison := 0
+	for i := range n {
+		if isPoison(i) {
+			poison++
+		}
+	}
 	seen := readSeq(t, b, out, true, n-poison, 3*time.Minute)
 	dead := readSeq(t, b, dlq, true, poison, time.Minute)
 	for _, d := range []*daemon{a, c} {
