@@ -136,7 +136,7 @@ func (p *Pipeline) txnTurn(ctx, work context.Context) bool {
 	}
 	if !x.open {
 		if err := x.t.Begin(); err != nil {
-			p.fail(fmt.Errorf("begin transaction: %w", err))
+			p.fail(errTxnEnds("begin transaction", err))
 			return false
 		}
 		x.open, x.records, x.first = true, 0, time.Time{}
@@ -184,8 +184,14 @@ func (p *Pipeline) endTxn(ctx context.Context, commit bool) bool {
 	}
 	if err != nil {
 		// Cut by the shutdown timeout: abandoned, not failed (the broker
-		// aborts it, or a restart's fencing does).
-		p.failUnlessAborted(ctx, fmt.Errorf("end transaction (commit %v): %w", commit, err))
+		// aborts it, or a restart's fencing does). Otherwise the end
+		// failed for a transient cause (the broker timed the transaction
+		// out during a stall, a fenced producer, a broker the client gave
+		// up on): whether or not the broker committed it, the positions
+		// are in the same transaction as the output, so a run from the
+		// last committed positions loses and repeats nothing
+		// (ErrTxnWrite: the daemon starts the pipeline again).
+		p.failUnlessAborted(ctx, errTxnEnds(fmt.Sprintf("end transaction (commit %v)", commit), err))
 		return false
 	}
 	return true
@@ -219,9 +225,10 @@ func (p *Pipeline) txnStatus() *Transactions {
 }
 
 // ErrTxnWrite is in the error a pipeline that runs in transactions fails
-// with when a write inside a transaction failed for a transient cause: not
-// the sink's verdict on a record (those go to the error policy), but a
-// topic deleted under the pipeline, a fenced producer, a broker the
+// with when a write inside a transaction, or the transaction's begin or
+// end, failed for a transient cause: not the sink's verdict on a record
+// (those go to the error policy), but a topic deleted under the pipeline,
+// a fenced producer, a transaction the broker timed out, a broker the
 // producer gave up on. An in-place retry would write the partition's
 // records after it twice, so the pipeline fails and the transaction
 // aborts; nothing of it is committed, and running the pipeline again reads
@@ -232,4 +239,9 @@ var ErrTxnWrite = errors.New("failed inside a transaction")
 // errTxnWrite is a write that failed inside a transaction (ErrTxnWrite).
 func errTxnWrite(what string, cause error) error {
 	return fmt.Errorf("%s %w, which is aborted (exactly-once: the pipeline starts again from the last committed transaction): %w", what, ErrTxnWrite, cause)
+}
+
+// errTxnEnds is a transaction's begin or end that failed (ErrTxnWrite).
+func errTxnEnds(what string, cause error) error {
+	return fmt.Errorf("%s: %w (%w: exactly-once, the pipeline starts again from its last committed transaction)", what, cause, ErrTxnWrite)
 }

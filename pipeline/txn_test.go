@@ -31,6 +31,12 @@ type txnLog struct {
 	// End with records starts.
 	endDelay time.Duration
 	ending   chan struct{}
+	// endErr, if set, is what the endErrAt-th End returns, having
+	// aborted the transaction (the broker timed it out, a fenced
+	// producer); beginErr is what every Begin returns.
+	endErr   error
+	endErrAt int
+	beginErr error
 
 	mu        sync.Mutex
 	open      bool
@@ -47,6 +53,9 @@ func (l *txnLog) Transactional() bool { return true }
 func (l *txnLog) Begin() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.beginErr != nil {
+		return l.beginErr
+	}
 	if l.open {
 		l.wrong = append(l.wrong, "Begin in an open transaction")
 	}
@@ -80,6 +89,14 @@ func (l *txnLog) End(ctx context.Context, commit bool) (bool, error) {
 	l.ends++
 	if commit && l.abortAt == l.ends {
 		commit = false // the group rebalanced since Begin
+	}
+	if l.endErr != nil && l.endErrAt == l.ends {
+		for _, s := range l.sinks {
+			s.end(false)
+		}
+		l.next = l.committed
+		l.aborts++
+		return false, l.endErr
 	}
 	fetched, written := l.next-l.committed, 0
 	for _, s := range l.sinks {
@@ -299,5 +316,44 @@ func TestTxnShutdownDuringEnd(t *testing.T) {
 	commits, _, wrong := src.result()
 	if len(wrong) > 0 || commits == 0 || len(out.values()) != 100 {
 		t.Fatalf("%d commits, %d of 100 records committed, violations %v", commits, len(out.values()), wrong)
+	}
+}
+
+// TestTxnFailedEndRestarts: a transaction whose begin or end fails for a
+// cause other than the pipeline's own shutdown (the broker timed it out
+// during a stall, the producer was fenced) fails the pipeline with
+// ErrTxnWrite, which the daemon answers by starting it again from the
+// last committed positions, as for a failed write inside a transaction;
+// nothing of the failed transaction is committed. Before, such an error
+// failed the pipeline for good (no ErrTxnWrite in it).
+func TestTxnFailedEndRestarts(t *testing.T) {
+	timedOut := errors.New("INVALID_PRODUCER_EPOCH: the broker aborted the transaction at its timeout")
+	for _, tc := range []struct {
+		name string
+		src  func(out *txnSink) *txnLog
+	}{
+		{"end", func(out *txnSink) *txnLog {
+			return &txnLog{recs: txnRecords(1000), chunk: 50, sinks: []*txnSink{out}, endErr: timedOut, endErrAt: 2}
+		}},
+		{"begin", func(out *txnSink) *txnLog {
+			return &txnLog{recs: txnRecords(10), chunk: 50, sinks: []*txnSink{out}, beginErr: timedOut}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &txnSink{}
+			src := tc.src(out)
+			p := pipeline.New("t", src, out, append(fast(), pipeline.WithTransactions(400, time.Hour))...)
+			err := p.Run(context.Background())
+			if !errors.Is(err, pipeline.ErrTxnWrite) || !errors.Is(err, timedOut) {
+				t.Fatalf("err = %v, want one with ErrTxnWrite and the cause", err)
+			}
+			commits, _, wrong := src.result()
+			if len(wrong) > 0 {
+				t.Fatalf("violations: %v", wrong)
+			}
+			if got := len(out.values()); got != 400*commits {
+				t.Fatalf("%d records committed in %d commits; want only the committed transactions' %d", got, commits, 400*commits)
+			}
+		})
 	}
 }

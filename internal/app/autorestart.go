@@ -10,9 +10,11 @@ import (
 )
 
 // Automatic restarts: an exactly-once pipeline that failed because a
-// write inside a transaction failed transiently (pipeline.ErrTxnWrite: a
-// sink topic deleted under it, a fenced producer) had that transaction
-// aborted, so it is started again, built afresh (a new transactional
+// write inside a transaction, or the transaction's commit, failed
+// transiently (pipeline.ErrTxnWrite: a sink topic deleted under it, a
+// fenced producer, a transaction the broker timed out) had that
+// transaction aborted (or committed, for a commit whose answer was lost:
+// the offsets are in it either way), so it is started again, built afresh (a new transactional
 // client, which fences what is left of the old one), and reads from its
 // last committed offsets: a transient fault is retried, not a verdict that
 // waits for an operator. The backoff starts at restartMin and doubles to
@@ -39,7 +41,7 @@ func (a *App) autoRestart(u *unit, err error, ended bool) (time.Duration, bool) 
 	u.backoff = d
 	u.restartAt = time.Now().Add(d)
 	u.restartCause = err.Error()
-	a.log.Warn("exactly-once pipeline failed a write inside a transaction; the transaction was aborted, starting it again from the last committed offsets",
+	a.log.Warn("exactly-once pipeline failed inside a transaction; starting it again from the last committed offsets",
 		"pipeline", u.name, "in", d, "auto_restarts", u.autoRestarts, "err", err)
 	return d, true
 }
