@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/streamd/streamd/internal/wait"
 )
 
 // waitReady checks every part that can be checked, retrying until ctx ends.
@@ -31,7 +33,7 @@ func (p *Pipeline) waitReady(ctx context.Context) error {
 			}
 			p.o.logger.Warn("not ready yet", "pipeline", p.name, "err", err)
 			p.noteTrouble(err)
-			if sleep(ctx, backoff) != nil {
+			if wait.Sleep(ctx, backoff) != nil {
 				return ctx.Err()
 			}
 			backoff = min(backoff*2, p.o.retryMax)
@@ -111,15 +113,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 	// fetch is cancelled when ctx is done or the pipeline fails, so that a
 	// fetch blocked on a quiet source (a Kafka poll) returns at once.
-	fetch, stopFetch := context.WithCancel(ctx)
+	fetch, stopFetch := wait.WithStop(ctx, p.stop)
 	defer stopFetch()
-	go func() {
-		select {
-		case <-p.stop:
-			stopFetch()
-		case <-fetch.Done():
-		}
-	}()
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
 	// The shutdown starts when ctx is done or the pipeline fails, wherever
@@ -346,15 +341,4 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	p.inflight.Add(int64(len(msgs)))
 	p.n.in.Add(int64(len(msgs)))
 	return p.dispatch(work, msgs, shards)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -146,7 +147,7 @@ func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record
 			return nil, fmt.Errorf("stage %s failed after %d attempts: %w", st.Name, attempt, cause)
 		}
 		p.noteRetry("stage "+st.Name, len(todo), attempt, backoff, cause)
-		if sleep(ctx, backoff) != nil {
+		if wait.Sleep(ctx, backoff) != nil {
 			return nil, fmt.Errorf("stage %s: %w", st.Name, cause)
 		}
 		backoff = min(backoff*2, p.o.retryMax)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -152,7 +153,7 @@ func (p *Pipeline) settle(ctx context.Context, sink AsyncSink, what string, recs
 			return nil, fmt.Errorf("%s failed after %d attempts: %w", what, attempt, cause)
 		}
 		p.noteRetry(what, len(again), attempt, backoff, cause)
-		if sleep(ctx, backoff) != nil {
+		if wait.Sleep(ctx, backoff) != nil {
 			return nil, fmt.Errorf("%s: %w", what, cause)
 		}
 		backoff = min(backoff*2, p.o.retryMax)

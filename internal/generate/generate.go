@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
@@ -67,8 +68,8 @@ func (g *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 	if g.rate > 0 {
 		due := int64(time.Since(g.start).Seconds()*g.rate) + 1
 		for due <= g.n {
-			wait := time.Duration(float64(g.n+1-due)/g.rate*float64(time.Second)) + time.Millisecond
-			if err := sleep(ctx, wait); err != nil {
+			d := time.Duration(float64(g.n+1-due)/g.rate*float64(time.Second)) + time.Millisecond
+			if err := wait.Sleep(ctx, d); err != nil {
 				return nil, err
 			}
 			due = int64(time.Since(g.start).Seconds()*g.rate) + 1
@@ -100,14 +101,3 @@ func (g *Source) Commit(context.Context) error { return nil }
 
 // Close implements pipeline.Source.
 func (g *Source) Close() {}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

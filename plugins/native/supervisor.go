@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native/internal/logs"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
@@ -252,15 +253,8 @@ func (s *supervisor) stopProc() {
 // retries the batch until it succeeds, ctx ends, the plugin is closed or it
 // enters the failed state.
 func (s *supervisor) process(ctx context.Context, op pluginv1.Op, recs []*pluginv1.Record) ([]*pluginv1.Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := wait.WithStop(ctx, s.done)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,7 +276,7 @@ func (s *supervisor) process(ctx context.Context, op pluginv1.Op, recs []*plugin
 			}
 		}
 		if s.proc == nil {
-			if err := sleep(ctx, s.backoff); err != nil {
+			if err := wait.Sleep(ctx, s.backoff); err != nil {
 				return nil, err
 			}
 			p, _, err := s.start(ctx)
@@ -330,21 +324,6 @@ func (s *supervisor) process(ctx context.Context, op pluginv1.Op, recs []*plugin
 		default:
 			return nil, fmt.Errorf("native plugin %s: %s: batch failed: %s", s.name(), op, status.Convert(err).Message())
 		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -1,0 +1,39 @@
+package wait
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits for d or until ctx is done, whichever comes first, and
+// returns ctx.Err() in the latter case. A d of zero or less returns nil at
+// once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WithStop returns a copy of ctx that is also cancelled when stop is
+// closed, so that a call blocked on it returns as soon as either ends. The
+// caller must call cancel when done with the context, which also ends the
+// goroutine that watches stop.
+func WithStop(ctx context.Context, stop <-chan struct{}) (_ context.Context, cancel context.CancelFunc) {
+	ctx, cancel = context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
