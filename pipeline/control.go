@@ -107,14 +107,5 @@ func (p *Pipeline) txnPause(ctx, work context.Context) bool {
 	if !x.open || x.records == 0 {
 		return true
 	}
-	for p.inflight.Load() > 0 {
-		select {
-		case <-p.space:
-		case <-ctx.Done():
-			return false
-		case <-p.stop:
-			return false
-		}
-	}
-	return p.endTxn(work, true)
+	return p.waitFinished(ctx) && p.endTxn(work, true)
 }

@@ -121,16 +121,7 @@ func (p *Pipeline) txnTurn(ctx, work context.Context) bool {
 		// due; then nothing more is fetched until everything fetched in
 		// it is finished, so that the positions it commits are exactly
 		// those of what it wrote.
-		for p.inflight.Load() > 0 {
-			select {
-			case <-p.space:
-			case <-ctx.Done():
-				return false
-			case <-p.stop:
-				return false
-			}
-		}
-		if !p.endTxn(work, true) {
+		if !p.waitFinished(ctx) || !p.endTxn(work, true) {
 			return false
 		}
 	}
@@ -141,6 +132,22 @@ func (p *Pipeline) txnTurn(ctx, work context.Context) bool {
 		}
 		x.open, x.records, x.first = true, 0, time.Time{}
 		x.openRecs.Store(0)
+	}
+	return true
+}
+
+// waitFinished waits until every record fetched is finished (written, or
+// handled by the error policy), as a transaction must be before it ends.
+// It returns false when ctx is done or the pipeline failed first.
+func (p *Pipeline) waitFinished(ctx context.Context) bool {
+	for p.inflight.Load() > 0 {
+		select {
+		case <-p.space:
+		case <-ctx.Done():
+			return false
+		case <-p.stop:
+			return false
+		}
 	}
 	return true
 }
