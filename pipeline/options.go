@@ -103,45 +103,35 @@ func WithTransactions(maxRecords int, interval time.Duration) Option {
 // whatever the order the options came in. Afterwards a zero linger,
 // shutdown timeout, commit interval or stall timeout means none.
 func (o *options) resolve() {
-	count := func(v *int, def int) {
-		switch {
-		case *v == 0:
-			*v = def
-		case *v < 0:
-			*v = 1
-		}
-	}
-	count(&o.maxRecords, DefaultMaxRecords)
-	count(&o.maxBytes, DefaultMaxBytes)
-	count(&o.workers, DefaultWorkers)
-	count(&o.maxInFlight, DefaultMaxInFlight)
-	count(&o.txnRecords, DefaultTxnRecords)
-	none := func(d *time.Duration, def time.Duration) {
-		switch {
-		case *d == 0:
-			*d = def
-		case *d < 0:
-			*d = 0
-		}
-	}
-	none(&o.linger, DefaultLinger)
-	none(&o.shutdownTimeout, DefaultShutdownTimeout)
-	none(&o.commitInterval, DefaultCommitInterval)
-	none(&o.stallTimeout, DefaultStallTimeout)
-	none(&o.txnInterval, DefaultTxnInterval)
-	switch {
-	case o.retryInitial == 0:
-		o.retryInitial = DefaultRetryInitial
-	case o.retryInitial < 0:
-		o.retryInitial = minRetryBackoff
-	}
-	if o.retryMax == 0 || o.retryMax < 0 {
-		o.retryMax = DefaultRetryMax
-	}
+	// Counts: a negative one is 1.
+	orDefault(&o.maxRecords, DefaultMaxRecords, 1)
+	orDefault(&o.maxBytes, DefaultMaxBytes, 1)
+	orDefault(&o.workers, DefaultWorkers, 1)
+	orDefault(&o.maxInFlight, DefaultMaxInFlight, 1)
+	orDefault(&o.txnRecords, DefaultTxnRecords, 1)
+	// Durations: a negative one is none.
+	orDefault(&o.linger, DefaultLinger, 0)
+	orDefault(&o.shutdownTimeout, DefaultShutdownTimeout, 0)
+	orDefault(&o.commitInterval, DefaultCommitInterval, 0)
+	orDefault(&o.stallTimeout, DefaultStallTimeout, 0)
+	orDefault(&o.txnInterval, DefaultTxnInterval, 0)
+	// Retry backoffs: never none.
+	orDefault(&o.retryInitial, DefaultRetryInitial, minRetryBackoff)
+	orDefault(&o.retryMax, DefaultRetryMax, DefaultRetryMax)
 	o.retryMax = max(o.retryMax, o.retryInitial)
 	o.retryAttempts = max(o.retryAttempts, 0)
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// orDefault sets *v to def when it is zero and to low when it is negative.
+func orDefault[T int | time.Duration](v *T, def, low T) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = low
 	}
 }
 
