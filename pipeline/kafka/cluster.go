@@ -425,15 +425,7 @@ func (w *groupWatch) state() (protocol string, err error) {
 // lastAddr returns the address of the broker whose connection or request
 // failed last, "" if none did recently.
 func (w *brokerWatch) lastAddr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var last brokerState
-	for _, s := range w.state {
-		if time.Since(s.at) <= conditionTTL && s.at.After(last.at) {
-			last = s
-		}
-	}
-	return last.addr
+	return w.lastFailure().addr
 }
 
 // topicSettings returns the replication factor and configs of topics the

@@ -71,8 +71,9 @@ func (w *brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.Brok
 	w.note(meta, e2e.Err())
 }
 
-// condition returns the most recent broker error that is still fresh.
-func (w *brokerWatch) condition() error {
+// lastFailure returns the state of the broker whose connection or request
+// failed last, if that is still fresh; the zero brokerState if none is.
+func (w *brokerWatch) lastFailure() brokerState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var last brokerState
@@ -81,6 +82,12 @@ func (w *brokerWatch) condition() error {
 			last = s
 		}
 	}
+	return last
+}
+
+// condition returns the most recent broker error that is still fresh.
+func (w *brokerWatch) condition() error {
+	last := w.lastFailure()
 	if last.err == nil {
 		return nil
 	}
