@@ -476,14 +476,9 @@ func (s *Source) FilterLive(msgs []pipeline.Msg) []pipeline.Msg {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var live []pipeline.Msg // allocated at the first stale record
-	var last tp
-	var st *partState
+	var cur partCursor
 	for i := range msgs {
-		r := &msgs[i].Record
-		if st == nil || last.partition != r.Partition || last.topic != r.Topic {
-			last = tp{r.Topic, r.Partition}
-			st = s.parts[last]
-		}
+		st := cur.state(s.parts, &msgs[i].Record)
 		ok := st != nil && st.epoch == msgs[i].Token
 		switch {
 		case !ok && live == nil:
@@ -502,14 +497,10 @@ func (s *Source) FilterLive(msgs []pipeline.Msg) []pipeline.Msg {
 func (s *Source) Ack(msgs []pipeline.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var last tp
-	var st *partState
+	var cur partCursor
 	for i := range msgs {
 		r := &msgs[i].Record
-		if st == nil || last.partition != r.Partition || last.topic != r.Topic {
-			last = tp{r.Topic, r.Partition}
-			st = s.parts[last]
-		}
+		st := cur.state(s.parts, r)
 		if st == nil || st.epoch != msgs[i].Token {
 			continue
 		}
@@ -523,6 +514,24 @@ func (s *Source) Ack(msgs []pipeline.Msg) {
 		default:
 		}
 	}
+}
+
+// partCursor finds the partState of a batch's records, looking it up once
+// per run of records of one partition (a fetch hands them out partition by
+// partition).
+type partCursor struct {
+	at tp
+	st *partState
+}
+
+// state returns the state of r's partition in parts, nil if it is not
+// assigned.
+func (c *partCursor) state(parts map[tp]*partState, r *record.Record) *partState {
+	if c.st == nil || c.at.partition != r.Partition || c.at.topic != r.Topic {
+		c.at = tp{r.Topic, r.Partition}
+		c.st = parts[c.at]
+	}
+	return c.st
 }
 
 // commitable returns the offsets to commit for the partitions in only
