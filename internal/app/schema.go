@@ -2,16 +2,14 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/tlsconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/schema"
 )
@@ -51,26 +49,14 @@ func (a *App) registryClient(name string) (*sr.Client, error) {
 func NewRegistryClient(rc *config.SchemaRegistry) (*sr.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if t := rc.TLS; t != nil {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
-			}
-			tc.RootCAs = pool
+		// The CA bundle and the client certificate are read again when
+		// their files change: a rotation needs no restart.
+		d, err := tlsconf.NewDialer(tlsconf.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+			ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify})
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
 		}
-		if t.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		tr.TLSClientConfig = tc
+		tr.TLSClientConfig, tr.DialTLSContext = d.Config(), d.DialContext
 	}
 	opts := []sr.ClientOpt{
 		sr.URLs(rc.URL),

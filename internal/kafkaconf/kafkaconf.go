@@ -43,7 +43,7 @@ func Cluster(cc *config.KafkaCluster, log *slog.Logger) (*kafka.Cluster, error) 
 	tlsOn := cc.TLS != nil && cc.TLS.Enabled
 	if tlsOn {
 		t := cc.TLS
-		tc, err := tlsconf.Client(tlsconf.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		d, err := tlsconf.NewDialer(tlsconf.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
 			ServerName: t.ServerName, MinVersion: t.MinVersion, InsecureSkipVerify: t.InsecureSkipVerify})
 		if err != nil {
 			return nil, fmt.Errorf("%s.tls: %w", cc.At, err)
@@ -51,7 +51,9 @@ func Cluster(cc *config.KafkaCluster, log *slog.Logger) (*kafka.Cluster, error) 
 		if t.InsecureSkipVerify {
 			log.Warn("TLS certificate verification is OFF for this Kafka cluster (tls.insecure_skip_verify): anyone on the path can impersonate its brokers and read the credentials", "cluster", cc.Name, "brokers", cc.Brokers)
 		}
-		c.TLS = tc
+		// The CA bundle and the client certificate are read again when
+		// their files change: a rotation needs no restart.
+		c.TLS, c.DialTLS = d.Config(), d.DialContext
 	}
 	if s := cc.SASL; s != nil {
 		m, err := Mechanism(s)

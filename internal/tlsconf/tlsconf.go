@@ -1,12 +1,15 @@
 package tlsconf
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,19 +46,42 @@ func Version(v string) (uint16, error) {
 	return 0, fmt.Errorf("min_version %q: want \"1.2\" or \"1.3\"", v)
 }
 
-// Client returns a client configuration for f.
+// Client returns a client configuration for f: its certificate is read
+// again when its files change, its CA bundle is the one read now (a
+// Dialer reads that again too).
 func Client(f Files) (*tls.Config, error) {
+	d, err := NewDialer(f)
+	if err != nil {
+		return nil, err
+	}
+	return d.Config(), nil
+}
+
+// Dialer dials TLS connections as configured by Files, whose files are
+// read again when they change (checked at most every 10 s): a rotated
+// client certificate, or a CA bundle rewritten to trust a new CA, is used
+// from the next connection on, without a restart. A *tls.Config alone
+// cannot do it for the CA bundle: crypto/tls verifies against the RootCAs
+// it holds when the handshake starts.
+type Dialer struct {
+	base *tls.Config
+	ca   *watched[*x509.CertPool] // nil: the system roots
+	net  net.Dialer
+}
+
+// NewDialer returns a Dialer for f, having read its files once (an error
+// names the file and what is wrong with it).
+func NewDialer(f Files) (*Dialer, error) {
 	v, err := Version(f.MinVersion)
 	if err != nil {
 		return nil, err
 	}
-	c := &tls.Config{MinVersion: v, ServerName: f.ServerName, InsecureSkipVerify: f.InsecureSkipVerify}
+	d := &Dialer{base: &tls.Config{MinVersion: v, ServerName: f.ServerName, InsecureSkipVerify: f.InsecureSkipVerify},
+		net: net.Dialer{Timeout: 10 * time.Second}}
 	if f.CAFile != "" {
-		pool, err := CertPool(f.CAFile)
-		if err != nil {
+		if d.ca, err = newCAPool(f.CAFile); err != nil {
 			return nil, err
 		}
-		c.RootCAs = pool
 	}
 	if (f.CertFile == "") != (f.KeyFile == "") {
 		return nil, errors.New("set both cert_file and key_file (mutual TLS), or neither")
@@ -65,15 +91,46 @@ func Client(f Files) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
+		d.base.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get(), nil }
 	}
-	return c, nil
+	return d, nil
+}
+
+// Config returns the configuration of the next connection: the CA bundle
+// as its file is now.
+func (d *Dialer) Config() *tls.Config {
+	c := d.base.Clone()
+	if d.ca != nil {
+		c.RootCAs = d.ca.get()
+	}
+	return c
+}
+
+// DialContext connects to addr (host:port) and completes the TLS
+// handshake, checking the server's certificate against the host unless
+// Files.ServerName names another.
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c := d.Config()
+	if c.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		c.ServerName = host
+	}
+	td := tls.Dialer{NetDialer: &d.net, Config: c}
+	return td.DialContext(ctx, network, addr)
 }
 
 // Server returns a server configuration for f: its certificate and key
 // are required; with a CAFile, every client must present a certificate
-// signed by one of its CAs.
-func Server(f Files) (*tls.Config, error) {
+// signed by one of its CAs. The files are read again when they change
+// (checked at most every 10 s), so a rotated certificate or CA bundle
+// serves from the next handshake on.
+func Server(f Files) (*tls.Config, error) { return server(f, checkInterval) }
+
+// server is Server with its files checked at most every interval.
+func server(f Files, interval time.Duration) (*tls.Config, error) {
 	v, err := Version(f.MinVersion)
 	if err != nil {
 		return nil, err
@@ -85,13 +142,22 @@ func Server(f Files) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &tls.Config{MinVersion: v, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.get() }}
-	if f.CAFile != "" {
-		pool, err := CertPool(f.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	kp.interval = interval
+	c := &tls.Config{MinVersion: v, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.get(), nil }}
+	if f.CAFile == "" {
+		return c, nil
+	}
+	ca, err := newCAPool(f.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	ca.interval = interval
+	c.ClientCAs, c.ClientAuth = ca.get(), tls.RequireAndVerifyClientCert
+	base := c.Clone()
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		hc := base.Clone()
+		hc.ClientCAs = ca.get()
+		return hc, nil
 	}
 	return c, nil
 }
@@ -126,44 +192,76 @@ func CertPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// keyPairCheckInterval is how often at most the files of a key pair are
-// checked for changes.
-const keyPairCheckInterval = 10 * time.Second
+// checkInterval is how often at most the files of a key pair or a CA
+// bundle are checked for changes.
+const checkInterval = 10 * time.Second
 
-// keyPair is a certificate and key read again when their files change.
-type keyPair struct {
-	cert, key string
+// watched is a value loaded from files and loaded again when one of them
+// changes (its modification time), checked at most every interval; a load
+// that fails keeps the value loaded before (a rotation may write the
+// files one after the other, or write one in place).
+type watched[T any] struct {
+	files []string
+	load  func() (T, error)
 
 	mu       sync.Mutex
-	current  *tls.Certificate
-	mod      [2]time.Time
+	current  T
+	mod      []time.Time
 	checked  time.Time
 	interval time.Duration
 }
 
-func newKeyPair(cert, key string) (*keyPair, error) {
-	kp := &keyPair{cert: cert, key: key, interval: keyPairCheckInterval}
-	c, mod, err := kp.load()
+func newWatched[T any](load func() (T, error), files ...string) (*watched[T], error) {
+	w := &watched[T]{files: files, load: load, interval: checkInterval}
+	w.mod = w.stat()
+	v, err := load()
 	if err != nil {
 		return nil, err
 	}
-	kp.current, kp.mod, kp.checked = c, mod, time.Now()
-	return kp, nil
+	w.current, w.checked = v, time.Now()
+	return w, nil
 }
 
-func (kp *keyPair) load() (*tls.Certificate, [2]time.Time, error) {
-	var mod [2]time.Time
-	for i, p := range []string{kp.cert, kp.key} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, mod, err
+// stat returns the files' modification times (zero for one that cannot
+// be read).
+func (w *watched[T]) stat() []time.Time {
+	mod := make([]time.Time, len(w.files))
+	for i, p := range w.files {
+		if fi, err := os.Stat(p); err == nil {
+			mod[i] = fi.ModTime()
 		}
-		mod[i] = fi.ModTime()
 	}
-	c, err := tls.LoadX509KeyPair(kp.cert, kp.key)
+	return mod
+}
+
+// get returns the value, loaded again if a file changed.
+func (w *watched[T]) get() T {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.checked) < w.interval {
+		return w.current
+	}
+	w.checked = time.Now()
+	mod := w.stat()
+	if slices.Equal(mod, w.mod) {
+		return w.current
+	}
+	if v, err := w.load(); err == nil {
+		w.current, w.mod = v, mod
+	}
+	return w.current
+}
+
+// newKeyPair watches a certificate and its key.
+func newKeyPair(cert, key string) (*watched[*tls.Certificate], error) {
+	return newWatched(func() (*tls.Certificate, error) { return loadKeyPair(cert, key) }, cert, key)
+}
+
+func loadKeyPair(cert, key string) (*tls.Certificate, error) {
+	c, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
 		// LoadX509KeyPair's errors name neither file.
-		return nil, mod, fmt.Errorf("cert_file %s, key_file %s: %w", kp.cert, kp.key, err)
+		return nil, fmt.Errorf("cert_file %s, key_file %s: %w", cert, key, err)
 	}
 	if len(c.Certificate) > 0 {
 		leaf, err := x509.ParseCertificate(c.Certificate[0])
@@ -171,32 +269,12 @@ func (kp *keyPair) load() (*tls.Certificate, [2]time.Time, error) {
 			c.Leaf = leaf
 		}
 	}
-	return &c, mod, nil
+	return &c, nil
 }
 
-// get returns the pair, read again if a file changed; a pair that fails
-// to load keeps the one loaded before (a rotation may write the two files
-// one after the other).
-func (kp *keyPair) get() (*tls.Certificate, error) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if time.Since(kp.checked) < kp.interval {
-		return kp.current, nil
-	}
-	kp.checked = time.Now()
-	var mod [2]time.Time
-	for i, p := range []string{kp.cert, kp.key} {
-		if fi, err := os.Stat(p); err == nil {
-			mod[i] = fi.ModTime()
-		}
-	}
-	if mod == kp.mod {
-		return kp.current, nil
-	}
-	if c, m, err := kp.load(); err == nil {
-		kp.current, kp.mod = c, m
-	}
-	return kp.current, nil
+// newCAPool watches a CA bundle.
+func newCAPool(path string) (*watched[*x509.CertPool], error) {
+	return newWatched(func() (*x509.CertPool, error) { return CertPool(path) }, path)
 }
 
 // Describe says in words why a TLS handshake with peer (e.g. "broker")

@@ -42,6 +42,11 @@ type Cluster struct {
 	// TLS, when not nil, encrypts every connection (franz-go sets the
 	// server name of each broker unless TLS.ServerName is set).
 	TLS *tls.Config
+	// DialTLS, when not nil, makes every connection instead, TLS
+	// handshake included (TLS then only says that the cluster uses TLS):
+	// a dialer that reads its CA bundle and certificate again when their
+	// files change, such as a tlsconf.Dialer's DialContext.
+	DialTLS func(ctx context.Context, network, host string) (net.Conn, error)
 	// SASL, when not nil, authenticates every connection; SASLUser is
 	// who it authenticates as, for errors ("" when not a user name).
 	SASL     sasl.Mechanism
@@ -69,6 +74,17 @@ type Cluster struct {
 	offered   []string // mechanisms a broker said it offers
 }
 
+// dialOpts are the options that make the cluster's connections.
+func (c *Cluster) dialOpts() []kgo.Opt {
+	switch {
+	case c.DialTLS != nil:
+		return []kgo.Opt{kgo.Dialer(c.DialTLS)}
+	case c.TLS != nil:
+		return []kgo.Opt{kgo.DialTLSConfig(c.TLS.Clone())}
+	}
+	return nil
+}
+
 // name is the cluster's name for errors.
 func (c *Cluster) name() string {
 	if c == nil || c.Name == "" {
@@ -83,12 +99,9 @@ func (c *Cluster) Options() []kgo.Opt {
 	if c == nil {
 		return nil
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Seeds...)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(c.Seeds...)}, c.dialOpts()...)
 	if c.ClientID != "" {
 		opts = append(opts, kgo.ClientID(c.ClientID))
-	}
-	if c.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
 	}
 	if c.SASL != nil {
 		opts = append(opts, kgo.SASL(c.SASL))
@@ -258,10 +271,7 @@ func (c *Cluster) learnOffered(ctx context.Context) {
 	if known {
 		return
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Seeds...), kgo.RequestRetries(0)}
-	if c.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
-	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(c.Seeds...), kgo.RequestRetries(0)}, c.dialOpts()...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return
