@@ -86,6 +86,11 @@ type Sink struct {
 
 	repairMu   sync.Mutex
 	lastRepair time.Time
+
+	// slabs holds *[]kgo.Record of written batches for the next ones: a
+	// batch's franz-go records (~240 bytes each) are the sink's largest
+	// allocation per record.
+	slabs sync.Pool
 }
 
 // Compression returns franz-go's batch compression for a compression name
@@ -224,25 +229,33 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error
 // WriteAsync implements pipeline.AsyncSink: it hands every record to the
 // producer, in order, and calls done when each is written or failed.
 func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
-	recs := make([]kgo.Record, len(batch))
 	errs := make([]error, len(batch))
+	if len(batch) == 0 {
+		done(errs, nil)
+		return
+	}
+	slab := s.slab(len(batch))
+	recs := *slab
 	var (
 		left   atomic.Int64
 		failed atomic.Bool
 	)
 	left.Store(int64(len(batch)))
-	if len(batch) == 0 {
-		done(errs, nil)
-		return
-	}
+	// franz-go is done with every record of the batch once the last
+	// promise has run (it reads nothing of a record after its promise), so
+	// the slab goes back to the pool after done.
 	finish := func() {
 		if !failed.Load() {
 			done(errs, nil)
+			s.putSlab(slab)
 			return
 		}
 		// Not on franz-go's callback goroutine: settling may produce
 		// again and repair the topic.
-		go func() { done(s.settle(ctx, batch, recs, errs), nil) }()
+		go func() {
+			done(s.settle(ctx, batch, recs, errs), nil)
+			s.putSlab(slab)
+		}()
 	}
 	// One slab for every record's headers: an allocation per batch, not
 	// per record.
@@ -251,19 +264,52 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 		nh += len(batch[i].Headers)
 	}
 	hdrs := make([]kgo.RecordHeader, 0, nh)
+	// One promise for the whole batch, not a closure per record: it finds
+	// a failed record's index by its address, which costs a scan only
+	// when a record failed.
+	promise := func(r *kgo.Record, err error) {
+		if err != nil {
+			errs[recordIndex(recs, r)] = err
+			failed.Store(true)
+		}
+		if left.Add(-1) == 0 {
+			finish()
+		}
+	}
 	cl := s.client()
 	for i := range batch {
 		kgox.SetKgoRecord(&recs[i], &batch[i], s.topic, &hdrs)
-		cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) {
-			if err != nil {
-				errs[i] = err
-				failed.Store(true)
-			}
-			if left.Add(-1) == 0 {
-				finish()
-			}
-		})
+		cl.Produce(ctx, &recs[i], promise)
 	}
+}
+
+// slab returns a slice of n franz-go records, from the pool when a slab
+// there is large enough.
+func (s *Sink) slab(n int) *[]kgo.Record {
+	if p, _ := s.slabs.Get().(*[]kgo.Record); p != nil && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	recs := make([]kgo.Record, n)
+	return &recs
+}
+
+// putSlab gives a written batch's records back to the pool, cleared so
+// that the pool holds no keys, values or headers.
+func (s *Sink) putSlab(p *[]kgo.Record) {
+	clear(*p)
+	s.slabs.Put(p)
+}
+
+// recordIndex returns the index of *r in recs: the record franz-go hands
+// a promise is the one it was given.
+func recordIndex(recs []kgo.Record, r *kgo.Record) int {
+	for i := range recs {
+		if &recs[i] == r {
+			return i
+		}
+	}
+	panic("kafka sink: franz-go answered a record it was not given")
 }
 
 // settle turns the producer's raw errors into the sink's answer: nil,
