@@ -1,10 +1,13 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +69,63 @@ func TestFuelCache(t *testing.T) {
 		if b, _ := os.ReadFile(files[0]); string(b) != string(good) {
 			t.Fatalf("damaged cache file (%d bytes) not rewritten", len(damaged))
 		}
+	}
+}
+
+// TestFuelFallbackLogged: a module the fuel instrumentation cannot read
+// still loads and its timeout still stops it (wazero's own checks), and
+// the host says so in one warning naming the plugin and the reason, since
+// its code then runs 2-10x slower. A module it reads logs nothing of the
+// kind. Before, the fallback was silent.
+func TestFuelFallbackLogged(t *testing.T) {
+	path := wat(t, "misbehave")
+	for _, tc := range []struct {
+		name     string
+		rewrite  func([]byte, string, string, uint32) ([]byte, error)
+		wantWarn bool
+	}{
+		{"unreadable", func([]byte, string, string, uint32) ([]byte, error) {
+			return nil, errors.New("unsupported by the fuel instrumentation: opcode 0xfd 300 at offset 77")
+		}, true},
+		{"readable", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			h := newHost(t)
+			if tc.rewrite != nil {
+				runtime.SetRewrite(h, tc.rewrite)
+			}
+			ctx := context.Background()
+			m, err := h.Load(ctx, path, plugins.Options{Pool: 1, Timeout: 200 * time.Millisecond, Config: map[string]any{"mode": "loop"},
+				Logger: slog.New(slog.NewTextHandler(&buf, nil)), Wasm: plugins.WasmOptions{CacheDir: t.TempDir()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			start := time.Now()
+			if _, err := m.Call(ctx, runtime.OpTransform, recs("a")); !errors.Is(err, runtime.ErrBatch) {
+				t.Fatalf("err %v, want ErrBatch (the timeout)", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("the looping guest was stopped after %v, want about its 200ms timeout", d)
+			}
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				if strings.Contains(l, "fuel") {
+					lines = append(lines, l)
+				}
+			}
+			if !tc.wantWarn {
+				if len(lines) != 0 {
+					t.Fatalf("fueled load logged %q", lines)
+				}
+				return
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "plugin="+path) ||
+				!strings.Contains(lines[0], "opcode 0xfd 300 at offset 77") || !strings.Contains(lines[0], "slower") {
+				t.Fatalf("log lines about fuel %q, want one warning naming plugin=%s, the reason and the slower checks", lines, path)
+			}
+			t.Log(lines[0])
+		})
 	}
 }
