@@ -23,8 +23,8 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/streamd/streamd/plugins"
-	"github.com/streamd/streamd/runtime/internal/abi"
 	"github.com/streamd/streamd/runtime/internal/fuel"
+	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
 // Defaults for the zero values of plugins.Options.
@@ -50,10 +50,10 @@ type Op uint32
 
 // The ops of ABI v1.
 const (
-	OpTransform = Op(abi.OpTransform)
-	OpEncode    = Op(abi.OpEncode)
-	OpDecode    = Op(abi.OpDecode)
-	OpWrite     = Op(abi.OpWrite)
+	OpTransform = Op(wire.OpTransform)
+	OpEncode    = Op(wire.OpEncode)
+	OpDecode    = Op(wire.OpDecode)
+	OpWrite     = Op(wire.OpWrite)
 )
 
 func (o Op) String() string {

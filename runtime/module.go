@@ -26,6 +26,7 @@ import (
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime/internal/abi"
 	"github.com/streamd/streamd/runtime/internal/rootfs"
+	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
 // ErrBatch is wrapped by every error that fails a whole batch: a trap, a
@@ -391,7 +392,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	status, reply, err := inst.call(ctx, inst.fnManifest, 0)
 	switch {
 	case err != nil:
-	case status != abi.StatusOK:
+	case status != wire.StatusOK:
 		err = fmt.Errorf("status %d: %s", status, reply)
 	case !inst.replied:
 		err = errors.New("the guest returned OK without calling reply (the manifest is the reply, docs/abi.md section 5)")
@@ -421,9 +422,9 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	status, reply, err = inst.call(ctx, inst.fnInit, uint32(len(m.config)))
 	switch {
 	case err != nil:
-	case status == abi.StatusConfig:
+	case status == wire.StatusConfig:
 		err = fmt.Errorf("plugin refused its config %s: %s", m.config, reply)
-	case status != abi.StatusOK:
+	case status != wire.StatusOK:
 		err = fmt.Errorf("status %d: %s", status, reply)
 	}
 	if err != nil {
@@ -616,7 +617,7 @@ const maxKeptReply = 1 << 20
 func (inst *instance) encode(ctx context.Context, op Op, recs []record.Record) (uint32, error) {
 	if inst.bufAddr != 0 {
 		if view, ok := inst.mem.Read(inst.bufAddr, inst.bufSize); ok {
-			if n, ok := abi.EncodeRequest(view, abi.Op(op), recs); ok {
+			if n, ok := abi.EncodeRequest(view, wire.Op(op), recs); ok {
 				return uint32(n), nil
 			}
 		}
@@ -626,7 +627,7 @@ func (inst *instance) encode(ctx context.Context, op Op, recs []record.Record) (
 		return 0, err
 	}
 	n, ok := 0, false
-	if err := inst.input(ctx, uint32(size), func(b []byte) { n, ok = abi.EncodeRequest(b, abi.Op(op), recs) }); err != nil {
+	if err := inst.input(ctx, uint32(size), func(b []byte) { n, ok = abi.EncodeRequest(b, wire.Op(op), recs) }); err != nil {
 		return 0, err
 	}
 	if !ok || n != size {
@@ -645,18 +646,18 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
-	if status != abi.StatusOK && status != abi.StatusUnsupported && inst.memory.refused != 0 {
+	if status != wire.StatusOK && status != wire.StatusUnsupported && inst.memory.refused != 0 {
 		// The guest failed the call after a refused growth: that is why.
 		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch,
 			inst.failure(fmt.Errorf("status %d: %s", status, reply), false))
 	}
 	switch status {
-	case abi.StatusOK:
-	case abi.StatusBatch:
+	case wire.StatusOK:
+	case wire.StatusBatch:
 		return nil, fmt.Errorf("plugin %s: %s: %w (ERR_BATCH): %s", m.manifest.Name, op, ErrBatch, reply)
-	case abi.StatusUnsupported:
+	case wire.StatusUnsupported:
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, ErrUnsupported)
-	case abi.StatusInternal:
+	case wire.StatusInternal:
 		return nil, fmt.Errorf("plugin %s: %s: %w (ERR_INTERNAL): %s", m.manifest.Name, op, ErrBatch, reply)
 	default:
 		return nil, fmt.Errorf("plugin %s: %s: %w: unknown status %d: %s", m.manifest.Name, op, ErrBatch, status, reply)

@@ -21,38 +21,8 @@ import (
 	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
-// The ABI's numbers are sdk/go/streamd/abi's, the one source the Go guest
-// SDK uses too; these names keep this package's code as it was.
-
-// Op says what a guest does with a request batch.
-type Op = wire.Op
-
-// The ops of ABI v1.
-const (
-	OpTransform = wire.OpTransform
-	OpEncode    = wire.OpEncode
-	OpDecode    = wire.OpDecode
-	OpWrite     = wire.OpWrite
-)
-
-// Call statuses returned by streamd_manifest, streamd_init and
-// streamd_process.
-const (
-	StatusOK          = wire.StatusOK
-	StatusBatch       = wire.StatusBatch
-	StatusUnsupported = wire.StatusUnsupported
-	StatusConfig      = wire.StatusConfig
-	StatusInternal    = wire.StatusInternal
-)
-
-const (
-	entryOK     = wire.EntryOK
-	entryReject = wire.EntryReject
-	keep        = wire.Keep
-)
-
-// NoTimestamp is the timestamp_ms of a record without a timestamp.
-const NoTimestamp = wire.NoTimestamp
+// The ABI's numbers (ops, statuses, entry codes) are sdk/go/streamd/abi's,
+// the one source the Go guest SDK uses too.
 
 var le = binary.LittleEndian
 
@@ -89,38 +59,32 @@ func RequestSize(recs []record.Record) (int, error) {
 // one copy per byte field; there is no intermediate buffer and no per-field
 // call. On amd64 and arm64 it stores through unsafe pointers
 // (encode_unaligned.go); elsewhere it is encodePortable.
-func EncodeRequest(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
+func EncodeRequest(dst []byte, op wire.Op, recs []record.Record) (n int, ok bool) {
 	return encode(dst, op, recs)
 }
 
 // encodePortable is EncodeRequest in safe Go, for any byte order and
 // alignment rule.
-func encodePortable(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
-	if len(dst) < 8 || uint64(len(recs)) > math.MaxUint32 {
+func encodePortable(dst []byte, op wire.Op, recs []record.Record) (n int, ok bool) {
+	if !putBatchHead(dst, op, len(recs)) {
 		return 0, false
 	}
-	le.PutUint32(dst, uint32(op))
-	le.PutUint32(dst[4:], uint32(len(recs)))
 	p := 8
 	for i := range recs {
 		r := &recs[i]
 		key, val, hdrs := r.Key, r.Value, r.Headers
-		size := RecordSize(r)
-		if size > len(dst)-p-4 || uint64(p+4+size) > math.MaxUint32 {
+		size, fit := fits(dst, p, r)
+		if !fit {
 			return p, false
 		}
 		// Every write of this record goes to b: records changed while
 		// they are encoded (a caller's bug) cannot make it write past it.
 		b := dst[p : p+4+size : p+4+size]
 		p += 4 + size
-		ts := int64(NoTimestamp)
-		if !r.Timestamp.IsZero() {
-			ts = r.Timestamp.UnixMilli()
-		}
 		_ = b[31]
 		le.PutUint32(b, uint32(size))
 		le.PutUint64(b[4:], uint64(r.Offset))
-		le.PutUint64(b[12:], uint64(ts))
+		le.PutUint64(b[12:], uint64(toMs(r.Timestamp)))
 		le.PutUint32(b[20:], uint32(r.Partition))
 		q := 28
 		if key == nil {
@@ -154,6 +118,33 @@ func encodePortable(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
 	return p, true
 }
 
+// putBatchHead writes the op and record count that open a request batch of
+// n records at the start of dst; false when dst is shorter than that or n
+// does not fit the count.
+func putBatchHead(dst []byte, op wire.Op, n int) bool {
+	if len(dst) < 8 || uint64(n) > math.MaxUint32 {
+		return false
+	}
+	le.PutUint32(dst, uint32(op))
+	le.PutUint32(dst[4:], uint32(n))
+	return true
+}
+
+// fits returns the size of r's body and whether r, with its size prefix,
+// fits in dst at p and within the batch's 32-bit sizes.
+func fits(dst []byte, p int, r *record.Record) (size int, ok bool) {
+	size = RecordSize(r)
+	return size, size <= len(dst)-p-4 && uint64(p+4+size) <= math.MaxUint32
+}
+
+// toMs is the timestamp_ms of t, the inverse of fromMs.
+func toMs(t time.Time) int64 {
+	if t.IsZero() {
+		return wire.NoTimestamp
+	}
+	return t.UnixMilli()
+}
+
 // copyShort is copy(dst, src) that moves 8 to 16 bytes as two overlapping
 // words instead of calling memmove.
 func copyShort(dst, src []byte) int {
@@ -177,7 +168,7 @@ func (e *MalformedError) Error() string {
 
 // keepEntry is the 8 bytes of a KEEP entry (status 0, out_count
 // 0xFFFFFFFF) read as one little-endian uint64.
-const keepEntry = uint64(keep) << 32
+const keepEntry = uint64(wire.Keep) << 32
 
 // DecodeResult decodes a result batch for the request made of in. It does
 // not keep buf: the caller may reuse it as soon as DecodeResult returns.
@@ -230,9 +221,9 @@ func decodeEntry(buf []byte, p, i int, in []record.Record, results []plugins.Res
 	status := d.u32("entry status")
 	switch {
 	case d.err != nil:
-	case status == entryOK:
+	case status == wire.EntryOK:
 		n := d.u32("out_count")
-		if n == keep {
+		if n == wire.Keep {
 			results[i].Records = in[i : i+1 : i+1]
 			break
 		}
@@ -240,7 +231,7 @@ func decodeEntry(buf []byte, p, i int, in []record.Record, results []plugins.Res
 			*nhdr += d.skipRecord()
 			*nrec++
 		}
-	case status == entryReject:
+	case status == wire.EntryReject:
 		start := d.p + 4
 		d.bytes("msg", d.u32("msg_len"))
 		if d.err == nil {
@@ -266,10 +257,10 @@ func decodeRecords(buf []byte, in []record.Record, results []plugins.Result, nre
 		status, n := le.Uint32(buf[p:]), le.Uint32(buf[p+4:])
 		p += 8
 		switch {
-		case status == entryReject:
+		case status == wire.EntryReject:
 			p += int(n)
 			continue
-		case n == keep:
+		case n == wire.Keep:
 			continue
 		}
 		src := &in[i]
@@ -313,7 +304,7 @@ func getBytes(buf []byte, p int) ([]byte, int) {
 }
 
 func fromMs(ms int64) time.Time {
-	if ms == NoTimestamp {
+	if ms == wire.NoTimestamp {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()

@@ -43,7 +43,7 @@ func sample() []record.Record {
 }
 
 // encode encodes a request batch of recs into a buffer of exactly its size.
-func encode(tb testing.TB, op abi.Op, recs []record.Record) []byte {
+func encode(tb testing.TB, op streamd.Op, recs []record.Record) []byte {
 	tb.Helper()
 	size, err := abi.RequestSize(recs)
 	if err != nil {
@@ -58,7 +58,7 @@ func encode(tb testing.TB, op abi.Op, recs []record.Record) []byte {
 
 func TestRoundTrip(t *testing.T) {
 	in := sample()
-	req := encode(t, abi.OpTransform, in)
+	req := encode(t, streamd.OpTransform, in)
 	status, reply := streamd.Process(req)
 	if status != streamd.StatusOK {
 		t.Fatalf("status %d: %s", status, reply)
@@ -100,18 +100,18 @@ func TestEncodeRequest(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		op   abi.Op
+		op   streamd.Op
 		recs []record.Record
 		want []byte
 	}{
-		{"empty", abi.OpWrite, nil, u32(u32(nil, 4), 0)},
-		{"nulls", abi.OpTransform, []record.Record{{Partition: -1, Offset: -1}},
+		{"empty", streamd.OpWrite, nil, u32(u32(nil, 4), 0)},
+		{"nulls", streamd.OpTransform, []record.Record{{Partition: -1, Offset: -1}},
 			rec(u32(u32(nil, 1), 1), func(b []byte) []byte {
 				b = u64(u64(b, 0xFFFFFFFFFFFFFFFF), 0xFFFFFFFFFFFFFFFF)  // offset -1, no timestamp
 				b = u32(u32(u32(b, 0xFFFFFFFF), 0xFFFFFFFF), 0xFFFFFFFF) // partition -1, null key, null value
 				return u32(b, 0)                                         // no headers
 			})},
-		{"fields", abi.OpDecode, []record.Record{{Key: []byte{}, Value: []byte("value"), Timestamp: time.UnixMilli(1767225600123),
+		{"fields", streamd.OpDecode, []record.Record{{Key: []byte{}, Value: []byte("value"), Timestamp: time.UnixMilli(1767225600123),
 			Partition: 7, Offset: 1 << 40, Headers: []record.Header{{Key: "h", Value: nil}, {Key: "", Value: []byte("xyz")}}}},
 			rec(u32(u32(nil, 3), 1), func(b []byte) []byte {
 				b = u32(u64(u64(b, 1<<40), 1767225600123), 7)
@@ -200,7 +200,7 @@ func TestMalformed(t *testing.T) {
 // reference to the reply buffer, which the host reuses.
 func FuzzDecodeResult(f *testing.F) {
 	in := sample()
-	_, reply := streamd.Process(encode(f, abi.OpTransform, in))
+	_, reply := streamd.Process(encode(f, streamd.OpTransform, in))
 	f.Add(bytes.Clone(reply), uint8(len(in)))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, uint8(1))
 	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 'a', 'b', 'c'}, uint8(1))
@@ -284,11 +284,11 @@ func FuzzEncodeRequest(f *testing.F) {
 			t.Fatal(err)
 		}
 		short := make([]byte, max(0, size-1-int(slack)))
-		if _, ok := abi.EncodeRequest(short, abi.OpTransform, recs); ok {
+		if _, ok := abi.EncodeRequest(short, streamd.OpTransform, recs); ok {
 			t.Fatalf("encoded %d bytes into %d", size, len(short))
 		}
 		req := make([]byte, size+int(slack))
-		n, ok := abi.EncodeRequest(req, abi.OpTransform, recs)
+		n, ok := abi.EncodeRequest(req, streamd.OpTransform, recs)
 		if !ok || n != size {
 			t.Fatalf("EncodeRequest: %d, %v; RequestSize %d", n, ok, size)
 		}
@@ -314,7 +314,7 @@ func FuzzEncodeRequest(f *testing.F) {
 
 // FuzzProcess fuzzes the Go SDK's request decoder with arbitrary requests.
 func FuzzProcess(f *testing.F) {
-	f.Add(encode(f, abi.OpTransform, sample()))
+	f.Add(encode(f, streamd.OpTransform, sample()))
 	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, req []byte) {
 		status, reply := streamd.Process(req)

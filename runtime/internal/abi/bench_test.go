@@ -35,7 +35,7 @@ func BenchmarkEncode(b *testing.B) {
 	buf := make([]byte, n+n/2)
 	cpu := cpuTime()
 	for b.Loop() {
-		if _, ok := abi.EncodeRequest(buf, abi.OpTransform, recs); !ok {
+		if _, ok := abi.EncodeRequest(buf, streamd.OpTransform, recs); !ok {
 			b.Fatal("no room")
 		}
 	}
@@ -66,7 +66,7 @@ func BenchmarkDecodeKeep(b *testing.B) {
 // in Wasm), with the copying identity registered in abi_test.go.
 func BenchmarkSDKProcessNative(b *testing.B) {
 	recs := benchRecs(256)
-	req := encode(b, abi.OpTransform, recs)
+	req := encode(b, streamd.OpTransform, recs)
 	b.ReportAllocs()
 	cpu := cpuTime()
 	for b.Loop() {
@@ -80,7 +80,7 @@ func BenchmarkSDKProcessNative(b *testing.B) {
 // records (each input copied back by the guest).
 func BenchmarkDecodeCopies(b *testing.B) {
 	recs := benchRecs(256)
-	_, reply := streamd.Process(encode(b, abi.OpTransform, recs))
+	_, reply := streamd.Process(encode(b, streamd.OpTransform, recs))
 	reply = bytes.Clone(reply)
 	b.ReportAllocs()
 	cpu := cpuTime()

@@ -2,8 +2,11 @@
 
 package abi
 
-import "github.com/streamd/streamd/record"
+import (
+	"github.com/streamd/streamd/record"
+	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
+)
 
-func encode(dst []byte, op Op, recs []record.Record) (n int, ok bool) {
+func encode(dst []byte, op wire.Op, recs []record.Record) (n int, ok bool) {
 	return encodePortable(dst, op, recs)
 }

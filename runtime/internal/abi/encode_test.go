@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/record"
+	wire "github.com/streamd/streamd/sdk/go/streamd/abi"
 )
 
 // FuzzEncodeImplementations checks encode (unsafe stores on amd64 and
@@ -47,8 +48,8 @@ func FuzzEncodeImplementations(f *testing.F) {
 				continue
 			}
 			a, b := make([]byte, n, n+8), make([]byte, n, n+8)
-			na, oka := encode(a, OpTransform, recs)
-			nb, okb := encodePortable(b, OpTransform, recs)
+			na, oka := encode(a, wire.OpTransform, recs)
+			nb, okb := encodePortable(b, wire.OpTransform, recs)
 			if na != nb || oka != okb || !bytes.Equal(a[:n+8], b[:n+8]) {
 				t.Fatalf("into %d bytes: encode %d, %v\n%x\nencodePortable %d, %v\n%x", n, na, oka, a[:n+8], nb, okb, b[:n+8])
 			}
