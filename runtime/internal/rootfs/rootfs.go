@@ -207,23 +207,15 @@ func (f *FS) Rename(from, to string) experimentalsys.Errno {
 }
 
 // Rmdir implements experimentalsys.FS.
-func (f *FS) Rmdir(p string) experimentalsys.Errno {
-	if f.readOnly {
-		return experimentalsys.EROFS
-	}
-	n := name(p)
-	fi, err := f.root.Lstat(n)
-	if err != nil {
-		return errno(err)
-	}
-	if !fi.IsDir() {
-		return experimentalsys.ENOTDIR
-	}
-	return errno(f.root.Remove(n))
-}
+func (f *FS) Rmdir(p string) experimentalsys.Errno { return f.remove(p, true) }
 
 // Unlink implements experimentalsys.FS.
-func (f *FS) Unlink(p string) experimentalsys.Errno {
+func (f *FS) Unlink(p string) experimentalsys.Errno { return f.remove(p, false) }
+
+// remove removes p, which must be a directory when dir is true (ENOTDIR
+// otherwise) and must not be one when it is false (EISDIR): os.Root.Remove
+// removes either.
+func (f *FS) remove(p string, dir bool) experimentalsys.Errno {
 	if f.readOnly {
 		return experimentalsys.EROFS
 	}
@@ -232,7 +224,10 @@ func (f *FS) Unlink(p string) experimentalsys.Errno {
 	if err != nil {
 		return errno(err)
 	}
-	if fi.IsDir() {
+	switch {
+	case dir && !fi.IsDir():
+		return experimentalsys.ENOTDIR
+	case !dir && fi.IsDir():
 		return experimentalsys.EISDIR
 	}
 	return errno(f.root.Remove(n))

@@ -38,6 +38,46 @@ func grant(t *testing.T, readOnly bool) (*FS, string) {
 	return f, base
 }
 
+// TestRemoveKinds: Rmdir removes only directories and Unlink only what is
+// not one (a link to a directory is not one), as WASI's path_remove_directory
+// and path_unlink_file ask.
+func TestRemoveKinds(t *testing.T) {
+	f, base := grant(t, false)
+	if err := os.Symlink("sub", filepath.Join(base, "grant", "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		call string
+		p    string
+		want experimentalsys.Errno
+	}{
+		{"Rmdir", "f", experimentalsys.ENOTDIR},
+		{"Rmdir", "dirlink", experimentalsys.ENOTDIR},
+		{"Unlink", "sub", experimentalsys.EISDIR},
+		{"Rmdir", "missing", experimentalsys.ENOENT},
+		{"Unlink", "missing", experimentalsys.ENOENT},
+		{"Unlink", "f", 0},
+		{"Unlink", "dirlink", 0},
+		{"Rmdir", "sub", 0},
+	} {
+		remove := f.Unlink
+		if tt.call == "Rmdir" {
+			remove = f.Rmdir
+		}
+		if got := remove(tt.p); got != tt.want {
+			t.Errorf("%s(%q) = %v, want %v", tt.call, tt.p, got, tt.want)
+		}
+	}
+	for _, name := range []string{"f", "dirlink", "sub"} {
+		if _, err := os.Lstat(filepath.Join(base, "grant", name)); !os.IsNotExist(err) {
+			t.Errorf("%s still there after its removal: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(base, "grant", "in")); !os.IsNotExist(err) {
+		t.Errorf("the link to f still resolves after f was unlinked: %v", err)
+	}
+}
+
 func TestSymlinkTargets(t *testing.T) {
 	f, _ := grant(t, false)
 	for _, tt := range []struct {
