@@ -75,14 +75,16 @@ func (s *Source) Group() GroupStatus {
 	return g
 }
 
-// noteAssigned counts an assignment by cl's group; s.mu is held.
+// noteAssigned notes the generation of an assignment by cl's group and
+// counts it if it has partitions (a cooperative rebalance can assign a
+// member nothing new, in a new generation); s.mu is held.
 func (s *Source) noteAssigned(cl *kgo.Client, m map[string][]int32) {
+	_, s.grp.generation = cl.GroupMetadata()
 	if len(m) == 0 {
 		return
 	}
 	s.grp.assignments++
 	s.grp.changed = time.Now()
-	_, s.grp.generation = cl.GroupMetadata()
 }
 
 // noteRevoked counts a revoke, or a loss; s.mu is held.
