@@ -12,11 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 	"github.com/streamd/streamd/record"
@@ -775,33 +775,21 @@ func (j *Journal) checkTopic(ctx context.Context, key Key) error {
 	if t, ok := j.topics.Load(key.Topic); ok && time.Since(t.(time.Time)) < topicCheckTTL {
 		return nil
 	}
-	// A topic created a moment ago can be unknown to the broker answering
-	// for a little while: ask again twice before saying it does not exist.
-	for wait := time.Duration(0); ; wait = max(100*time.Millisecond, 3*wait) {
-		if wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, ctx.Err())
-			}
-		}
-		topics, err := kadm.NewClient(j.client).ListTopics(ctx, key.Topic)
-		if err != nil {
-			return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, err)
-		}
-		d, ok := topics[key.Topic]
-		switch {
-		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			if wait < 300*time.Millisecond {
-				continue
-			}
-			return fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics: create it with the partition count it keeps for good): %w", key, key.Topic, ErrUnknownTopic)
-		case d.Err != nil:
-			return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, d.Err)
-		}
-		j.topics.Store(key.Topic, time.Now())
-		return nil
+	// kgox.TopicPartitions asks a broker, again for a second if it does
+	// not know the topic: a topic created a moment ago can be unknown to
+	// the broker answering for a little while.
+	_, err := kgox.TopicPartitions(ctx, j.client, key.Topic, kgox.UnknownTopicWait)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("journal %s: topic %q does not exist (the journal does not create topics: create it with the partition count it keeps for good): %w", key, key.Topic, ErrUnknownTopic)
+	case errors.Is(err, kerr.LeaderNotAvailable):
+		// It exists, its partitions have no leader yet (just created,
+		// or a broker is down): the produce retries.
+	case err != nil:
+		return fmt.Errorf("journal %s: looking up topic %q: %w", key, key.Topic, err)
 	}
+	j.topics.Store(key.Topic, time.Now())
+	return nil
 }
 
 func randomID() string {
