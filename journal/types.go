@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamd/streamd/journal/internal/action"
+	"github.com/streamd/streamd/record"
 )
 
 // Key names a journal: the Kafka topic its actions go to and its id (the
@@ -123,7 +124,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		j.Payload = e.Payload
 	case PayloadText:
 		j.PayloadType = PayloadText
-		j.Payload = action.AppendString(nil, string(e.Payload))
+		j.Payload = record.AppendJSONString(nil, e.Payload)
 	case PayloadBinary:
 		j.PayloadType = PayloadBinary
 		j.Payload, _ = json.Marshal(base64.StdEncoding.EncodeToString(e.Payload))

@@ -72,7 +72,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 				dst = append(dst, ',')
 			}
 			h := r.Headers[i]
-			dst = AppendJSONString(dst, []byte(h.Key))
+			dst = AppendJSONString(dst, h.Key)
 			dst = append(dst, ':')
 			switch {
 			case h.Value == nil:
@@ -95,7 +95,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"key":`...)
-			dst = AppendJSONString(dst, []byte(h.Key))
+			dst = AppendJSONString(dst, h.Key)
 			switch {
 			case h.Value == nil:
 				dst = append(dst, `,"value":null`...)
@@ -116,7 +116,7 @@ func AppendJSON(dst []byte, r *Record) []byte {
 	}
 	if r.Topic != "" {
 		field("topic")
-		dst = AppendJSONString(dst, []byte(r.Topic))
+		dst = AppendJSONString(dst, r.Topic)
 	}
 	field("partition")
 	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
@@ -134,42 +134,46 @@ func AppendJSON(dst []byte, r *Record) []byte {
 // AppendJSONString appends s as a JSON string, escaping only '"', '\' and
 // control characters (as \n \r \t \b \f or \u00xx); everything else is
 // written raw. Bytes that are not valid UTF-8 become U+FFFD.
-func AppendJSONString(dst, s []byte) []byte {
+func AppendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	for len(s) > 0 {
-		c := s[0]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c == '\b':
-			dst = append(dst, '\\', 'b')
-		case c == '\f':
-			dst = append(dst, '\\', 'f')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-		default:
-			r, n := utf8.DecodeRune(s)
-			if r == utf8.RuneError && n == 1 {
-				dst = append(dst, "\ufffd"...)
-			} else {
-				dst = append(dst, s[:n]...)
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			switch e := jsonEscapes[c]; e {
+			case 0:
+				dst = append(dst, c)
+			case 'u':
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, '\\', e)
 			}
-			s = s[n:]
+			i++
 			continue
 		}
-		s = s[1:]
+		// A rune is at most utf8.UTFMax bytes: converting those few bytes
+		// of a []byte does not allocate.
+		r, n := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, "\ufffd"...)
+		} else {
+			dst = append(dst, s[i:i+n]...)
+		}
+		i += n
 	}
 	return append(dst, '"')
 }
+
+// jsonEscapes holds, for each ASCII byte, what follows the backslash that
+// escapes it in a JSON string: 'u' for \u00xx, 0 for a byte written as it
+// is.
+var jsonEscapes = func() (t [utf8.RuneSelf]byte) {
+	for c := range byte(0x20) {
+		t[c] = 'u'
+	}
+	t['"'], t['\\'] = '"', '\\'
+	t['\n'], t['\r'], t['\t'], t['\b'], t['\f'] = 'n', 'r', 't', 'b', 'f'
+	return t
+}()
 
 type jsonRecord struct {
 	Key        *string         `json:"key"`

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -137,10 +138,33 @@ func TestAppendJSONString(t *testing.T) {
 		{"plain/é\u2028\x7f", "\"plain/é\u2028\x7f\""},
 		{"\"\\\n\r\t\b\f\x01\x1f", `"\"\\\n\r\t\b\f\u0001\u001f"`},
 		{"bad\xffutf8", "\"bad\ufffdutf8\""},
+		{"a\"b\\c\n\x01é\u2028<>&\xff", `"a\"b\\c\n\u0001é` + "\u2028" + `<>&` + "\uFFFD" + `"`},
+		{"cut\xe2\x82", "\"cut\ufffd\ufffd\""},
+		{"\ufffd\U0001F600", "\"\ufffd\U0001F600\""},
 	}
 	for _, tt := range tests {
 		if got := string(AppendJSONString(nil, []byte(tt.in))); got != tt.want {
+			t.Errorf("AppendJSONString([]byte(%q)) = %s, want %s", tt.in, got, tt.want)
+		}
+		if got := string(AppendJSONString(nil, tt.in)); got != tt.want {
 			t.Errorf("AppendJSONString(%q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+	// Both forms escape as encoding/json does, but for the characters it
+	// escapes beyond the spec (<, >, &, U+2028, U+2029).
+	for c := range 0x80 {
+		in := string(rune(c))
+		if strings.ContainsAny(in, "<>&") {
+			continue
+		}
+		want, _ := json.Marshal(in)
+		if got := AppendJSONString(nil, in); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSONString(%q) = %s, encoding/json %s", in, got, want)
+		}
+	}
+	b := []byte("grüße, \"world\"\n")
+	dst := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { dst = AppendJSONString(dst[:0], b) }); n != 0 {
+		t.Errorf("AppendJSONString([]byte) allocates %v times", n)
 	}
 }

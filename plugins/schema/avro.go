@@ -192,7 +192,7 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", t.FullName(), f.Name(), err)
 			}
-			af := avroField{name: f.Name(), node: fn, key: append(record.AppendJSONString(nil, []byte(f.Name())), ':')}
+			af := avroField{name: f.Name(), node: fn, key: append(record.AppendJSONString(nil, f.Name()), ':')}
 			if jsonscan.Plain([]byte(f.Name())) == len(f.Name()) {
 				af.quoted = `"` + f.Name() + `"`
 			}
@@ -213,7 +213,7 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 		nd.byName = make(map[string]int, len(nd.symbols))
 		for i, s := range nd.symbols {
 			nd.byName[s] = i
-			nd.quoted = append(nd.quoted, record.AppendJSONString(nil, []byte(s)))
+			nd.quoted = append(nd.quoted, record.AppendJSONString(nil, s))
 		}
 	case *avro.FixedSchema:
 		nd.kind, nd.name, nd.size = aFixed, t.FullName(), t.Size()

@@ -229,14 +229,6 @@ func TestDuration(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	got := string(AppendString(nil, "a\"b\\c\n\x01é\u2028<>&\xff"))
-	want := `"a\"b\\c\n\u0001é` + "\u2028" + `<>&` + "\uFFFD" + `"`
-	if got != want {
-		t.Fatalf("got %s, want %s", got, want)
-	}
-}
-
 func FuzzDecodeHeader(f *testing.F) {
 	files, _ := filepath.Glob("testdata/header-*.json")
 	for _, p := range files {

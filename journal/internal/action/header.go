@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/record"
 )
 
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
@@ -200,7 +201,7 @@ func EncodeHeader(h Header) ([]byte, error) {
 		b = append(b, '}')
 		b = appendOrigin(b, h, true)
 		b = append(b, `,"payloadType":`...)
-		b = AppendString(b, h.PayloadType)
+		b = record.AppendJSONString(b, h.PayloadType)
 		if !h.Legacy || h.Metadata != nil {
 			b = append(b, `,"metadata":{`...)
 			if h.Metadata != nil {
@@ -220,7 +221,7 @@ func EncodeHeader(h Header) ([]byte, error) {
 		b = appendOrigin(b, h, false)
 	case KindMark:
 		b = append(b, `"id":`...)
-		b = AppendString(b, h.ID)
+		b = record.AppendJSONString(b, h.ID)
 		b = appendOrigin(b, h, true)
 	default:
 		return nil, fmt.Errorf("header: cannot encode action kind %d", h.Kind)
@@ -235,7 +236,7 @@ func appendOrigin(b []byte, h Header, comma bool) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `"origin":`...)
-		b = AppendString(b, h.Origin)
+		b = record.AppendJSONString(b, h.Origin)
 		comma = true
 	}
 	if h.Version != "" {
@@ -243,7 +244,7 @@ func appendOrigin(b []byte, h Header, comma bool) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `"version":`...)
-		b = AppendString(b, h.Version)
+		b = record.AppendJSONString(b, h.Version)
 	}
 	return b
 }
@@ -291,35 +292,4 @@ func seqNr(raw json.RawMessage, name string) (int64, error) {
 		return 0, fmt.Errorf("%s %d is not a seqNr (>= 1)", name, n)
 	}
 	return n, nil
-}
-
-// AppendString appends s as a JSON string, escaping only '"', '\' and
-// control characters (as jsoniter-scala and Jackson do); invalid UTF-8
-// becomes U+FFFD.
-func AppendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b = append(b, '\\', '"')
-		case r == '\\':
-			b = append(b, '\\', '\\')
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r == '\r':
-			b = append(b, '\\', 'r')
-		case r == '\t':
-			b = append(b, '\\', 't')
-		case r == '\b':
-			b = append(b, '\\', 'b')
-		case r == '\f':
-			b = append(b, '\\', 'f')
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-		default:
-			b = append(b, string(r)...)
-		}
-	}
-	return append(b, '"')
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/record"
 )
 
 // PayloadKind is the kind of one event's payload; the values are the
@@ -133,7 +134,7 @@ func encodeJSON(e *Events) ([]byte, error) {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, t)
+			b = record.AppendJSONString(b, t)
 		}
 		b = append(b, ']')
 		switch ev.Kind {
@@ -146,7 +147,7 @@ func encodeJSON(e *Events) ([]byte, error) {
 			b = append(b, compact(ev.Payload)...)
 		case PayloadText:
 			b = append(b, `,"payloadType":"text","payload":`...)
-			b = AppendString(b, string(ev.Payload))
+			b = record.AppendJSONString(b, ev.Payload)
 		default:
 			return nil, fmt.Errorf("payload: event seqNr %d: payload kind %d in json format", ev.SeqNr, ev.Kind)
 		}
@@ -169,7 +170,7 @@ func appendMetadata(b []byte, m Metadata) []byte {
 		comma = true
 	} else if m.ExpireAfter > 0 {
 		b = append(b, `"expireAfter":`...)
-		b = AppendString(b, FormatDuration(m.ExpireAfter))
+		b = record.AppendJSONString(b, FormatDuration(m.ExpireAfter))
 		comma = true
 	}
 	if m.Data != nil {

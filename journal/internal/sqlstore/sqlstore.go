@@ -42,6 +42,7 @@ import (
 
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
+	"github.com/streamd/streamd/record"
 )
 
 // SchemaVersion is the schema this code writes. Version 1 (before
@@ -929,7 +930,7 @@ func (t *sqlTx) insertEvents(ctx context.Context, topic string, events []store.K
 				if i > 0 {
 					j = append(j, ',')
 				}
-				j = action.AppendString(j, t)
+				j = record.AppendJSONString(j, t)
 			}
 			tags = sql.NullString{String: string(append(j, ']')), Valid: true}
 		}
