@@ -3,5 +3,6 @@
 // accepts, several times faster (encoding/json steps a scanner state
 // machine through a function call per byte); Value, String and Number
 // return where a value, string or number starting at an index ends, for
-// decoders that pick fields out of a document.
+// decoders that pick fields out of a document; Skip and SkipString do the
+// same in a document already validated, checking nothing on the way.
 package jsonscan

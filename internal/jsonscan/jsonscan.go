@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -323,4 +324,64 @@ func isHex(c byte) bool {
 
 func hasPrefix(b []byte, s string) bool {
 	return len(b) >= len(s) && string(b[:len(s)]) == s
+}
+
+// Skip returns the index just after the JSON value at b[i] (len(b) if i
+// is past the end) of text known to be valid, such as a document that
+// Valid or Value accepted once: it only finds the end, checking nothing on
+// the way.
+func Skip(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return SkipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = SkipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// SkipString returns the index just after the JSON string whose opening
+// quote is b[i], in text known to be valid (see Skip).
+func SkipString(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		// An escaped quote has an odd number of backslashes before it.
+		k := i - 1
+		for k >= 0 && b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			return i + 1
+		}
+		i++
+	}
 }

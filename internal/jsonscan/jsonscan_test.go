@@ -253,6 +253,12 @@ func FuzzValid(f *testing.F) {
 		if end := Value(b, start, MaxDepth); end >= 0 && !json.Valid(b[start:end]) {
 			t.Fatalf("Value(%q) = %d, but %q is not valid JSON", b, end, b[start:end])
 		}
+		// In valid text, Skip finds the end that Value finds.
+		if Valid(b) {
+			if got, want := Skip(b, start), Value(b, start, MaxDepth); got != want {
+				t.Fatalf("Skip(%q, %d) = %d, Value says %d", b, start, got, want)
+			}
+		}
 	})
 }
 
@@ -335,6 +341,40 @@ func TestValue(t *testing.T) {
 	} {
 		if got := Value([]byte(tt.in), tt.at, tt.maxDepth); got != tt.want {
 			t.Errorf("Value(%q, %d, %d) = %d, want %d", tt.in, tt.at, tt.maxDepth, got, tt.want)
+		}
+	}
+}
+
+func TestSkip(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		at   int
+		want int
+	}{
+		{`{"a":1} tail`, 0, 7},
+		{`x [1,[2]],`, 2, 9},
+		{`"s"`, 0, 3},
+		{`"a\"b",1`, 0, 6},
+		{`"a\\",1`, 0, 5},
+		{`"a\\\"b"`, 0, 8},
+		{`{"k":"}\"]","l":[{}]}x`, 0, 21},
+		{`[["]"],"[",{"}":{}}]`, 0, 20},
+		{`12.5e3,`, 0, 6},
+		{`-1}`, 0, 2},
+		{`true ]`, 0, 4},
+		{`null`, 0, 4},
+		{`[1, 2]`, 6, 6},
+	} {
+		if got := Skip([]byte(tt.in), tt.at); got != tt.want {
+			t.Errorf("Skip(%q, %d) = %d, want %d", tt.in, tt.at, got, tt.want)
+		}
+	}
+	for _, tt := range validCases() {
+		b := []byte(tt.in)
+		if start := SkipWS(b, 0); tt.want {
+			if got, want := Skip(b, start), Value(b, start, MaxDepth); got != want {
+				t.Errorf("Skip(%.40q, %d) = %d, Value says %d", b, start, got, want)
+			}
 		}
 	}
 }

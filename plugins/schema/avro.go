@@ -1671,61 +1671,6 @@ func jsonString(v []byte) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// skipValid returns the index just after the JSON value at b[i], which is
-// known to be valid (the whole document passed jsonscan.Value once): it
-// only has to find the end, not to check anything on the way.
-func skipValid(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just after the valid JSON string at b[i].
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		// An escaped quote has an odd number of backslashes before it.
-		k := i - 1
-		for k >= 0 && b[k] == '\\' {
-			k--
-		}
-		if (i-1-k)%2 == 0 {
-			return i + 1
-		}
-		i++
-	}
-}
-
 // eachMember calls fn for each member of the JSON object v (valid JSON).
 func eachMember(v []byte, fn func(key, val []byte) error) error {
 	i := jsonscan.SkipWS(v, 1)
@@ -1733,7 +1678,7 @@ func eachMember(v []byte, fn func(key, val []byte) error) error {
 		return nil
 	}
 	for {
-		ke := skipString(v, i)
+		ke := jsonscan.SkipString(v, i)
 		key := v[i+1 : ke-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			k, err := jsonString(v[i:ke])
@@ -1744,7 +1689,7 @@ func eachMember(v []byte, fn func(key, val []byte) error) error {
 		}
 		i = jsonscan.SkipWS(v, ke)
 		i = jsonscan.SkipWS(v, i+1) // ':'
-		ve := skipValid(v, i)
+		ve := jsonscan.Skip(v, i)
 		if err := fn(key, v[i:ve]); err != nil {
 			return err
 		}
@@ -1763,7 +1708,7 @@ func eachElement(v []byte, fn func(el []byte) error) error {
 		return nil
 	}
 	for {
-		ve := skipValid(v, i)
+		ve := jsonscan.Skip(v, i)
 		if err := fn(v[i:ve]); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
 		return out, nil
 	}
 	for i < len(raw) {
-		kEnd := skipString(raw, i)
+		kEnd := jsonscan.SkipString(raw, i)
 		key := raw[i+1 : kEnd-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			var s string
@@ -35,7 +35,7 @@ func fields(raw []byte, names ...string) ([]json.RawMessage, error) {
 		}
 		i = jsonscan.SkipWS(raw, kEnd)
 		i = jsonscan.SkipWS(raw, i+1) // ':'
-		vEnd := skipValue(raw, i)
+		vEnd := jsonscan.Skip(raw, i)
 		for n, name := range names {
 			if bytes.EqualFold(key, []byte(name)) {
 				out[n] = raw[i:vEnd:vEnd]
@@ -62,7 +62,7 @@ func elements(raw []byte) (els []json.RawMessage, ok bool) {
 		return nil, true
 	}
 	for i < len(raw) {
-		end := skipValue(raw, i)
+		end := jsonscan.Skip(raw, i)
 		els = append(els, raw[i:end:end])
 		i = jsonscan.SkipWS(raw, end)
 		if i >= len(raw) || raw[i] == ']' {
@@ -71,54 +71,6 @@ func elements(raw []byte) (els []json.RawMessage, ok bool) {
 		i = jsonscan.SkipWS(raw, i+1)
 	}
 	return els, true
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index after the (valid) JSON value at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
 }
 
 // stringValue decodes a JSON string value (valid JSON) as encoding/json
