@@ -25,19 +25,10 @@ var (
 )
 
 func (c *Config) consoleDefaults() {
-	unset := func(path string) bool { return !c.isSet(path) }
-	if unset("console.enabled") {
-		c.Console.Enabled = true
-	}
-	if unset("console.tap_max_rate") {
-		c.Console.TapMaxRate = console.DefaultTapRate
-	}
-	if unset("console.tap_max_value_bytes") {
-		c.Console.TapMaxValueBytes = console.DefaultTapValueBytes
-	}
-	if unset("console.tap_max_open") {
-		c.Console.TapMaxOpen = console.DefaultTapOpen
-	}
+	setDefault(c, "console.enabled", &c.Console.Enabled, true)
+	setDefault(c, "console.tap_max_rate", &c.Console.TapMaxRate, console.DefaultTapRate)
+	setDefault(c, "console.tap_max_value_bytes", &c.Console.TapMaxValueBytes, console.DefaultTapValueBytes)
+	setDefault(c, "console.tap_max_open", &c.Console.TapMaxOpen, console.DefaultTapOpen)
 }
 
 func (c *Config) validateConsole(k *checker) {

@@ -42,26 +42,17 @@ var (
 // deliveryDefaults fills in a pipeline's delivery keys; after
 // kafkaClientDefaults, since exactly-once reads read_committed by default.
 func (c *Config) deliveryDefaults(at string, p *Pipeline) {
-	unset := func(path string) bool { return !c.isSet(path) }
-	if unset(at + "delivery") {
-		p.Delivery = AtLeastOnce
-	}
+	setDefault(c, at+"delivery", &p.Delivery, AtLeastOnce)
 	if p.Delivery != ExactlyOnce {
 		return
 	}
-	if p.Source.Type == "kafka" && unset(at+"source.isolation_level") {
+	if p.Source.Type == "kafka" && !c.isSet(at+"source.isolation_level") {
 		p.Source.IsolationLevel = "read_committed"
 	}
 	t := &p.Transaction
-	if unset(at + "transaction.max_records") {
-		t.MaxRecords = pipeline.DefaultTxnRecords
-	}
-	if unset(at + "transaction.interval") {
-		t.Interval.Duration = pipeline.DefaultTxnInterval
-	}
-	if unset(at + "transaction.timeout") {
-		t.Timeout.Duration = kafka.DefaultTransactionTimeout
-	}
+	setDefault(c, at+"transaction.max_records", &t.MaxRecords, pipeline.DefaultTxnRecords)
+	setDefault(c, at+"transaction.interval", &t.Interval.Duration, pipeline.DefaultTxnInterval)
+	setDefault(c, at+"transaction.timeout", &t.Timeout.Duration, kafka.DefaultTransactionTimeout)
 }
 
 // validateDelivery checks a pipeline's delivery keys: exactly-once needs a

@@ -376,28 +376,15 @@ func (c *Config) validateKafkaClients(k *checker, at string, p *Pipeline) {
 }
 
 func (c *Config) kafkaClientDefaults(at string, p *Pipeline) {
-	unset := func(path string) bool { return !c.isSet(path) }
 	if s := &p.Source; s.Type == "kafka" {
-		if unset(at + "source.isolation_level") {
-			s.IsolationLevel = "read_uncommitted"
-		}
-		if unset(at + "source.group_protocol") {
-			s.GroupProtocol = kafka.DefaultGroupProtocol
-		}
-		if unset(at + "source.fetch_max_bytes") {
-			s.FetchMaxBytes = kafka.DefaultFetchMaxBytes
-		}
-		if unset(at + "source.fetch_max_partition_bytes") {
-			s.FetchMaxPartitionBytes = kafka.DefaultFetchMaxPartitionBytes
-		}
-		if unset(at + "source.fetch_min_bytes") {
-			s.FetchMinBytes = kafka.DefaultFetchMinBytes
-		}
-		if unset(at + "source.fetch_max_wait") {
-			s.FetchMaxWait.Duration = kafka.DefaultFetchMaxWait
-		}
+		setDefault(c, at+"source.isolation_level", &s.IsolationLevel, "read_uncommitted")
+		setDefault(c, at+"source.group_protocol", &s.GroupProtocol, kafka.DefaultGroupProtocol)
+		setDefault(c, at+"source.fetch_max_bytes", &s.FetchMaxBytes, kafka.DefaultFetchMaxBytes)
+		setDefault(c, at+"source.fetch_max_partition_bytes", &s.FetchMaxPartitionBytes, kafka.DefaultFetchMaxPartitionBytes)
+		setDefault(c, at+"source.fetch_min_bytes", &s.FetchMinBytes, kafka.DefaultFetchMinBytes)
+		setDefault(c, at+"source.fetch_max_wait", &s.FetchMaxWait.Duration, kafka.DefaultFetchMaxWait)
 	}
-	if o := &p.Sink; o.Type == "kafka" && unset(at+"sink.acks") {
+	if o := &p.Sink; o.Type == "kafka" && !c.isSet(at+"sink.acks") {
 		o.Acks = "all"
 	}
 }

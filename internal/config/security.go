@@ -37,28 +37,13 @@ var (
 
 func (c *Config) adminDefaults() {
 	a := &c.Admin
-	unset := func(path string) bool { return !c.isSet(path) }
-	if unset("admin.probes_open") {
-		a.ProbesOpen = true
-	}
-	if unset("admin.read_header_timeout") {
-		a.ReadHeaderTimeout.Duration = admin.DefaultReadHeaderTimeout
-	}
-	if unset("admin.read_timeout") {
-		a.ReadTimeout.Duration = admin.DefaultReadTimeout
-	}
-	if unset("admin.write_timeout") {
-		a.WriteTimeout.Duration = admin.DefaultWriteTimeout
-	}
-	if unset("admin.idle_timeout") {
-		a.IdleTimeout.Duration = admin.DefaultIdleTimeout
-	}
-	if unset("admin.max_header_bytes") {
-		a.MaxHeaderBytes = admin.DefaultMaxHeaderBytes
-	}
-	if unset("admin.max_body_bytes") {
-		a.MaxBodyBytes = admin.DefaultMaxBodyBytes
-	}
+	setDefault(c, "admin.probes_open", &a.ProbesOpen, true)
+	setDefault(c, "admin.read_header_timeout", &a.ReadHeaderTimeout.Duration, admin.DefaultReadHeaderTimeout)
+	setDefault(c, "admin.read_timeout", &a.ReadTimeout.Duration, admin.DefaultReadTimeout)
+	setDefault(c, "admin.write_timeout", &a.WriteTimeout.Duration, admin.DefaultWriteTimeout)
+	setDefault(c, "admin.idle_timeout", &a.IdleTimeout.Duration, admin.DefaultIdleTimeout)
+	setDefault(c, "admin.max_header_bytes", &a.MaxHeaderBytes, admin.DefaultMaxHeaderBytes)
+	setDefault(c, "admin.max_body_bytes", &a.MaxBodyBytes, admin.DefaultMaxBodyBytes)
 	if t := a.TLS; t != nil {
 		t.CertFile, t.KeyFile, t.ClientCAFile = c.Resolve(t.CertFile), c.Resolve(t.KeyFile), c.Resolve(t.ClientCAFile)
 	}

@@ -20,26 +20,14 @@ import (
 // means what it says or is refused, never silently replaced.
 func (c *Config) setDefaults() {
 	unset := func(path string) bool { return !c.isSet(path) }
-	if unset("data_dir") {
-		c.DataDir = "data"
-	}
+	setDefault(c, "data_dir", &c.DataDir, "data")
 	c.DataDir = c.Resolve(c.DataDir)
-	if unset("log.level") {
-		c.Log.Level = "info"
-	}
-	if unset("log.format") {
-		c.Log.Format = "text"
-	}
-	if unset("kafka.partitions") {
-		c.Kafka.Partitions = kafka.DefaultPartitions
-	}
-	if unset("kafka.client_id") {
-		c.Kafka.ClientID = "streamd"
-	}
+	setDefault(c, "log.level", &c.Log.Level, "info")
+	setDefault(c, "log.format", &c.Log.Format, "text")
+	setDefault(c, "kafka.partitions", &c.Kafka.Partitions, kafka.DefaultPartitions)
+	setDefault(c, "kafka.client_id", &c.Kafka.ClientID, "streamd")
 	if e := c.Kafka.Embedded; e != nil {
-		if unset("kafka.embedded.listen") {
-			e.Listen = "127.0.0.1:9092"
-		}
+		setDefault(c, "kafka.embedded.listen", &e.Listen, "127.0.0.1:9092")
 		if unset("kafka.embedded.data_dir") {
 			e.DataDir = filepath.Join(c.DataDir, "broker")
 		} else {
@@ -55,78 +43,44 @@ func (c *Config) setDefaults() {
 	} else {
 		c.Plugins.CacheDir = c.Resolve(c.Plugins.CacheDir)
 	}
-	if unset("plugins.max_memory_pages") {
-		c.Plugins.MaxMemoryPages = plugins.DefaultMaxMemoryPages
-	}
+	setDefault(c, "plugins.max_memory_pages", &c.Plugins.MaxMemoryPages, plugins.DefaultMaxMemoryPages)
 	if c.Plugins.Watch == nil {
 		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
-	if unset("plugins.timeout") {
-		c.Plugins.Timeout.Duration = plugins.DefaultTimeout
-	}
+	setDefault(c, "plugins.timeout", &c.Plugins.Timeout.Duration, plugins.DefaultTimeout)
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		at := fmt.Sprintf("pipeline[%d].", i)
-		if unset(at + "max_in_flight") {
-			p.MaxInFlight = pipeline.DefaultMaxInFlight
-		}
-		if unset(at + "shutdown_timeout") {
-			p.ShutdownTimeout.Duration = pipeline.DefaultShutdownTimeout
-		}
+		setDefault(c, at+"max_in_flight", &p.MaxInFlight, pipeline.DefaultMaxInFlight)
+		setDefault(c, at+"shutdown_timeout", &p.ShutdownTimeout.Duration, pipeline.DefaultShutdownTimeout)
 		if p.CommitInterval == nil {
 			p.CommitInterval = &Duration{pipeline.DefaultCommitInterval}
 		}
 		if p.StallTimeout == nil {
 			p.StallTimeout = &Duration{pipeline.DefaultStallTimeout}
 		}
-		if unset(at + "workers") {
-			p.Workers = pipeline.DefaultWorkers
-		}
-		if unset(at + "batch.max_records") {
-			p.Batch.MaxRecords = pipeline.DefaultMaxRecords
-		}
-		if unset(at + "batch.max_bytes") {
-			p.Batch.MaxBytes = pipeline.DefaultMaxBytes
-		}
-		if unset(at + "batch.linger") {
-			p.Batch.Linger.Duration = pipeline.DefaultLinger
-		}
-		if unset(at + "errors.policy") {
-			p.Errors.Policy = "stop"
-		}
-		if unset(at + "errors.retry_initial") {
-			p.Errors.RetryInitial.Duration = pipeline.DefaultRetryInitial
-		}
-		if unset(at + "errors.retry_max") {
-			p.Errors.RetryMax.Duration = max(pipeline.DefaultRetryMax, p.Errors.RetryInitial.Duration)
-		}
+		setDefault(c, at+"workers", &p.Workers, pipeline.DefaultWorkers)
+		setDefault(c, at+"batch.max_records", &p.Batch.MaxRecords, pipeline.DefaultMaxRecords)
+		setDefault(c, at+"batch.max_bytes", &p.Batch.MaxBytes, pipeline.DefaultMaxBytes)
+		setDefault(c, at+"batch.linger", &p.Batch.Linger.Duration, pipeline.DefaultLinger)
+		setDefault(c, at+"errors.policy", &p.Errors.Policy, "stop")
+		setDefault(c, at+"errors.retry_initial", &p.Errors.RetryInitial.Duration, pipeline.DefaultRetryInitial)
+		setDefault(c, at+"errors.retry_max", &p.Errors.RetryMax.Duration, max(pipeline.DefaultRetryMax, p.Errors.RetryInitial.Duration))
 		c.kafkaClientDefaults(at, p)
 		c.deliveryDefaults(at, p)
 		if p.Source.Type == "kafka" {
-			if unset(at + "source.start") {
-				p.Source.Start = "earliest"
-			}
-			if unset(at + "source.instance_id") {
-				p.Source.InstanceID = AutoInstanceID
-			}
-			if unset(at + "source.session_timeout") {
-				p.Source.SessionTimeout.Duration = kafka.DefaultSessionTimeout
-			}
+			setDefault(c, at+"source.start", &p.Source.Start, "earliest")
+			setDefault(c, at+"source.instance_id", &p.Source.InstanceID, AutoInstanceID)
+			setDefault(c, at+"source.session_timeout", &p.Source.SessionTimeout.Duration, kafka.DefaultSessionTimeout)
 		}
 		if p.Source.Type == "generate" && unset(at+"source.keys") {
 			p.Source.Keys = DefaultKeys
 		}
-		if unset(at + "sink.compression") {
-			p.Sink.Compression = "none"
-		}
-		if unset(at + "sink.max_record_bytes") {
-			p.Sink.MaxRecordBytes = kafka.DefaultMaxRecordBytes
-		}
+		setDefault(c, at+"sink.compression", &p.Sink.Compression, "none")
+		setDefault(c, at+"sink.max_record_bytes", &p.Sink.MaxRecordBytes, kafka.DefaultMaxRecordBytes)
 		for j := range p.Transforms {
 			s := &p.Transforms[j]
-			if unset(fmt.Sprintf("%stransform[%d].name", at, j)) {
-				s.Name = fmt.Sprintf("%s-%d", s.Type, j)
-			}
+			setDefault(c, fmt.Sprintf("%stransform[%d].name", at, j), &s.Name, fmt.Sprintf("%s-%d", s.Type, j))
 		}
 	}
 	c.schemaRegistryDefaults()
@@ -136,13 +90,9 @@ func (c *Config) setDefaults() {
 		c.Journal.ExpiryInterval.Duration = defaultExpiryInterval
 	}
 	if f := c.Fluid; f != nil {
-		if unset("fluid.metadata") {
-			f.Metadata = ".fluid"
-		}
+		setDefault(c, "fluid.metadata", &f.Metadata, ".fluid")
 		f.Metadata = c.Resolve(f.Metadata)
-		if unset("fluid.state_topic") {
-			f.StateTopic = fluid.DefaultStateTopic
-		}
+		setDefault(c, "fluid.state_topic", &f.StateTopic, fluid.DefaultStateTopic)
 	}
 }
 
@@ -476,5 +426,13 @@ func (c *Config) checkLoops(k *checker) {
 				}
 			}
 		}
+	}
+}
+
+// setDefault sets *field to v unless the file sets the key at path (see
+// setDefaults).
+func setDefault[T any](c *Config, path string, field *T, v T) {
+	if !c.isSet(path) {
+		*field = v
 	}
 }
