@@ -200,9 +200,9 @@ func (s *scanner) str() {
 			switch c := s.src[s.i]; {
 			case c == '\n':
 				s.ln++
-			case c == '\\' && q == '"':
+			case c == '\\' && q == '"' && s.i+1 < len(s.src):
 				s.i++ // the escaped character, a newline included
-				if s.i < len(s.src) && s.src[s.i] == '\n' {
+				if s.src[s.i] == '\n' {
 					s.ln++
 				}
 			case strings.HasPrefix(s.src[s.i:], triple):

@@ -442,11 +442,26 @@ var scanDepthSamples = []string{
 	"a = [\n  {b = 1},\n  {c = {d = 2}},\n]",
 }
 
+// TestParseCutEscape: a file that ends inside a multi-line basic string,
+// just after a backslash, is a parse error, not a panic of the depth scan
+// (it stepped past the end of the file).
+func TestParseCutEscape(t *testing.T) {
+	for _, src := range []string{`"""\`, `a = """\`, `a = {b = """x\`, `"""\"""\`} {
+		if _, err := Parse("cut.toml", []byte(src), env(nil)); err == nil {
+			t.Errorf("Parse(%q): no error", src)
+		}
+	}
+}
+
 func FuzzScanDepth(f *testing.F) {
 	for _, s := range scanDepthSamples {
 		f.Add(s)
 	}
-	f.Fuzz(checkScanDepth)
+	f.Fuzz(func(t *testing.T, src string) {
+		// Any text: the scan runs before the parser, on files it refuses too.
+		scanDepth(src, MaxDepth)
+		checkScanDepth(t, src)
+	})
 }
 
 func checkScanDepth(t *testing.T, src string) {
