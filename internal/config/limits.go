@@ -139,22 +139,29 @@ func (s *scanner) file() {
 			s.toEOL()
 			continue
 		}
-		parts := s.key()
-		if len(parts) == 0 {
-			s.toEOL() // not a key: the parser will say what
-			continue
-		}
-		d := base + len(parts) - 1
-		if s.reach(d) {
-			return
-		}
-		s.blank(false)
-		if s.i < len(s.src) && s.src[s.i] == '=' {
-			s.i++
-			s.value(d)
-		}
+		s.keyValue(base) // if not a key, the parser will say what
 		s.toEOL()
 	}
+}
+
+// keyValue skips a key = value pair whose key's first part is at depth d
+// (each further part is a level deeper). It reports false if there is no
+// key at s.i.
+func (s *scanner) keyValue(d int) bool {
+	parts := s.key()
+	if len(parts) == 0 {
+		return false
+	}
+	d += len(parts) - 1
+	if s.reach(d) {
+		return true
+	}
+	s.blank(false)
+	if s.i < len(s.src) && s.src[s.i] == '=' {
+		s.i++
+		s.value(d)
+	}
+	return true
 }
 
 // key reads a dotted key, returning its parts as written.
@@ -228,6 +235,26 @@ func (s *scanner) str() {
 	}
 }
 
+// items skips the items of an array or inline table up to and including
+// the closing bracket end, calling item at the start of each.
+func (s *scanner) items(end byte, item func()) {
+	for !s.done() {
+		s.blank(true)
+		if s.done() {
+			return
+		}
+		switch s.src[s.i] {
+		case end:
+			s.i++
+			return
+		case ',':
+			s.i++
+		default:
+			item()
+		}
+	}
+}
+
 // value skips one value owned by a key or array at depth d.
 func (s *scanner) value(d int) {
 	s.blank(false)
@@ -240,55 +267,20 @@ func (s *scanner) value(d int) {
 		if s.reach(d + 1) {
 			return
 		}
-		for !s.done() {
-			s.blank(true)
-			if s.done() {
-				return
+		s.items(']', func() {
+			before := s.i
+			s.value(d + 1)
+			if s.i == before {
+				s.i++ // not a value: skip it
 			}
-			switch s.src[s.i] {
-			case ']':
-				s.i++
-				return
-			case ',':
-				s.i++
-			default:
-				before := s.i
-				s.value(d + 1)
-				if s.i == before {
-					s.i++ // not a value: skip it
-				}
-			}
-		}
+		})
 	case '{':
 		s.i++
-		for !s.done() {
-			s.blank(true)
-			if s.done() {
-				return
-			}
-			switch s.src[s.i] {
-			case '}':
-				s.i++
-				return
-			case ',':
-				s.i++
-				continue
-			}
-			parts := s.key()
-			if len(parts) == 0 {
+		s.items('}', func() {
+			if !s.keyValue(d + 1) {
 				s.i++ // not a key: skip it
-				continue
 			}
-			kd := d + len(parts)
-			if s.reach(kd) {
-				return
-			}
-			s.blank(false)
-			if s.i < len(s.src) && s.src[s.i] == '=' {
-				s.i++
-				s.value(kd)
-			}
-		}
+		})
 	case '"', '\'':
 		s.str()
 	default:
