@@ -93,29 +93,44 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	res, err := c.hc.Do(req)
+	res, err := c.send(req)
 	if err != nil {
-		return fmt.Errorf("admin API %s: %w", c.base, err)
+		return err
 	}
 	defer func() { _ = res.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 8<<20))
 	if res.StatusCode >= 300 {
-		var e struct{ Error, Detail string }
-		_ = json.Unmarshal(b, &e)
-		msg := strings.TrimSpace(e.Error + ": " + e.Detail)
-		if e.Error == "" {
-			msg = strings.TrimSpace(string(b))
-		}
-		msg = strings.TrimSuffix(msg, ":")
-		return fmt.Errorf("%s %s: %s: %s", method, path, res.Status, msg)
+		return answerError(method, path, res.Status, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// send sends req with the client's token.
+func (c *adminClient) send(req *http.Request) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin API %s: %w", c.base, err)
+	}
+	return res, nil
+}
+
+// answerError is the error of an error answer with body b: the daemon's
+// {"error", "detail"}, or the body itself when it is not one.
+func answerError(method, path, status string, b []byte) error {
+	var e struct{ Error, Detail string }
+	_ = json.Unmarshal(b, &e)
+	msg := strings.TrimSpace(e.Error + ": " + e.Detail)
+	if e.Error == "" {
+		msg = strings.TrimSpace(string(b))
+	}
+	msg = strings.TrimSuffix(msg, ":")
+	return fmt.Errorf("%s %s: %s: %s", method, path, status, msg)
 }
 
 // replayThroughDaemon asks the running daemon to replay through the

@@ -164,23 +164,14 @@ func (c *adminClient) stream(ctx context.Context, path string, fn func(event str
 	if err != nil {
 		return err
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	res, err := c.hc.Do(req)
+	res, err := c.send(req)
 	if err != nil {
-		return fmt.Errorf("admin API %s: %w", c.base, err)
+		return err
 	}
 	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		var e struct{ Error, Detail string }
-		_ = json.Unmarshal(b, &e)
-		msg := strings.TrimSuffix(strings.TrimSpace(e.Error+": "+e.Detail), ":")
-		if e.Error == "" {
-			msg = strings.TrimSpace(string(b))
-		}
-		return fmt.Errorf("GET %s: %s: %s", path, res.Status, msg)
+		return answerError(http.MethodGet, path, res.Status, b)
 	}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
