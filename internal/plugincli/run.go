@@ -163,17 +163,9 @@ func caller(p plugins.Plugin, op string) (callFunc, error) {
 		}
 		return func(ctx context.Context, batch []record.Record) ([]outcome, error) {
 			res, err := t.Transform(ctx, batch)
-			if err != nil {
-				return nil, err
-			}
-			if len(res) != len(batch) {
-				return nil, fmt.Errorf("plugin returned %d results for %d records", len(res), len(batch))
-			}
-			out := make([]outcome, len(res))
-			for i, r := range res {
-				out[i] = outcome{recs: r.Records, err: r.Err}
-			}
-			return out, nil
+			return outcomes(res, err, len(batch), "results", func(_ int, r plugins.Result) outcome {
+				return outcome{recs: r.Records, err: r.Err}
+			})
 		}, nil
 	case plugins.KindCodec:
 		c, ok := p.(plugins.Codec)
@@ -195,23 +187,14 @@ func caller(p plugins.Plugin, op string) (callFunc, error) {
 				payloads[i] = batch[i].Value
 			}
 			res, err := f(ctx, payloads)
-			if err != nil {
-				return nil, err
-			}
-			if len(res) != len(batch) {
-				return nil, fmt.Errorf("plugin returned %d payloads for %d records", len(res), len(batch))
-			}
-			out := make([]outcome, len(res))
-			for i, r := range res {
+			return outcomes(res, err, len(batch), "payloads", func(i int, r plugins.Payload) outcome {
 				if r.Err != nil {
-					out[i].err = r.Err
-					continue
+					return outcome{err: r.Err}
 				}
 				rec := batch[i]
 				rec.Value = r.Data
-				out[i].recs = []record.Record{rec}
-			}
-			return out, nil
+				return outcome{recs: []record.Record{rec}}
+			})
 		}, nil
 	case plugins.KindSink:
 		s, ok := p.(plugins.Sink)
@@ -220,18 +203,27 @@ func caller(p plugins.Plugin, op string) (callFunc, error) {
 		}
 		return func(ctx context.Context, batch []record.Record) ([]outcome, error) {
 			errs, err := s.Write(ctx, batch)
-			if err != nil {
-				return nil, err
-			}
-			if len(errs) != len(batch) {
-				return nil, fmt.Errorf("plugin returned %d results for %d records", len(errs), len(batch))
-			}
-			out := make([]outcome, len(errs))
-			for i, e := range errs {
-				out[i] = outcome{written: e == nil, err: e}
-			}
-			return out, nil
+			return outcomes(errs, err, len(batch), "results", func(_ int, e error) outcome {
+				return outcome{written: e == nil, err: e}
+			})
 		}, nil
 	}
 	return nil, fmt.Errorf("plugin %s has unknown kind %q", p.Manifest().Name, kind)
+}
+
+// outcomes turns a plugin's answer for a batch of n records, one result per
+// record, into their outcomes; a call that failed, or an answer with
+// another count, fails the batch.
+func outcomes[R any](res []R, err error, n int, what string, outcomeOf func(i int, r R) outcome) ([]outcome, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("plugin returned %d %s for %d records", len(res), what, n)
+	}
+	out := make([]outcome, len(res))
+	for i, r := range res {
+		out[i] = outcomeOf(i, r)
+	}
+	return out, nil
 }
