@@ -224,28 +224,19 @@ var keepResult = &pluginv1.Result{Outcome: &pluginv1.Result_Keep{Keep: &pluginv1
 
 func (s *server) transform(ctx context.Context, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
 	res, err := s.p.Transformer.Transform(ctx, pluginv1.ToRecords(in))
-	if err != nil {
-		return nil, batchErr(err)
-	}
-	if len(res) != len(in) {
-		return nil, status.Errorf(codes.Internal, "plugin %s: transform returned %d results for %d records", s.p.Name, len(res), len(in))
-	}
-	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(res))}
-	for i, r := range res {
+	return response(s.p.Name, "transform", "results", res, err, len(in), func(r Result) *pluginv1.Result {
 		switch {
 		case r.Err != nil:
-			out.Results[i] = errResult(r.Err)
+			return errResult(r.Err)
 		case r.Keep:
-			out.Results[i] = keepResult
-		default:
-			recs := pluginv1.FromRecords(r.Records)
-			for _, x := range recs {
-				x.Offset, x.Partition = -1, -1
-			}
-			out.Results[i] = recordsResult(recs)
+			return keepResult
 		}
-	}
-	return out, nil
+		recs := pluginv1.FromRecords(r.Records)
+		for _, x := range recs {
+			x.Offset, x.Partition = -1, -1
+		}
+		return recordsResult(recs)
+	})
 }
 
 func (s *server) codec(ctx context.Context, op pluginv1.Op, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
@@ -260,42 +251,41 @@ func (s *server) codec(ctx context.Context, op pluginv1.Op, in []*pluginv1.Recor
 	} else {
 		res, err = s.p.Codec.Decode(ctx, payloads)
 	}
-	if err != nil {
-		return nil, batchErr(err)
-	}
-	if len(res) != len(in) {
-		return nil, status.Errorf(codes.Internal, "plugin %s: codec returned %d payloads for %d", s.p.Name, len(res), len(in))
-	}
-	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(res))}
-	for i, p := range res {
+	return response(s.p.Name, "codec", "payloads", res, err, len(in), func(p Payload) *pluginv1.Result {
 		if p.Err != nil {
-			out.Results[i] = errResult(p.Err)
-			continue
+			return errResult(p.Err)
 		}
 		data := p.Data
 		if data == nil {
 			data = []byte{}
 		}
-		out.Results[i] = recordsResult([]*pluginv1.Record{{Offset: -1, Partition: -1, TimestampMs: pluginv1.NoTimestamp, Value: data}})
-	}
-	return out, nil
+		return recordsResult([]*pluginv1.Record{{Offset: -1, Partition: -1, TimestampMs: pluginv1.NoTimestamp, Value: data}})
+	})
 }
 
 func (s *server) write(ctx context.Context, in []*pluginv1.Record) (*pluginv1.ProcessResponse, error) {
 	errs, err := s.p.Sink.Write(ctx, pluginv1.ToRecords(in))
+	return response(s.p.Name, "sink", "results", errs, err, len(in), func(e error) *pluginv1.Result {
+		if e != nil {
+			return errResult(e)
+		}
+		return recordsResult(nil)
+	})
+}
+
+// response answers a request of n records from plugin's answer res, one
+// entry per record (counted in unit) that resultOf turns into its result;
+// a failed call, or an answer of another count, fails the batch.
+func response[R any](plugin, kind, unit string, res []R, err error, n int, resultOf func(R) *pluginv1.Result) (*pluginv1.ProcessResponse, error) {
 	if err != nil {
 		return nil, batchErr(err)
 	}
-	if len(errs) != len(in) {
-		return nil, status.Errorf(codes.Internal, "plugin %s: sink returned %d results for %d records", s.p.Name, len(errs), len(in))
+	if len(res) != n {
+		return nil, status.Errorf(codes.Internal, "plugin %s: %s returned %d %s for %d records", plugin, kind, len(res), unit, n)
 	}
-	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(errs))}
-	for i, e := range errs {
-		if e != nil {
-			out.Results[i] = errResult(e)
-		} else {
-			out.Results[i] = recordsResult(nil)
-		}
+	out := &pluginv1.ProcessResponse{Results: make([]*pluginv1.Result, len(res))}
+	for i, r := range res {
+		out.Results[i] = resultOf(r)
 	}
 	return out, nil
 }
