@@ -98,6 +98,10 @@ func appendRaw(dst, raw []byte) []byte {
 	return AppendString(dst, dec)
 }
 
+// shortEscape holds the letter of each byte AppendString escapes as a
+// backslash and one letter; zero for the others.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // AppendString appends s as a JSON string with minimal escaping: '"', '\\',
 // \b \f \n \r \t, other U+0000..U+001F as \u00xx (lowercase hex), and every
 // other byte raw. s must be valid UTF-8.
@@ -110,22 +114,9 @@ func AppendString(dst, s []byte) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
+		if e := shortEscape[c]; e != 0 {
+			dst = append(dst, '\\', e)
+		} else {
 			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 		start = i + 1
