@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -337,6 +340,7 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 			time.Sleep(every)
 		}
 	}()
+	rss0 := resetPeakRSS()
 	if err := run(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -344,7 +348,45 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 	if tEnd.IsZero() {
 		b.Fatalf("reached %d of %d", last, total)
 	}
+	if peak := peakRSS(); peak > 0 && rss0 > 0 {
+		b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
+		b.ReportMetric(float64(peak-rss0)/(1<<20), "rss-growth-MB")
+	}
 	return last - n0, tEnd.Sub(t0), cpu
+}
+
+// resetPeakRSS returns the process's resident set in bytes after a GC
+// that gives free memory back to the OS, and resets its peak (VmHWM) to
+// it, so that peakRSS reports the peak of what runs next; 0 where /proc
+// cannot do that (not Linux).
+func resetPeakRSS() int64 {
+	goruntime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return 0
+	}
+	return procStatus("VmRSS:")
+}
+
+// peakRSS is the process's peak resident set (VmHWM) in bytes, 0 when
+// unknown.
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // metricSum is the sum of a's metric name: counter values, or histogram
