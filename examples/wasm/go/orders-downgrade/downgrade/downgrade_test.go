@@ -114,3 +114,18 @@ func FuzzValue(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkValue is the downgrade of one ~200-byte order, the shape
+// runtime's BenchmarkPlugins feeds the plugin: the plugin's own code
+// compiled natively, without the SDK and host around it.
+func BenchmarkValue(b *testing.B) {
+	in := []byte(`{"order_id":"o-00000042","customer":{"id":"c-000042","name":"Ann Example"},"amount_cents":294,"currency":"EUR","tags":["a","b","c"],"note":"0123456789abcdef0123456789"}`)
+	var dst []byte
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		var err error
+		if dst, err = downgrade.Value(dst[:0], in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
