@@ -116,11 +116,11 @@ func TestFluidBridgeRegistry(t *testing.T) {
 	go func() {
 		done <- fluidBridge(ctx, []string{"--brokers", strings.Join(k.Seeds, ","), "--listen", "127.0.0.1:0", "--metadata", dir,
 			"--state-topic", testenv.Topic(t, "fluid-state"), "--registry", url}, pw, io.Discard)
-		pw.Close()
+		_ = pw.Close() // the reader sees EOF; PipeWriter.Close returns nil
 	}()
 	defer func() {
 		cancel()
-		io.Copy(io.Discard, pr)
+		_, _ = io.Copy(io.Discard, pr) // drain the bridge's output until it exits
 		if code := <-done; code != 0 {
 			t.Errorf("bridge exited %d", code)
 		}
@@ -130,14 +130,14 @@ func TestFluidBridgeRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, _, _ := strings.Cut(strings.TrimPrefix(line, "fluid bridge on "), " ")
-	go io.Copy(io.Discard, pr)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	client := &http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Get(addr + "/fluid/compatible?topic=" + topic + "&observed-schema-version=2&compatible-schema-version=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || string(body) != "{\"compatible\":true}\n" {
 		t.Fatalf("%s: %d %s", line, resp.StatusCode, body)
 	}

@@ -14,7 +14,9 @@ import (
 func TestLintShowsNoSecret(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "pw")
-	os.WriteFile(pwFile, []byte("file-Secret-0001\n"), 0o600)
+	if err := os.WriteFile(pwFile, []byte("file-Secret-0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("STREAMD_TEST_LINT_SECRET", "env-Secret-0002")
 	base := `[kafka]
 brokers = ["127.0.0.1:1"]
@@ -42,7 +44,9 @@ type = "kafka"
 cluster = "other"
 topic = "orders"
 `
-	os.WriteFile(filepath.Join(dir, "ca.pem"), []byte("not a certificate"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ name, ca, mech, password string }{
 		{"good", "", "SCRAM-SHA-512", "literal-Secret-0004"},
 		{"env, bad mechanism", "", "SCRAM-SHA-1", "${STREAMD_TEST_LINT_SECRET}"},
@@ -56,7 +60,9 @@ topic = "orders"
 				src = strings.Replace(src, "ca_file = \"\"\n", "", 1)
 			}
 			file := filepath.Join(t.TempDir(), "streamd.toml")
-			os.WriteFile(file, []byte(src), 0o600)
+			if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			var stdout, stderr bytes.Buffer
 			code := realMain([]string{"lint", "-c", file}, &stdout, &stderr)
 			out := stdout.String() + stderr.String()

@@ -144,14 +144,18 @@ func TestPipelineTests(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, out, errOut := run(config)
-		os.WriteFile(path, orig, 0o644)
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if code != 1 || !strings.Contains(out, "FAIL ") || !strings.Contains(out, tt.want) {
 			t.Errorf("%s with %s: exit %d, want 1 and %q\n%s%s", tt.file, tt.new, code, tt.want, out, errOut)
 		}
 	}
 
 	// --update writes what happened; the test then passes as is.
-	os.WriteFile(filepath.Join(dir, "out.jsonl"), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "out.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if code, out, errOut := run("--update", "--pipeline", "dlq", config); code != 0 || !strings.HasPrefix(out, "updated ") {
 		t.Fatalf("--update: exit %d\n%s%s", code, out, errOut)
 	}

@@ -230,7 +230,9 @@ token = "${TOKEN}"
 		t.Errorf("missing file: %v", err)
 	}
 	// An empty one too, and its error has no content to show.
-	os.WriteFile(pwFile, []byte("\n"), 0o600)
+	if err := os.WriteFile(pwFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err = Parse("c.toml", []byte(src), env(map[string]string{"TOKEN": "x"}))
 	if err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("empty file: %v", err)
@@ -242,7 +244,9 @@ token = "${TOKEN}"
 // [kafka.clusters.NAME] as in [kafka] (they were left as written).
 func TestSecretsInNamedClusters(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
-	os.WriteFile(pw, []byte("named-Pa55\n"), 0o600)
+	if err := os.WriteFile(pw, []byte("named-Pa55\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	src := strings.Replace(strings.Replace(twoClusters, `password = "s3cret"`, `password = "${file:`+pw+`}"`, 1), `brokers = ["secure:9093"]`, `brokers = ["${SECURE}"]`, 1)
 	c, err := Parse("c.toml", []byte(src), env(map[string]string{"SECURE": "s:1"}))
 	if err != nil {

@@ -43,8 +43,12 @@ func newConsoleSetup(t *testing.T) *consoleSetup {
 	if err := os.MkdirAll(meta, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(meta, "orders.json"), []byte(`{"type":"object"}`), 0o644)
-	os.WriteFile(filepath.Join(meta, "manifest.json"), []byte(fmt.Sprintf(`{"topics":{%q:{"schema":"orders.json"}}}`, tp["fluid-orders"])), 0o644)
+	if err := os.WriteFile(filepath.Join(meta, "orders.json"), []byte(`{"type":"object"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(meta, "manifest.json"), []byte(fmt.Sprintf(`{"topics":{%q:{"schema":"orders.json"}}}`, tp["fluid-orders"])), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	seeds := `"` + strings.Join(b.Seeds, `", "`) + `"`
 	s := &consoleSetup{topics: tp, rate: 1500, paymentsN: 300, paymentsBad: 30, refundsBadIndex: 40}
 	body := fmt.Sprintf(`

@@ -17,6 +17,7 @@ import (
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/console"
 	"github.com/streamd/streamd/internal/generate"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 )
 
@@ -26,7 +27,7 @@ func runPipeline(t *testing.T, name string, rate float64) *pipeline.Pipeline {
 	p := pipeline.New(name, generate.NewSource(rate, 0, 10), pipeline.DropSink{}, pipeline.WithBatch(100, 1<<20, 10*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx) }()
+	go func() { defer close(done); _ = p.Run(ctx) }() // the generator runs until the test cancels it
 	t.Cleanup(func() { cancel(); <-done })
 	return p
 }
@@ -43,7 +44,7 @@ func serve(t *testing.T, c *console.Console, opts ...admin.Option) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	testenv.Cleanup(t, func() error { return srv.Shutdown(context.Background()) })
 	return "http://" + addr
 }
 
@@ -122,7 +123,7 @@ func TestEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer testenv.Ignore(res.Body.Close)
 	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
@@ -177,7 +178,7 @@ func TestEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res2.Body.Close()
+	defer testenv.Ignore(res2.Body.Close)
 	ch2 := readEvents(res2.Body)
 	_, again := next(t, ch2, 5*time.Second)
 	for _, s := range again.Samples["gen"] {
@@ -236,7 +237,7 @@ func TestAPIErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
+			_ = res.Body.Close()
 			if res.StatusCode != tt.code || !strings.Contains(string(b), tt.want) {
 				t.Fatalf("%d %s, want %d with %q", res.StatusCode, b, tt.code, tt.want)
 			}
@@ -269,7 +270,7 @@ func TestAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		_ = res.Body.Close()
 		return res.StatusCode
 	}
 	for _, tt := range []struct {

@@ -42,7 +42,7 @@ func freePort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer testenv.Ignore(ln.Close)
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -129,7 +129,10 @@ func startDaemon(t *testing.T, body string) *daemon {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-d.done:
+		case err := <-d.done:
+			if err != nil { // a test may stop a pipeline on purpose (policy stop)
+				t.Logf("the daemon's Run: %v", err)
+			}
 		case <-time.After(60 * time.Second):
 			t.Errorf("the daemon did not stop within 60 s")
 		}
@@ -143,7 +146,7 @@ func startDaemon(t *testing.T, body string) *daemon {
 		if err != nil {
 			return false, err.Error()
 		}
-		res.Body.Close()
+		_ = res.Body.Close()
 		return res.StatusCode == 200, res.Status
 	})
 	return d
@@ -175,7 +178,7 @@ func metric(t testing.TB, base, name, labels string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer testenv.Ignore(res.Body.Close)
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	want := name + "{" + labels + "}"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -38,7 +39,7 @@ func BenchmarkStageCall(b *testing.B) {
 				if err != nil || res.StatusCode != 200 {
 					b.Fatalf("tap: %v %v", err, res)
 				}
-				defer res.Body.Close()
+				defer testenv.Ignore(res.Body.Close)
 				go func() {
 					sc := bufio.NewScanner(res.Body)
 					for sc.Scan() {

@@ -104,8 +104,10 @@ func (s *replaySetup) fix(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		defer res.Body.Close()
-		json.NewDecoder(res.Body).Decode(&d)
+		defer testenv.Ignore(res.Body.Close)
+		if err := json.NewDecoder(res.Body).Decode(&d); err != nil {
+			return false, err.Error()
+		}
 		return len(d.StageParts) == 1 && d.StageParts[0].Version == "1.0.1" && d.StageParts[0].Reloads == 1, fmt.Sprintf("%+v", d.StageParts)
 	})
 }

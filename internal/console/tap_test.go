@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -76,7 +77,7 @@ func TestTap(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		_ = res.Body.Close()
 		if res.StatusCode != tt.code || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s: %d %s, want %d %q", tt.path, res.StatusCode, b, tt.code, tt.want)
 		}
@@ -93,31 +94,31 @@ func TestTap(t *testing.T) {
 	for range 20000 {
 		obs.StageCall("upper", in, []plugins.Result{{Records: in}}, nil, time.Microsecond)
 	}
-	idle.Body.Close()
+	_ = idle.Body.Close()
 	waitTapsClosed(t, base)
 
 	res, err := http.Get(base + "/ui/api/tap/p/upper?rate=20&bytes=32")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer testenv.Ignore(res.Body.Close)
 	ch := readEvents(res.Body)
 	// Two taps may be open; the third is refused.
 	res2, err := http.Get(base + "/ui/api/tap/p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res2.Body.Close()
+	defer testenv.Ignore(res2.Body.Close)
 	res3, err := http.Get(base + "/ui/api/tap/p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b3, _ := io.ReadAll(res3.Body)
-	res3.Body.Close()
+	_ = res3.Body.Close()
 	if res3.StatusCode != 429 || !strings.Contains(string(b3), "tap_max_open") {
 		t.Errorf("third tap: %d %s", res3.StatusCode, b3)
 	}
-	res2.Body.Close()
+	_ = res2.Body.Close()
 
 	start := time.Now()
 	var records, rejected, dropped, kept int
@@ -131,7 +132,9 @@ func TestTap(t *testing.T) {
 		}
 		switch ev.name {
 		case "status":
-			json.Unmarshal(ev.data, &lastStatus)
+			if err := json.Unmarshal(ev.data, &lastStatus); err != nil {
+				t.Fatalf("status event %s: %v", ev.data, err)
+			}
 		case "record":
 			records++
 			var te console.TapEvent
@@ -190,7 +193,7 @@ func TestTap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer er.Body.Close()
+	defer testenv.Ignore(er.Body.Close)
 	_, hello := next(t, readEvents(er.Body), 5*time.Second)
 	ss := hello.Samples["p"]
 	last := ss[len(ss)-1]
@@ -224,7 +227,7 @@ func getJSON(t *testing.T, url string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer testenv.Ignore(res.Body.Close)
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ topic = %q
 	if end.Group.Generation != before.Group.Generation || end.Group.Revokes != 0 {
 		t.Fatalf("after resume: %+v, before %+v", end.Group, before.Group)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	if err := <-d.done; err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}

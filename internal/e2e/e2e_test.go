@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir) // the temp dir of the built binary; the OS cleans it up otherwise
 	os.Exit(code)
 }
 
@@ -90,14 +90,43 @@ func start(t testing.TB, cfg string, args ...string) *daemon {
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
-			d.cmd.Process.Kill()
-			<-d.done
+			// It may have exited by itself meanwhile: no error to see.
+			_ = d.cmd.Process.Kill()
+			_ = d.wait()
 		}
 		if t.Failed() {
 			t.Logf("streamd log:\n%s", tail(d.log.String(), 4000))
 		}
 	})
 	return d
+}
+
+// signal sends sig to the daemon; one that has already exited fails the test.
+func (d *daemon) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("streamd: signal %v: %v", sig, err)
+	}
+}
+
+// kill SIGKILLs the daemon and waits until it is gone (its exit error is
+// the kill's, nothing to check).
+func (d *daemon) kill(t testing.TB) {
+	t.Helper()
+	d.signal(t, syscall.SIGKILL)
+	_ = d.wait()
+}
+
+// wait waits until the daemon has exited and returns its exit error.
+func (d *daemon) wait() error { return <-d.done }
+
+// stop SIGTERMs the daemon and fails the test unless it exits cleanly.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	d.signal(t, syscall.SIGTERM)
+	if err := <-d.done; err != nil {
+		t.Fatalf("streamd exit after SIGTERM: %v", err)
+	}
 }
 
 // lockedBuffer is a daemon's output: written by the process's pipes,
@@ -257,7 +286,7 @@ partition = "same"
 		lastSeq[r.Partition] = seq
 	}
 	t0 := time.Now()
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	select {
 	case err := <-d.done:
 		if err != nil {
@@ -351,8 +380,7 @@ topic = %q
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond)
-		d.cmd.Process.Kill()
-		<-d.done
+		d.kill(t)
 		kills++
 	}
 	if kills < 3 {
@@ -361,8 +389,7 @@ topic = %q
 	// A last run that is allowed to finish.
 	d := start(t, cfg)
 	seen, _ := consumeAll(t, b, out, n, 3*time.Minute)
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
+	d.stop(t)
 	missing := 0
 	for i := 0; i < n; i++ {
 		if seen[i] == 0 {
@@ -452,7 +479,7 @@ func freePort(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer testenv.Ignore(l.Close)
 	return l.Addr().String()
 }
 
@@ -472,7 +499,7 @@ func TestEmbeddedBrokerPersists(t *testing.T) {
 		go func() { done <- cmd.Wait() }()
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
+				_ = c.Close() // only the dial mattered
 				break
 			}
 			if time.Now().After(deadline) {
@@ -480,11 +507,13 @@ func TestEmbeddedBrokerPersists(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Cleanup(func() { cmd.Process.Kill() })
+		t.Cleanup(func() { _ = cmd.Process.Kill() }) // it may have been stopped already
 		return cmd, done
 	}
 	stop := func(cmd *exec.Cmd, done chan error) {
-		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("broker: %v", err)
+		}
 		if err := <-done; err != nil {
 			t.Fatalf("broker exit: %v", err)
 		}
@@ -589,7 +618,7 @@ type = "journal"
 	if p := strings.TrimSpace(journal("pointer", "--id", "acc-1")); p != "5" {
 		t.Fatalf("pointer = %q, want 5", p)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	if err := <-d.done; err != nil {
 		t.Fatalf("exit: %v", err)
 	}
@@ -602,7 +631,7 @@ func replicated(t *testing.T, dir string) bool {
 	if err != nil {
 		return false
 	}
-	defer db.Close()
+	defer testenv.Ignore(db.Close)
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM journal WHERE id = 'acc-1'`).Scan(&n); err != nil {
 		return false
@@ -660,12 +689,12 @@ metadata = %q
 		}
 		var e struct{ Error string }
 		jerr := json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != tt.code || jerr != nil || e.Error == "" {
 			t.Errorf("%s %s: %d (JSON error %q, %v), want %d", tt.method, tt.path, resp.StatusCode, e.Error, jerr, tt.code)
 		}
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	if err := <-d.done; err != nil {
 		t.Fatalf("streamd exit: %v", err)
 	}
@@ -711,7 +740,7 @@ topic = %q
 		t.Fatalf("record not transformed by the plugin: %.40q", recs[0].Value)
 	}
 	t0 := time.Now()
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	select {
 	case err := <-d.done:
 		if err != nil {

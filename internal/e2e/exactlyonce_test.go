@@ -226,8 +226,7 @@ dlq_topic = %q
 		}
 		time.Sleep(time.Duration(50+rng.IntN(450)) * time.Millisecond)
 		for _, sd := range sides {
-			sd.d.cmd.Process.Kill()
-			<-sd.d.done
+			sd.d.kill(t)
 		}
 	}
 	select {
@@ -243,8 +242,7 @@ dlq_topic = %q
 	for _, sd := range sides {
 		seen := readSeq(t, b, sd.out, true, good, 5*time.Minute)
 		dead := readSeq(t, b, sd.dlq, true, poison, time.Minute)
-		sd.d.cmd.Process.Signal(syscall.SIGTERM)
-		<-sd.d.done
+		sd.d.stop(t)
 		missing, dup, wrong := 0, 0, 0
 		deadMissing, deadDup := 0, 0
 		for i := range n {
@@ -407,8 +405,7 @@ dlq_topic = %q
 	bd := start(t, cfgFor("b"))
 	assigned(bd, "b", bStart) // b joins, the group rebalances
 	grew("a and b")
-	bd.cmd.Process.Kill() // b dies mid-transaction
-	<-bd.done
+	bd.kill(t) // b dies mid-transaction
 	cStart := time.Now()
 	c := start(t, cfgFor("c")) // c joins
 	assigned(c, "c", cStart)
@@ -416,14 +413,14 @@ dlq_topic = %q
 	// a is paused mid-flow past its session timeout: the group moves its
 	// partitions to c, which reads them from the last commit.
 	paused := time.Now()
-	a.cmd.Process.Signal(syscall.SIGSTOP)
+	a.signal(t, syscall.SIGSTOP)
 	assigned(c, "c while a is paused", paused)
 	if d := 12*time.Second - time.Since(paused); d > 0 {
 		time.Sleep(d) // twice its session timeout, whatever gave c partitions
 	}
 	grew("c while a is paused")
 	resumed := time.Now()
-	a.cmd.Process.Signal(syscall.SIGCONT)
+	a.signal(t, syscall.SIGCONT)
 	stopProducing()
 	<-prodDone
 	t.Logf("a paused %.1f s; %d records produced", resumed.Sub(paused).Seconds(), n)
@@ -436,8 +433,7 @@ dlq_topic = %q
 	seen := readSeq(t, b, out, true, n-poison, 3*time.Minute)
 	dead := readSeq(t, b, dlq, true, poison, time.Minute)
 	for _, d := range []*daemon{a, c} {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		<-d.done
+		d.stop(t)
 	}
 	missing, dup, deadMissing, deadDup := 0, 0, 0, 0
 	for i := range n {
@@ -539,7 +535,7 @@ dlq_topic = %q
 	if err := os.WriteFile(cfg, []byte(body(512)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.signal(t, syscall.SIGHUP)
 	p := waitPipeline(t, addr, "orders", "replaced by the reload and committing again", 90*time.Second, func(p *adminPipeline) bool {
 		return p.Restarts == 1 && p.Ready && p.Transactions != nil && p.Transactions.Committed > 0
 	})
@@ -547,8 +543,7 @@ dlq_topic = %q
 	<-prodDone
 	seen := readSeq(t, b, out, true, n-poison, 3*time.Minute)
 	dead := readSeq(t, b, dlq, true, poison, time.Minute)
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
+	d.stop(t)
 	missing, dup, deadMissing, deadDup := 0, 0, 0, 0
 	for i := range n {
 		switch c, dc := seen[i], dead[i]; {

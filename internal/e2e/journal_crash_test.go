@@ -79,7 +79,7 @@ type = "journal"
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
+	defer testenv.Check(t, ws.Close)
 	j := journal.New(cl, ws, journal.WithOrigin("e2e"))
 	defer j.Close()
 	// Twenty writers, each with its own five ids (so each journal's actions stay
@@ -106,13 +106,13 @@ type = "journal"
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer testenv.Ignore(store.Close)
 	applied := func() int64 { // actions the store's pointers say are replicated
 		rows, err := store.QueryContext(ctx, fmt.Sprintf(`SELECT kafka_offset FROM journal_pointer WHERE topic = '%s'`, topic))
 		if err != nil {
 			return 0
 		}
-		defer rows.Close()
+		defer testenv.Ignore(rows.Close)
 		var sum int64
 		for rows.Next() {
 			var off int64
@@ -150,8 +150,7 @@ type = "journal"
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(100+rng.IntN(1400)) * time.Millisecond)
-		d.cmd.Process.Signal(syscall.SIGKILL)
-		<-d.done
+		d.kill(t)
 		kills++
 		pollProduced()
 	}
@@ -175,7 +174,7 @@ type = "journal"
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	if err := <-d.done; err != nil {
 		t.Fatalf("last run: %v", err)
 	}
@@ -198,13 +197,15 @@ type = "journal"
 			t.Fatalf("model: %v", err)
 		}
 	}
-	ms.Close()
+	if err := ms.Close(); err != nil {
+		t.Fatalf("model: %v", err)
+	}
 	t.Logf("model built after %v", time.Since(begin).Round(time.Second))
 	model, err := sql.Open("sqlite", modelPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer model.Close()
+	defer testenv.Ignore(model.Close)
 	for _, q := range []string{
 		`SELECT id, seq_nr, kafka_partition, kafka_offset, payload_type, payload, tags FROM journal WHERE topic = '%s' ORDER BY id, seq_nr`,
 		`SELECT id, seq_nr, delete_to, kafka_partition, kafka_offset FROM journal_meta WHERE topic = '%s' ORDER BY id`,
@@ -306,7 +307,7 @@ func dumpRows(t *testing.T, db *sql.DB, query string) []string {
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	defer rows.Close()
+	defer testenv.Ignore(rows.Close)
 	cols, _ := rows.Columns()
 	var out []string
 	for rows.Next() {

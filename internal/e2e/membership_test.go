@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,8 +44,7 @@ func TestRestartTakesPartitionsBack(t *testing.T) {
 	if seen, _ := consumeAll(t, b, out, 100, time.Minute); len(seen) != 100 {
 		t.Fatalf("first run wrote %d of 100", len(seen))
 	}
-	d.cmd.Process.Kill()
-	<-d.done
+	d.kill(t)
 	restart := time.Now()
 	d = start(t, cfg)
 	produce(t, producer, in, 100, 100)
@@ -59,8 +57,7 @@ func TestRestartTakesPartitionsBack(t *testing.T) {
 	if took > 15*time.Second {
 		t.Fatalf("the restarted process took %s to take its partitions back (want seconds, not the session timeout)", took.Round(100*time.Millisecond))
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
+	d.stop(t)
 }
 
 // TestTwoProcessesShareGroup: two processes with the same config (and so
@@ -114,8 +111,7 @@ func TestTwoProcessesShareGroup(t *testing.T) {
 	if seen, _ := consumeAll(t, b, out, 100, time.Minute); len(seen) != 100 {
 		t.Fatalf("wrote %d of 100", len(seen))
 	}
-	d1.cmd.Process.Signal(syscall.SIGTERM)
-	<-d1.done
+	d1.stop(t)
 	stop := time.Now()
 	produce(t, producer, in, 100, 100)
 	seen, _ := consumeAll(t, b, out, 200, time.Minute)
@@ -127,6 +123,5 @@ func TestTwoProcessesShareGroup(t *testing.T) {
 	if took > 15*time.Second {
 		t.Fatalf("the remaining process took %s to take the partitions over", took.Round(100*time.Millisecond))
 	}
-	d2.cmd.Process.Signal(syscall.SIGTERM)
-	<-d2.done
+	d2.stop(t)
 }

@@ -133,7 +133,7 @@ func TestReloadAppliesDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.signal(t, syscall.SIGHUP)
 	st := status(t, addr)
 	for deadline := time.Now().Add(time.Minute); st.LastReload == nil; st = status(t, addr) {
 		if time.Now().After(deadline) {
@@ -192,7 +192,7 @@ func TestReloadAppliesDiff(t *testing.T) {
 			break
 		}
 	}
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.signal(t, syscall.SIGHUP)
 	for deadline := time.Now().Add(time.Minute); status(t, addr).ReloadError == ""; {
 		if time.Now().After(deadline) {
 			t.Fatal("no reload error in /v1/status a minute after SIGHUP with a broken file")
@@ -259,7 +259,7 @@ func TestReloadAppliesDiff(t *testing.T) {
 	if int64(distinct) != committedN {
 		t.Fatalf("removed pipeline: %d distinct records written, %d committed: not drained", distinct, committedN)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	if err := <-d.done; err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
@@ -313,7 +313,7 @@ func metric(t testing.TB, addr, series string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	body, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(l, series+" "); ok {

@@ -257,8 +257,11 @@ topic = %q
 					continue
 				}
 				var st app.Status
-				json.NewDecoder(resp.Body).Decode(&st)
-				resp.Body.Close()
+				err = json.NewDecoder(resp.Body).Decode(&st)
+				_ = resp.Body.Close()
+				if err != nil {
+					continue
+				}
 				if p := pipelineOf(st, "orders"); p != nil && p.Group != nil {
 					for _, part := range p.Group.Assigned[in] {
 						s.owners[part] = i.name
@@ -326,7 +329,7 @@ topic = %q
 	bi := insts[1]
 	bParts := own.ownedBy("B", time.Now())
 	termAt := time.Now()
-	bi.d.cmd.Process.Signal(syscall.SIGTERM)
+	bi.d.signal(t, syscall.SIGTERM)
 	if err := <-bi.d.done; err != nil {
 		t.Fatalf("B after SIGTERM: %v", err)
 	}
@@ -353,8 +356,7 @@ topic = %q
 	ci := insts[2]
 	cParts := own.ownedBy("C", time.Now())
 	killAt := time.Now()
-	ci.d.cmd.Process.Kill()
-	<-ci.d.done
+	ci.d.kill(t)
 	ci.gone.Store(true)
 	waitFor("A owns every partition after C's SIGKILL", 3*time.Minute, owned("A"))
 	afterKill := spread(own.firstOwned(killAt, cParts, "C"), killAt)
@@ -403,7 +405,7 @@ topic = %q
 		t.Fatalf("%d duplicates, above the documented bound %d", dups, bound)
 	}
 	for _, i := range []*instance{a, insts[3]} {
-		i.d.cmd.Process.Signal(syscall.SIGTERM)
+		i.d.signal(t, syscall.SIGTERM)
 		if err := <-i.d.done; err != nil {
 			t.Fatalf("%s after SIGTERM: %v", i.name, err)
 		}

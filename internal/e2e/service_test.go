@@ -49,7 +49,7 @@ func status(t testing.TB, addr string) app.Status {
 	if err != nil {
 		t.Fatalf("GET /v1/status: %v", err)
 	}
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	var st app.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/status: %d %v", resp.StatusCode, err)

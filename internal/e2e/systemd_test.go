@@ -41,13 +41,13 @@ func listenNotify(t *testing.T, readyz string) *notifySocket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	testenv.Cleanup(t, func() error { return os.RemoveAll(dir) })
 	n := &notifySocket{path: filepath.Join(dir, "notify")}
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	go func() {
 		buf := make([]byte, 8192)
 		for {
@@ -60,7 +60,7 @@ func listenNotify(t *testing.T, readyz string) *notifySocket {
 				resp, err := http.Get("http://" + readyz + "/readyz")
 				m.ready = err == nil && resp.StatusCode == http.StatusOK
 				if err == nil {
-					resp.Body.Close()
+					_ = resp.Body.Close()
 				}
 			}
 			n.mu.Lock()
@@ -141,8 +141,7 @@ func startEnv(t *testing.T, cfg string, env ...string) *daemon {
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
-			d.cmd.Process.Kill()
-			<-d.done
+			d.kill(t)
 		}
 		if t.Failed() {
 			t.Logf("streamd log:\n%s", tail(d.log.String(), 6000))
@@ -224,7 +223,7 @@ sink_file = %q
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz before late's broker: %v %v", resp, err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	port, _ := strconv.Atoi(lateAddr[strings.LastIndex(lateAddr, ":")+1:])
 	late, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.AllowAutoTopicCreation())
 	if err != nil {
@@ -248,11 +247,15 @@ sink_file = %q
 
 	// A reload: RELOADING=1 with MONOTONIC_USEC, then READY=1. It adds the
 	// wedged pipeline.
-	os.WriteFile(cfg, []byte(head+wedged), 0o644)
+	if err := os.WriteFile(cfg, []byte(head+wedged), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
 	hup := time.Now()
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.signal(t, syscall.SIGHUP)
 	rl := sock.wait(t, hup, "RELOADING=1", 30*time.Second)
 	rd := sock.wait(t, rl.at, "READY=1", 30*time.Second)
 	usec, err := strconv.ParseInt(rl.value("MONOTONIC_USEC="), 10, 64)
@@ -276,14 +279,16 @@ sink_file = %q
 		t.Fatalf("the wedge is not logged or not in STATUS=: %q", lastStatus(status))
 	}
 	// Removed: the pings come back.
-	os.WriteFile(cfg, []byte(head), 0o644)
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	if err := os.WriteFile(cfg, []byte(head), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.signal(t, syscall.SIGHUP)
 	again := sock.wait(t, time.Now(), "WATCHDOG=1", time.Minute)
 	t.Logf("pipeline wedged removed: pings again %s after the SIGHUP", again.at.Sub(wedgedAt.Add(3*time.Second)).Round(time.Millisecond))
 
 	// SIGTERM: STOPPING=1.
 	term := time.Now()
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.signal(t, syscall.SIGTERM)
 	stop := sock.wait(t, term, "STOPPING=1", 10*time.Second)
 	if err := <-d.done; err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
@@ -312,9 +317,13 @@ func TestUnitFileVerifies(t *testing.T) {
 	body := mustRead(t, unit)
 	root := t.TempDir()
 	for _, d := range []string{"usr/local/bin", "usr/bin", "usr/lib/systemd", "etc/systemd/system"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.Symlink("usr/bin", filepath.Join(root, "bin"))
+	if err := os.Symlink("usr/bin", filepath.Join(root, "bin")); err != nil {
+		t.Fatal(err)
+	}
 	copyFile := func(from, to string) {
 		b, err := os.ReadFile(from)
 		if err != nil {
@@ -337,7 +346,9 @@ func TestUnitFileVerifies(t *testing.T) {
 	if o, err := exec.Command("cp", "-r", units, filepath.Join(root, "usr/lib/systemd/")).CombinedOutput(); err != nil {
 		t.Fatalf("copy the host's units: %v %s", err, o)
 	}
-	os.WriteFile(filepath.Join(root, "etc/systemd/system/streamd.service"), body, 0o644)
+	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system/streamd.service"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	o, err := exec.Command(sa, "verify", "--root="+root, "/etc/systemd/system/streamd.service").CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(o))) > 0 {
 		t.Fatalf("systemd-analyze verify %s: %v\n%s", unit, err, o)
@@ -348,7 +359,9 @@ func TestUnitFileVerifies(t *testing.T) {
 	}
 	// The check can fail: a misspelt key is reported.
 	bad := strings.Replace(string(body), "ProtectSystem=strict", "ProtectSytem=strict", 1)
-	os.WriteFile(filepath.Join(root, "etc/systemd/system/streamd.service"), []byte(bad), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system/streamd.service"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if o, _ := exec.Command(sa, "verify", "--root="+root, "/etc/systemd/system/streamd.service").CombinedOutput(); !strings.Contains(string(o), "ProtectSytem") {
 		t.Fatalf("systemd-analyze verify did not report a misspelt key: %s", o)
 	}

@@ -48,13 +48,13 @@ func TestStorageErrorOnFullDisk(t *testing.T) {
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=8388608,mode=0755"); err != nil {
 		testenv.Missing(t, fmt.Sprintf("a tmpfs mount (needs root or CAP_SYS_ADMIN): %v", err))
 	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	testenv.Cleanup(t, func() error { return syscall.Unmount(dir, syscall.MNT_DETACH) })
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
-	l.Close()
+	_ = l.Close()
 	var log syncBuffer
 	b, err := Start(Config{Listen: addr, DataDir: filepath.Join(dir, "broker"), Partitions: 1,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -89,7 +89,9 @@ func TestStorageErrorOnFullDisk(t *testing.T) {
 			break
 		}
 	}
-	f.Close()
+	if err := f.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal(err)
+	}
 	var perr error
 	for i := 0; i < 50 && perr == nil; i++ {
 		perr = cl.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("x"), 4096)}).FirstErr()
@@ -106,7 +108,9 @@ func TestStorageErrorOnFullDisk(t *testing.T) {
 		t.Fatalf("log:\n%s", log.String())
 	}
 	// Room again: the error ages out after StorageErrorTTL.
-	os.Remove(filepath.Join(dir, "filler"))
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the disk has room: %v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamd/streamd/internal/testenv"
 )
 
 // daemon is one `streamd run` process (and, once restarted, the next).
@@ -77,8 +79,8 @@ func startDaemon(t *testing.T, name, cfgPath string, shutdown time.Duration) (*d
 		select {
 		case <-done:
 		default:
-			cmd.Process.Signal(syscall.SIGCONT)
-			cmd.Process.Kill()
+			_ = cmd.Process.Signal(syscall.SIGCONT) // cleanup: it may be stopped, or gone
+			_ = cmd.Process.Kill()
 			<-done
 		}
 		d.saveLog()
@@ -130,7 +132,7 @@ func (d *daemon) begin() error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // the error returned says what went wrong
 			<-done
 			return fmt.Errorf("%s: no admin server after 60s:\n%s", d.name, tail(log.String(), 3000))
 		}
@@ -154,9 +156,9 @@ func (d *daemon) saveLog() {
 	if err != nil {
 		return
 	}
-	defer f.Close()
+	defer testenv.Ignore(f.Close) // a diagnostic log for the report
 	if runs == 1 {
-		f.Truncate(0)
+		_ = f.Truncate(0)
 	}
 	fmt.Fprintf(f, "==== run %d\n%s", runs, log.String())
 }
@@ -204,12 +206,12 @@ func (d *daemon) sigterm() (took time.Duration, code int, ok bool) {
 	cmd, done := d.cmd, d.done
 	d.mu.Unlock()
 	t0 := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM) // one already gone shows as its exit below
 	select {
 	case <-done:
 		took = time.Since(t0)
 	case <-time.After(d.shutdown + 40*time.Second):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
 		d.stopMonitor()
 		d.saveLog()
@@ -225,7 +227,7 @@ func (d *daemon) kill() {
 	d.mu.Lock()
 	cmd, done := d.cmd, d.done
 	d.mu.Unlock()
-	cmd.Process.Kill()
+	_ = cmd.Process.Kill() // one already gone is what kill wants
 	<-done
 	d.stopMonitor()
 	d.saveLog()
@@ -250,7 +252,7 @@ func (d *daemon) startMonitor() {
 			s := sample{at: time.Now()}
 			if resp, err := cl.Get("http://" + addr + "/readyz"); err == nil {
 				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				_ = resp.Body.Close()
 				s.code, s.body = resp.StatusCode, string(b)
 			}
 			if resp, err := cl.Get("http://" + addr + "/pipelines"); err == nil {
@@ -261,7 +263,7 @@ func (d *daemon) startMonitor() {
 						s.pipelines[p.Name] = p
 					}
 				}
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 			d.mu.Lock()
 			d.samples = append(d.samples, s)
@@ -321,7 +323,7 @@ func (d *daemon) readyNow() (int, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }

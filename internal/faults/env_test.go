@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/internal/testenv/faultproxy"
 )
 
@@ -74,7 +75,9 @@ func (e *kenv) realKafka(n need) {
 		t.Cleanup(func() {
 			// Leave the broker running for the next case, whatever
 			// happened here.
-			k.script("resume")
+			if out, err := k.script("resume"); err != nil {
+				t.Errorf("resuming the broker after the case: %v\n%s", err, out)
+			}
 			if _, err := k.script("status"); err != nil {
 				if out, err := k.script("start", "--keep"); err != nil {
 					t.Errorf("restarting the broker after the case: %v\n%s", err, out)
@@ -96,7 +99,9 @@ func (e *kenv) realKafka(n need) {
 		k.wide.RLock()
 		p := <-k.proxies
 		t.Cleanup(func() {
-			p.Set(faultproxy.Pass)
+			if err := p.Set(faultproxy.Pass); err != nil {
+				t.Errorf("healing the proxy after the case: %v", err)
+			}
 			p.Slow(0, 0)
 			k.proxies <- p
 			k.wide.RUnlock()
@@ -133,7 +138,7 @@ func (e *kenv) kfake(n need) {
 			cmd = c
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				if conn, err := net.Dial("tcp", addr); err == nil {
-					conn.Close()
+					_ = conn.Close()
 					return
 				}
 				if time.Now().After(deadline) {
@@ -145,20 +150,22 @@ func (e *kenv) kfake(n need) {
 		e.stopBroker = func() {
 			mu.Lock()
 			defer mu.Unlock()
-			cmd.Process.Signal(syscall.SIGTERM)
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Errorf("streamd broker: %v", err)
+			}
 			if err := cmd.Wait(); err != nil {
 				t.Errorf("streamd broker exit: %v\n%s", err, log.String())
 			}
 		}
-		e.pauseBroker = func() { mu.Lock(); cmd.Process.Signal(syscall.SIGSTOP); mu.Unlock() }
-		e.resumeBroker = func() { mu.Lock(); cmd.Process.Signal(syscall.SIGCONT); mu.Unlock() }
+		e.pauseBroker = func() { signalBroker(t, &mu, cmd, syscall.SIGSTOP) }
+		e.resumeBroker = func() { signalBroker(t, &mu, cmd, syscall.SIGCONT) }
 		t.Cleanup(func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if cmd.ProcessState == nil {
-				cmd.Process.Signal(syscall.SIGCONT)
-				cmd.Process.Kill()
-				cmd.Wait()
+				_ = cmd.Process.Signal(syscall.SIGCONT) // cleanup of one that may be stopped
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait() // "killed"
 			}
 		})
 		start()
@@ -175,7 +182,7 @@ func (e *kenv) kfake(n need) {
 			}
 			realAddr = ln.Addr().String()
 			if p, err = faultproxy.Listen("127.0.0.1:0", realAddr); err != nil {
-				ln.Close()
+				_ = ln.Close()
 				return nil, err
 			}
 			return faultproxy.Advertise(ln, p.Addr()), nil
@@ -184,7 +191,10 @@ func (e *kenv) kfake(n need) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.Close(); c.Close() })
+		t.Cleanup(func() {
+			testenv.Check(t, p.Close)
+			c.Close()
+		})
 		e.proxy = p
 		e.seeds, e.direct = []string{p.Addr()}, []string{realAddr}
 		// The test's clients learn the proxy's address from metadata too:
@@ -248,7 +258,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer testenv.Ignore(l.Close)
 	return l.Addr().String()
 }
 
@@ -279,7 +289,7 @@ func logDir() string {
 	if dir := os.Getenv("STREAMD_TEST_LOG_DIR"); dir != "" {
 		d = filepath.Join(dir, "faults-"+backend())
 	}
-	os.MkdirAll(d, 0o755)
+	_ = os.MkdirAll(d, 0o755) // a log kept for a post-mortem; its writer gives up without it
 	return d
 }
 
@@ -288,4 +298,14 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
+}
+
+// signalBroker sends sig to the broker process under mu; a broker that is
+// gone fails the test (the fault was not injected).
+func signalBroker(t testing.TB, mu *sync.Mutex, cmd *exec.Cmd, sig os.Signal) {
+	mu.Lock()
+	defer mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Errorf("streamd broker: signal %v: %v", sig, err)
+	}
 }

@@ -119,15 +119,15 @@ func allCases(kafka bool) map[string]func(*testing.T) {
 		// ---- the network, through the proxy the broker advertises
 		"net-refused": outage{need: viaProxy, stalls: true, rate: rate, sigtermAt: sigtermAt,
 			fault: "connections to the broker refused and reset",
-			begin: func(r *run) { r.e.proxy.Set(faultproxy.Refuse) },
+			begin: func(r *run) { r.setProxy(faultproxy.Refuse) },
 			dur:   outlastSession,
-			end:   func(r *run) { r.e.proxy.Set(faultproxy.Pass) },
+			end:   func(r *run) { r.setProxy(faultproxy.Pass) },
 		}.run,
 		"net-blackhole": outage{need: viaProxy, stalls: true, rate: rate, sigtermAt: sigtermAt,
 			fault: "network partition: connections open, nothing arrives",
-			begin: func(r *run) { r.e.proxy.Set(faultproxy.Blackhole) },
+			begin: func(r *run) { r.setProxy(faultproxy.Blackhole) },
 			dur:   outlastDelivery,
-			end:   func(r *run) { r.e.proxy.Set(faultproxy.Pass) },
+			end:   func(r *run) { r.setProxy(faultproxy.Pass) },
 		}.run,
 		// A slow link is no outage: no timeout may fire, nothing may be
 		// lost, and the pipelines catch up after. 20 s is many round

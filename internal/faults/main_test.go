@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 	parallelSet := false
 	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
 	if !parallelSet {
-		flag.Set("test.parallel", "32")
+		if err := flag.Set("test.parallel", "32"); err != nil {
+			panic(err)
+		}
 	}
 	wd, _ := os.Getwd()
 	root = filepath.Join(wd, "..", "..")
@@ -54,7 +56,7 @@ func TestMain(m *testing.M) {
 		real.shutdown()
 	}
 	writeReport()
-	os.RemoveAll(tmp)
+	_ = os.RemoveAll(tmp) // a temp dir; no test is left to fail
 	os.Exit(code)
 }
 
@@ -113,7 +115,7 @@ func theKafka(t *testing.T) *realKafka {
 			p, err := faultproxy.Listen(fmt.Sprintf("127.0.0.1:%d", port+2+nProxies+i), fmt.Sprintf("127.0.0.1:%d", port+2+i))
 			if err != nil {
 				realErr = fmt.Sprintf("proxy: %v", err)
-				k.script("stop")
+				_, _ = k.script("stop") // realErr above says why
 				return
 			}
 			k.proxies <- p
@@ -136,9 +138,11 @@ func (k *realKafka) script(args ...string) (string, error) {
 func (k *realKafka) shutdown() {
 	close(k.proxies)
 	for p := range k.proxies {
-		p.Close()
+		_ = p.Close()
 	}
-	k.script("stop")
+	if out, err := k.script("stop"); err != nil {
+		fmt.Fprintf(os.Stderr, "scripts/kafka stop: %v\n%s", err, out)
+	}
 }
 
 // results are what every case measured, for the report.
@@ -207,7 +211,10 @@ func writeReport() {
 	if path == "" {
 		path = filepath.Join(root, "bin", "faults-"+backend()+".json")
 	}
-	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "fault report: %v\n", err)
+		return
+	}
 	b, _ := json.MarshalIndent(results, "", "  ")
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "fault report: %v\n", err)

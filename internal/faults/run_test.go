@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv/faultproxy"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -867,5 +868,13 @@ func (res *result) fill(t *testing.T, a account, dupEvents int) {
 	}
 	for _, c := range a.committedBad {
 		res.fail(t, "partition %s", c)
+	}
+}
+
+// setProxy puts the broker's proxy in mode m; one that cannot fails the
+// case (the fault was not injected or not healed).
+func (r *run) setProxy(m faultproxy.Mode) {
+	if err := r.e.proxy.Set(m); err != nil {
+		r.t.Errorf("proxy: %v", err)
 	}
 }

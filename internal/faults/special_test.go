@@ -331,7 +331,9 @@ func mountTmpfs(t *testing.T, dir string, size int) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		syscall.Unmount(dir, syscall.MNT_DETACH)
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
 	})
 }
 
@@ -344,7 +346,7 @@ func fill(t *testing.T, path string) {
 	if f == nil {
 		return
 	}
-	defer f.Close()
+	defer testenv.Ignore(f.Close) // written until the disk is full
 	buf := make([]byte, 1<<20)
 	for {
 		if _, err := f.Write(buf); err != nil {
@@ -398,7 +400,9 @@ func fullDisk(t *testing.T) {
 	// shows; the sink's retry backoff reaches its cap (retry_max, 10 s).
 	// No client timeout matters: the broker answers at once.
 	time.Sleep(time.Until(start.Add(20 * time.Second)))
-	os.Remove(filepath.Join(base, "filler"))
+	if err := os.Remove(filepath.Join(base, "filler")); err != nil {
+		t.Fatal(err)
+	}
 	end := time.Now()
 	<-termDone
 	<-lateStarted

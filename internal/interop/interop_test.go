@@ -240,7 +240,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer testenv.Ignore(l.Close)
 	return l.Addr().String()
 }
 
@@ -292,7 +292,7 @@ func startDaemon(t *testing.T, bin, cfg, admin string) (stop func() int) {
 	for {
 		resp, err := http.Get("http://" + admin + "/readyz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return stop
 			}

@@ -50,7 +50,9 @@ func TestPasswordFileReadAtEachAuthentication(t *testing.T) {
 	if msg, _ := first(t, m, "b:1"); msg != "\x00alice\x00new-password" {
 		t.Fatalf("after the rewrite: %q", msg)
 	}
-	os.Remove(pw)
+	if err := os.Remove(pw); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := first(t, m, "b:1"); err == nil || !strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), "password\x00") {
 		t.Fatalf("a removed file: %v", err)
 	}
@@ -90,7 +92,9 @@ func TestOAuthTokenFileReadWhenItChanges(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	write(t, f, jwt("bb"))
 	later := time.Now().Add(time.Second)
-	os.Chtimes(f, later, later)
+	if err := os.Chtimes(f, later, later); err != nil {
+		t.Fatal(err)
+	}
 	if msg, _ := first(t, m, "b:1"); !strings.Contains(msg, jwt("bb")) {
 		t.Fatalf("after the rewrite: %q", msg)
 	}
@@ -105,7 +109,9 @@ func TestOAuthClientCredentials(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		id, secret, ok := r.BasicAuth()
-		r.ParseForm()
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("token request: %v", err)
+		}
 		if !ok || id != "streamd" || secret != "client-S3cret" || r.Form.Get("grant_type") != "client_credentials" || r.Form.Get("scope") != "kafka" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(401)

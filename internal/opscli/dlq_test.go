@@ -142,7 +142,9 @@ type = "drop"
 		fs.EachRecord(func(r *kgo.Record) {
 			got++
 			var i int
-			fmt.Sscanf(string(r.Key), "key-%d", &i)
+			if _, err := fmt.Sscanf(string(r.Key), "key-%d", &i); err != nil {
+				t.Errorf("replayed key %q: %v", r.Key, err)
+			}
 			if i%4 != 0 || r.Partition != int32(i%2) || string(r.Value) != fmt.Sprintf("value %d", i) {
 				t.Errorf("replayed %s to partition %d: %q", r.Key, r.Partition, r.Value)
 			}

@@ -113,8 +113,12 @@ func TestNewProjects(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	dir := t.TempDir()
 	used := filepath.Join(dir, "used")
-	os.MkdirAll(used, 0o755)
-	os.WriteFile(filepath.Join(used, "x"), nil, 0o644)
+	if err := os.MkdirAll(used, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(used, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sdk, _ := filepath.Abs("../../sdk")
 	for _, tt := range []struct {
 		args []string

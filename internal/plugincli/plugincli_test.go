@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(tmpRoot)
+	_ = os.RemoveAll(tmpRoot) // a temp dir; no test is left to fail
 	os.Exit(code)
 }
 
@@ -158,11 +158,13 @@ func TestInspectAndUsage(t *testing.T) {
 func TestPoisonIsolation(t *testing.T) {
 	wasm := testenv.ExampleWat(t, "poison")
 	in := filepath.Join(t.TempDir(), "in.jsonl")
-	os.WriteFile(in, []byte(`{"value":"ok-1","offset":1}
+	if err := os.WriteFile(in, []byte(`{"value":"ok-1","offset":1}
 {"value":"poison","offset":2}
 {"value":"reject","offset":3}
 {"value":"ok-4","offset":4}
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errOut := run(t, "run", wasm, "--input", in)
 	want := `{"value":"ok-1","partition":0,"offset":1}
 {"error":"plugin poison: TRANSFORM: batch failed: plugin crashed: wasm error: unreachable`
@@ -221,9 +223,11 @@ func TestSinkWithDir(t *testing.T) {
 	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
-	os.WriteFile(in, []byte(`{"value":"one","offset":5}
+	if err := os.WriteFile(in, []byte(`{"value":"one","offset":5}
 {"value":"two\nlines","offset":6}
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
 	code, stdout, stderr := run(t, "run", wasm, "--input", in, "--dir", "/out="+out, "--config", `{"path":"/out/r.txt"}`)
 	want := `{"written":true,"input_offset":5}

@@ -71,7 +71,9 @@ func mechanisms() []mechanism {
 		{name: "SASL_SSL-PLAIN", records: 10000, kcat: plainKcat, kafka: saslKafka("PLAIN")},
 		{name: "SASL_PLAINTEXT-OAUTHBEARER-token-file", records: 10000, kcat: oauthKcat, kafka: func(b *testenv.SecureBroker, dir string) string {
 			tok := filepath.Join(dir, "token")
-			os.WriteFile(tok, []byte(unsignedJWT(b.User, time.Hour)), 0o600)
+			if err := os.WriteFile(tok, []byte(unsignedJWT(b.User, time.Hour)), 0o600); err != nil {
+				panic(err) // no t here; a panic fails the test as well
+			}
 			return fmt.Sprintf("[kafka]\nbrokers = [%q]\n[kafka.sasl]\nmechanism = \"OAUTHBEARER\"\ntoken_file = %q\n", b.SASLPlaintext, tok)
 		}},
 		{name: "SASL_SSL-SCRAM-SHA-256", records: 1000, kcat: plainKcat, kafka: saslKafka("SCRAM-SHA-256"), protocol: "consumer"},
@@ -406,7 +408,9 @@ func TestActionableErrors(t *testing.T) {
 			var rz struct {
 				Reasons map[string]string `json:"reasons"`
 			}
-			json.Unmarshal([]byte(ready), &rz)
+			if err := json.Unmarshal([]byte(ready), &rz); err != nil {
+				t.Fatalf("/readyz %s: %v", ready, err)
+			}
 			reason := rz.Reasons["downgrade"]
 			for _, w := range tc.want {
 				if !strings.Contains(reason, w) {
@@ -514,7 +518,9 @@ func TestACLRevokedWhileRunning(t *testing.T) {
 			var rz struct {
 				Reasons map[string]string `json:"reasons"`
 			}
-			json.Unmarshal([]byte(body), &rz)
+			if err := json.Unmarshal([]byte(body), &rz); err != nil {
+				t.Fatalf("/readyz %s: %v", body, err)
+			}
 			reason = rz.Reasons["downgrade"]
 			break
 		}

@@ -31,12 +31,16 @@ func TestKeyPairRotation(t *testing.T) {
 	first := kp.get()
 	cp(b.ServerCert, cert) // the key is still a's: a mismatched pair
 	later := time.Now().Add(time.Minute)
-	os.Chtimes(cert, later, later)
+	if err := os.Chtimes(cert, later, later); err != nil {
+		t.Fatal(err)
+	}
 	if c := kp.get(); !bytes.Equal(c.Certificate[0], first.Certificate[0]) {
 		t.Fatal("a mismatched pair replaced the good one")
 	}
 	cp(b.ServerKey, key)
-	os.Chtimes(key, later, later)
+	if err := os.Chtimes(key, later, later); err != nil {
+		t.Fatal(err)
+	}
 	c := kp.get()
 	if bytes.Equal(c.Certificate[0], first.Certificate[0]) {
 		t.Fatal("the rotated certificate is not served")
@@ -45,7 +49,9 @@ func TestKeyPairRotation(t *testing.T) {
 
 func TestFilesErrors(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(dir+"/empty.pem", []byte("no pem here"), 0o600)
+	if err := os.WriteFile(dir+"/empty.pem", []byte("no pem here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		f    Files
@@ -90,9 +96,11 @@ func TestDescribe(t *testing.T) {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cc)
 		if err == nil {
 			// TLS 1.3: a refused client certificate shows on the first read.
-			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
 			_, err = conn.Read(make([]byte, 1))
-			conn.Close()
+			_ = conn.Close()
 		}
 		return err
 	}
@@ -228,7 +236,7 @@ func serveTLS(t *testing.T, sc *tls.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -237,9 +245,9 @@ func serveTLS(t *testing.T, sc *tls.Config) string {
 			}
 			go func() {
 				if conn.(*tls.Conn).Handshake() == nil {
-					conn.Write([]byte{1})
+					_, _ = conn.Write([]byte{1}) // the client's read says whether it came
 				}
-				conn.Close()
+				_ = conn.Close()
 			}()
 		}
 	}()

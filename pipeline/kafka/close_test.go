@@ -51,7 +51,7 @@ func TestCloseFrozenBroker(t *testing.T) {
 				src.Ack(msgs) // acknowledged, not committed: the revoke commits them
 				read += len(msgs)
 			}
-			px.Set(faultproxy.Blackhole)
+			setProxy(t, px, faultproxy.Blackhole)
 			time.Sleep(500 * time.Millisecond)
 			const budget = time.Second
 			cctx, ccancel := context.WithTimeout(context.Background(), budget)
@@ -65,7 +65,7 @@ func TestCloseFrozenBroker(t *testing.T) {
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
-				px.Set(faultproxy.Pass) // let it end
+				setProxy(t, px, faultproxy.Pass) // let it end
 				<-done
 				t.Fatalf("CloseContext with a %v deadline returned only when the broker answered again, %s later", budget, time.Since(start).Round(time.Millisecond))
 			}
@@ -75,7 +75,7 @@ func TestCloseFrozenBroker(t *testing.T) {
 			if took > budget+500*time.Millisecond {
 				t.Fatalf("CloseContext took %s with a %v deadline", took.Round(time.Millisecond), budget)
 			}
-			px.Set(faultproxy.Pass)
+			setProxy(t, px, faultproxy.Pass)
 		})
 	}
 }

@@ -233,7 +233,7 @@ func freePort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer testenv.Ignore(ln.Close)
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -767,7 +767,7 @@ func proxiedKfake(t testing.TB) (*kfake.Cluster, *faultproxy.Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { px.Close() })
+	testenv.Cleanup(t, px.Close)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4),
 		kfake.ListenFn(func(string, string) (net.Listener, error) { return faultproxy.Advertise(ln, px.Addr()), nil }))
 	if err != nil {
@@ -813,7 +813,7 @@ func TestReadinessDuringBrokerFault(t *testing.T) {
 				return s.Ready && s.Out == 1000 && len(s.Lag) == 4 && s.Lag["in/0"] == 0
 			})
 			t.Logf("before the fault: %+v", p.Status())
-			px.Set(mode)
+			setProxy(t, px, mode)
 			start := time.Now()
 			fillLater := make(chan struct{})
 			go func() { // more input meanwhile, through a client that bypasses nothing: it waits too
@@ -835,7 +835,7 @@ func TestReadinessDuringBrokerFault(t *testing.T) {
 			if s.Reason == "" {
 				t.Fatal("no reason given")
 			}
-			px.Set(faultproxy.Pass)
+			setProxy(t, px, faultproxy.Pass)
 			start = time.Now()
 			<-fillLater
 			// Everything written (read from the output, not counted: a
@@ -869,5 +869,14 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("%s: not within %s", what, d)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// setProxy puts px in mode m; a proxy that cannot fails the test (the
+// fault was not injected, or not healed).
+func setProxy(t testing.TB, px *faultproxy.Proxy, m faultproxy.Mode) {
+	t.Helper()
+	if err := px.Set(m); err != nil {
+		t.Fatalf("proxy: %v", err)
 	}
 }

@@ -70,7 +70,9 @@ func TestClaimInstanceID(t *testing.T) {
 	if len(matches) != 1 {
 		t.Fatalf("slot files %v", matches)
 	}
-	os.WriteFile(matches[0], []byte("streamd-otherhost-0-0123456789abcdef\n"), 0o644)
+	if err := os.WriteFile(matches[0], []byte("streamd-otherhost-0-0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, rel, err := ClaimInstanceID(dir, "orders/g 1")
 	if err != nil || c == a || strings.Contains(c, "otherhost") || !strings.Contains(c, "-0-") {
 		t.Fatalf("copied slot: %q %v", c, err)

@@ -91,7 +91,9 @@ func TestStallAndUnknownLag(t *testing.T) {
 		t.Fatalf("metrics %v", got)
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }
 
 // TestPausedGauge: streamd_pipeline_paused follows Pause and Resume (an
@@ -119,7 +121,9 @@ func TestPausedGauge(t *testing.T) {
 		t.Fatalf("resumed: metrics %v", got)
 	}
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }
 
 // rejectBad rejects records whose value holds "bad".

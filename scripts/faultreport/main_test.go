@@ -32,10 +32,14 @@ func TestRender(t *testing.T) {
 func TestDoc(t *testing.T) {
 	dir := t.TempDir()
 	res := filepath.Join(dir, "r.json")
-	os.WriteFile(res, []byte(`[{"backend":"kfake","case":"c","fault":"f","policy":"dlq","role":"ride","in":3,"out":3,"recover_seconds":0}]`), 0o644)
+	if err := os.WriteFile(res, []byte(`[{"backend":"kfake","case":"c","fault":"f","policy":"dlq","role":"ride","in":3,"out":3,"recover_seconds":0}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	doc := filepath.Join(dir, "doc.md")
 	const begin, end = "<!-- fault-table:begin -->", "<!-- fault-table:end -->"
-	os.WriteFile(doc, []byte("# Title\n\n"+begin+"\nold table\n"+end+"\n\nafter\n"), 0o644)
+	if err := os.WriteFile(doc, []byte("# Title\n\n"+begin+"\nold table\n"+end+"\n\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("go", "run", ".", "-doc", doc, "-note", "Measured now.", res).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

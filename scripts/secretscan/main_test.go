@@ -25,8 +25,12 @@ func TestScanFinds(t *testing.T) {
 	}
 	for name, c := range logs {
 		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(c), 0o600)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hits, files, err := scan([]string{secret}, []string{dir})
 	if err != nil {
@@ -51,8 +55,12 @@ func TestScanFinds(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "s.txt"), []byte("long-enough-secret\nx\n\nlong-enough-secret\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "alice.password"), []byte("alice-password-1234\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "s.txt"), []byte("long-enough-secret\nx\n\nlong-enough-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alice.password"), []byte("alice-password-1234\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, err := load([]string{filepath.Join(dir, "s.txt"), filepath.Join(dir, "missing.txt")}, []string{dir})
 	if err != nil || len(s) != 2 || s[0] != "alice-password-1234" || s[1] != "long-enough-secret" {
 		t.Fatalf("%q %v", s, err)

@@ -2,6 +2,7 @@ package faultproxy_test
 
 import (
 	"fmt"
+	"log"
 	"net"
 	"time"
 
@@ -11,35 +12,41 @@ import (
 // A proxy in front of a server: cut it, then heal it.
 func Example() {
 	server, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer server.Close()
+	defer func() { _ = server.Close() }()
 	go func() {
 		for {
 			c, err := server.Accept()
 			if err != nil {
 				return
 			}
-			c.Write([]byte("hello"))
-			c.Close()
+			_, _ = c.Write([]byte("hello")) // a client that went away is no error here
+			_ = c.Close()
 		}
 	}()
 	p, _ := faultproxy.Listen("127.0.0.1:0", server.Addr().String())
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 
 	read := func() string {
 		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 		if err != nil {
 			return "dial refused"
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		b := make([]byte, 5)
-		c.SetReadDeadline(time.Now().Add(time.Second))
+		if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			return err.Error()
+		}
 		n, _ := c.Read(b)
 		return string(b[:n])
 	}
 	fmt.Println(read())
-	p.Set(faultproxy.Refuse)
+	if err := p.Set(faultproxy.Refuse); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(read())
-	p.Set(faultproxy.Pass)
+	if err := p.Set(faultproxy.Pass); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(read())
 	// Output:
 	// hello

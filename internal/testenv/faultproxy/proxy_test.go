@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamd/streamd/internal/testenv"
 )
 
 // echoServer echoes every line it reads; it is closed when the test ends.
@@ -19,7 +21,7 @@ func echoServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -27,8 +29,8 @@ func echoServer(t *testing.T) string {
 				return
 			}
 			go func() {
-				defer c.Close()
-				io.Copy(c, c)
+				defer testenv.Ignore(c.Close)
+				_, _ = io.Copy(c, c) // an echo until the peer hangs up
 			}()
 		}
 	}()
@@ -41,14 +43,16 @@ func proxy(t *testing.T) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	testenv.Cleanup(t, p.Close)
 	return p
 }
 
 // roundTrip writes msg on c and reads it back within timeout.
 func roundTrip(c net.Conn, msg string, timeout time.Duration) (string, error) {
-	c.SetDeadline(time.Now().Add(timeout))
-	defer c.SetDeadline(time.Time{})
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	if _, err := io.WriteString(c, msg+"\n"); err != nil {
 		return "", err
 	}
@@ -62,7 +66,7 @@ func dial(t *testing.T, p *Proxy) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -115,7 +119,9 @@ func TestBlackholeHoldsBytes(t *testing.T) {
 	if _, err := roundTrip(c, "before", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.Set(Blackhole)
+	if err := p.Set(Blackhole); err != nil {
+		t.Fatal(err)
+	}
 	// Nothing comes back on the open connection,
 	if _, err := roundTrip(c, "held", 300*time.Millisecond); !isTimeout(err) {
 		t.Fatalf("open connection in Blackhole: %v, want a timeout", err)
@@ -125,13 +131,17 @@ func TestBlackholeHoldsBytes(t *testing.T) {
 	if _, err := roundTrip(c2, "new", 300*time.Millisecond); !isTimeout(err) {
 		t.Fatalf("new connection in Blackhole: %v, want a timeout", err)
 	}
-	p.Set(Pass)
+	if err := p.Set(Pass); err != nil {
+		t.Fatal(err)
+	}
 	// and after the heal the held bytes arrive on both.
 	for _, tc := range []struct {
 		c    net.Conn
 		want string
 	}{{c, "held"}, {c2, "new"}} {
-		tc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		line, err := bufio.NewReader(tc.c).ReadString('\n')
 		if err != nil || line != tc.want+"\n" {
 			t.Fatalf("after heal: %q %v, want %q", line, err, tc.want)
@@ -148,7 +158,9 @@ func TestResetConns(t *testing.T) {
 	if n := p.ResetConns(); n != 1 {
 		t.Fatalf("ResetConns = %d, want 1", n)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Fatalf("read after reset: %v, want a connection error", err)
 	}
@@ -195,7 +207,7 @@ func TestAdvertise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer testenv.Ignore(ln.Close)
 	a := Advertise(ln, "127.0.0.1:1234")
 	if a.Addr().String() != "127.0.0.1:1234" || a.Addr().Network() != "tcp" {
 		t.Fatalf("Addr = %v", a.Addr())
@@ -203,8 +215,8 @@ func TestAdvertise(t *testing.T) {
 	go func() {
 		c, err := a.Accept()
 		if err == nil {
-			c.Write([]byte("ok"))
-			c.Close()
+			_, _ = c.Write([]byte("ok")) // the test reads it; a failed write fails there
+			_ = c.Close()
 		}
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
