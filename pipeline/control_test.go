@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/streamd/streamd/pipeline"
@@ -29,88 +30,92 @@ func (s *pausingSource) ResumeFetch() { s.resumes.Add(1) }
 // it stays paused, and on Resume goes on from where it stopped: every
 // record written once, in order per partition.
 func TestPauseResume(t *testing.T) {
-	src := &pausingSource{Source: pipelinetest.NewSource(3, 400, 10)}
-	src.Block = true
-	sink := &pipelinetest.Sink{Delay: 2 * time.Millisecond}
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(2), pipeline.WithMaxInFlight(64), pipeline.WithStallTimeout(100*time.Millisecond))...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	waitStatus(t, p, "some records written", func(s pipeline.Status) bool { return s.Out >= 100 })
-	if !p.Pause() || p.Pause() {
-		t.Fatal("Pause: want true the first time, false the second")
-	}
-	if src.pauses.Load() != 1 {
-		t.Fatalf("PauseFetch called %d times, want 1", src.pauses.Load())
-	}
-	s := waitStatus(t, p, "in-flight records finished", func(s pipeline.Status) bool { return s.InFlight == 0 })
-	fetched, acked := src.Fetched(), src.AckedN()
-	if fetched != acked {
-		t.Fatalf("paused and drained: fetched %d, acked %d", fetched, acked)
-	}
-	// Stay paused for several stall timeouts: nothing is fetched, the
-	// pipeline is ready and not stalled.
-	time.Sleep(500 * time.Millisecond)
-	s = p.Status()
-	if !s.Paused || !s.Ready || s.Stalled || s.State != pipeline.StateRunning {
-		t.Fatalf("paused status %+v", s)
-	}
-	if f := src.Fetched(); f != fetched {
-		t.Fatalf("fetched %d more records while paused", f-fetched)
-	}
-	if fetched >= 1200 {
-		t.Fatalf("everything was fetched before the pause took effect (%d); the test proves nothing", fetched)
-	}
-	if !p.Resume() || p.Resume() {
-		t.Fatal("Resume: want true the first time, false the second")
-	}
-	s = waitStatus(t, p, "everything written after resume", func(s pipeline.Status) bool { return s.Out == 1200 })
-	if s.Paused || src.resumes.Load() != 1 {
-		t.Fatalf("after resume: %+v, ResumeFetch %d", s, src.resumes.Load())
-	}
-	for part, offs := range sink.ByPartition() {
-		if len(offs) != 400 {
-			t.Fatalf("partition %d: %d records, want 400", part, len(offs))
+	synctest.Test(t, func(t *testing.T) {
+		src := &pausingSource{Source: pipelinetest.NewSource(3, 400, 10)}
+		src.Block = true
+		sink := &pipelinetest.Sink{Delay: 2 * time.Millisecond}
+		p := pipeline.New("t", src, sink, append(fast(), pipeline.WithWorkers(2), pipeline.WithMaxInFlight(64), pipeline.WithStallTimeout(100*time.Millisecond))...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		waitStatus(t, p, "some records written", func(s pipeline.Status) bool { return s.Out >= 100 })
+		if !p.Pause() || p.Pause() {
+			t.Fatal("Pause: want true the first time, false the second")
 		}
-		for i, v := range offs {
-			if want := fmt.Sprint("v", part, "-", i); v != want {
-				t.Fatalf("partition %d record %d is %s, want %s", part, i, v, want)
+		if src.pauses.Load() != 1 {
+			t.Fatalf("PauseFetch called %d times, want 1", src.pauses.Load())
+		}
+		s := waitStatus(t, p, "in-flight records finished", func(s pipeline.Status) bool { return s.InFlight == 0 })
+		fetched, acked := src.Fetched(), src.AckedN()
+		if fetched != acked {
+			t.Fatalf("paused and drained: fetched %d, acked %d", fetched, acked)
+		}
+		// Stay paused for several stall timeouts: nothing is fetched, the
+		// pipeline is ready and not stalled.
+		time.Sleep(500 * time.Millisecond)
+		s = p.Status()
+		if !s.Paused || !s.Ready || s.Stalled || s.State != pipeline.StateRunning {
+			t.Fatalf("paused status %+v", s)
+		}
+		if f := src.Fetched(); f != fetched {
+			t.Fatalf("fetched %d more records while paused", f-fetched)
+		}
+		if fetched >= 1200 {
+			t.Fatalf("everything was fetched before the pause took effect (%d); the test proves nothing", fetched)
+		}
+		if !p.Resume() || p.Resume() {
+			t.Fatal("Resume: want true the first time, false the second")
+		}
+		s = waitStatus(t, p, "everything written after resume", func(s pipeline.Status) bool { return s.Out == 1200 })
+		if s.Paused || src.resumes.Load() != 1 {
+			t.Fatalf("after resume: %+v, ResumeFetch %d", s, src.resumes.Load())
+		}
+		for part, offs := range sink.ByPartition() {
+			if len(offs) != 400 {
+				t.Fatalf("partition %d: %d records, want 400", part, len(offs))
+			}
+			for i, v := range offs {
+				if want := fmt.Sprint("v", part, "-", i); v != want {
+					t.Fatalf("partition %d record %d is %s, want %s", part, i, v, want)
+				}
 			}
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestStartPaused: pipeline.WithPaused(true) connects (ready) and fetches nothing
 // until Resume; a shutdown while paused returns at once.
 func TestStartPaused(t *testing.T) {
-	src := &pausingSource{Source: pipelinetest.NewSource(1, 50, 10)}
-	src.Block = true
-	sink := &pipelinetest.Sink{}
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithPaused(true))...)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	s := waitStatus(t, p, "running, paused and ready", func(s pipeline.Status) bool { return s.State == pipeline.StateRunning && s.Paused && s.Ready })
-	time.Sleep(100 * time.Millisecond)
-	if src.Fetched() != 0 || src.pauses.Load() != 1 {
-		t.Fatalf("started paused: fetched %d, PauseFetch %d; status %+v", src.Fetched(), src.pauses.Load(), s)
-	}
-	p.Resume()
-	waitStatus(t, p, "written after resume", func(s pipeline.Status) bool { return s.Out == 50 })
-	p.Pause()
-	t0 := time.Now()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(t0); d > 2*time.Second {
-		t.Fatalf("stopping a paused pipeline took %s", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := &pausingSource{Source: pipelinetest.NewSource(1, 50, 10)}
+		src.Block = true
+		sink := &pipelinetest.Sink{}
+		p := pipeline.New("t", src, sink, append(fast(), pipeline.WithPaused(true))...)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		s := waitStatus(t, p, "running, paused and ready", func(s pipeline.Status) bool { return s.State == pipeline.StateRunning && s.Paused && s.Ready })
+		time.Sleep(100 * time.Millisecond)
+		if src.Fetched() != 0 || src.pauses.Load() != 1 {
+			t.Fatalf("started paused: fetched %d, PauseFetch %d; status %+v", src.Fetched(), src.pauses.Load(), s)
+		}
+		p.Resume()
+		waitStatus(t, p, "written after resume", func(s pipeline.Status) bool { return s.Out == 50 })
+		p.Pause()
+		t0 := time.Now()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d > 2*time.Second {
+			t.Fatalf("stopping a paused pipeline took %s", d)
+		}
+	})
 }
 
 // condSink is a stuckSink that reports a condition (a broker it cannot
@@ -139,18 +144,22 @@ func TestWedged(t *testing.T) {
 		{"broker-down", &condSink{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := pipelinetest.NewSource(1, 10, 10)
-			src.Block = true
-			p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithStallTimeout(100*time.Millisecond), pipeline.WithShutdownTimeout(-1))...)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- p.Run(ctx) }()
-			s := waitStatus(t, p, "stalled", func(s pipeline.Status) bool { return s.Stalled })
-			if s.Wedged != tc.wedged {
-				t.Fatalf("wedged = %v, want %v; status %+v", s.Wedged, tc.wedged, s)
-			}
-			cancel()
-			<-done
+			synctest.Test(t, func(t *testing.T) {
+				src := pipelinetest.NewSource(1, 10, 10)
+				src.Block = true
+				p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithStallTimeout(100*time.Millisecond), pipeline.WithShutdownTimeout(-1))...)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- p.Run(ctx) }()
+				s := waitStatus(t, p, "stalled", func(s pipeline.Status) bool { return s.Stalled })
+				if s.Wedged != tc.wedged {
+					t.Fatalf("wedged = %v, want %v; status %+v", s.Wedged, tc.wedged, s)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			})
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/streamd/streamd/pipeline"
@@ -168,56 +169,61 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 }
 
 func TestShutdownDrains(t *testing.T) {
-	src := pipelinetest.NewSource(2, 200, 50)
-	src.Block = true
-	sink := &pipelinetest.Sink{Delay: 2 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := pipeline.New("t", src, sink, fast()...)
-	done := make(chan error)
-	go func() { done <- p.Run(ctx) }()
-	for src.Fetched() < 400 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := src.AckedN(); got != src.Fetched() || sink.Len() != 400 {
-		t.Fatalf("acked %d of %d fetched, wrote %d", got, src.Fetched(), sink.Len())
-	}
-	if p.Status().State != pipeline.StateStopped {
-		t.Fatalf("state %s", p.Status().State)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := pipelinetest.NewSource(2, 200, 50)
+		src.Block = true
+		sink := &pipelinetest.Sink{Delay: 2 * time.Millisecond}
+		ctx, cancel := context.WithCancel(context.Background())
+		p := pipeline.New("t", src, sink, fast()...)
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+		for src.Fetched() < 400 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := src.AckedN(); got != src.Fetched() || sink.Len() != 400 {
+			t.Fatalf("acked %d of %d fetched, wrote %d", got, src.Fetched(), sink.Len())
+		}
+		if p.Status().State != pipeline.StateStopped {
+			t.Fatalf("state %s", p.Status().State)
+		}
+	})
 }
 
 func TestShutdownTimeoutAbandons(t *testing.T) {
-	src := pipelinetest.NewSource(1, 10, 10)
-	src.Block = true
-	block := make(chan struct{})
-	sink := sinkFunc(func(ctx context.Context, b []record.Record) ([]error, error) {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		src := pipelinetest.NewSource(1, 10, 10)
+		src.Block = true
+		block := make(chan struct{})
+		sink := sinkFunc(func(ctx context.Context, b []record.Record) ([]error, error) {
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return make([]error, len(b)), nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		p := pipeline.New("t", src, sink, append(fast(), pipeline.WithShutdownTimeout(50*time.Millisecond))...)
+		done := make(chan error)
+		go func() { done <- p.Run(ctx) }()
+		for src.Fetched() < 10 {
+			time.Sleep(time.Millisecond)
 		}
-		return make([]error, len(b)), nil
+		cancel()
+		select {
+		case err := <-done:
+			t.Logf("Run after the shutdown timeout: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return after the shutdown timeout")
+		}
+		if src.AckedN() != 0 {
+			t.Fatal("an abandoned batch was acknowledged")
+		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithShutdownTimeout(50*time.Millisecond))...)
-	done := make(chan error)
-	go func() { done <- p.Run(ctx) }()
-	for src.Fetched() < 10 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after the shutdown timeout")
-	}
-	if src.AckedN() != 0 {
-		t.Fatal("an abandoned batch was acknowledged")
-	}
 }
 
 type sinkFunc func(context.Context, []record.Record) ([]error, error)
@@ -574,40 +580,42 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 		sink plugins.Sink
 	}{{"blocking", &stuckSink{}}, {"async-silent", &silentAsync{}}} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := pipelinetest.NewSource(4, 5000, 200)
-			src.Block = true
-			ctx, cancel := context.WithCancel(context.Background())
-			p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithWorkers(2), pipeline.WithBatch(10, 1<<20, time.Millisecond),
-				pipeline.WithMaxInFlight(100000), pipeline.WithShutdownTimeout(300*time.Millisecond))...)
-			done := make(chan error, 1)
-			go func() { done <- p.Run(ctx) }()
-			// Wait until the fetch loop is blocked handing records on.
-			deadline := time.Now().Add(10 * time.Second)
-			for last := int64(-1); ; {
-				time.Sleep(100 * time.Millisecond)
-				n := src.Fetched()
-				if n == last && n > 0 {
-					break
+			synctest.Test(t, func(t *testing.T) {
+				src := pipelinetest.NewSource(4, 5000, 200)
+				src.Block = true
+				ctx, cancel := context.WithCancel(context.Background())
+				p := pipeline.New("t", src, tc.sink, append(fast(), pipeline.WithWorkers(2), pipeline.WithBatch(10, 1<<20, time.Millisecond),
+					pipeline.WithMaxInFlight(100000), pipeline.WithShutdownTimeout(300*time.Millisecond))...)
+				done := make(chan error, 1)
+				go func() { done <- p.Run(ctx) }()
+				// Wait until the fetch loop is blocked handing records on.
+				deadline := time.Now().Add(10 * time.Second)
+				for last := int64(-1); ; {
+					time.Sleep(100 * time.Millisecond)
+					n := src.Fetched()
+					if n == last && n > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("fetching never blocked (%d fetched)", n)
+					}
+					last = n
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("fetching never blocked (%d fetched)", n)
+				start := time.Now()
+				cancel()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Run ignored the cancel for 10 s with the sink stuck (shutdown timeout 300ms); status %+v", p.Status())
 				}
-				last = n
-			}
-			start := time.Now()
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
+				t.Logf("returned %s after the cancel", time.Since(start).Round(time.Millisecond))
+				if src.AckedN() != 0 {
+					t.Fatal("records were acknowledged though nothing was written")
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("Run ignored the cancel for 10 s with the sink stuck (shutdown timeout 300ms); status %+v", p.Status())
-			}
-			t.Logf("returned %s after the cancel", time.Since(start).Round(time.Millisecond))
-			if src.AckedN() != 0 {
-				t.Fatal("records were acknowledged though nothing was written")
-			}
+			})
 		})
 	}
 }
@@ -731,51 +739,53 @@ func waitStatus(t *testing.T, p *pipeline.Pipeline, what string, ok func(pipelin
 // or one whose only lag is a partition's trailing transaction marker, is
 // ready. Issue 11 finding 7: /readyz said 200 throughout every stall.
 func TestReadinessReportsStall(t *testing.T) {
-	src := &lagSource{Source: pipelinetest.NewSource(2, 50, 20)}
-	src.Block = true
-	src.set(pipeline.LagMap{"in/0": 0, "in/1": 0}, nil)
-	sink := &gateSink{}
-	sink.broken.Store(true)
-	p := pipeline.New("t", src, sink, append(fast(), pipeline.WithStallTimeout(300*time.Millisecond), pipeline.WithRetry(time.Millisecond, 20*time.Millisecond, 0))...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	synctest.Test(t, func(t *testing.T) {
+		src := &lagSource{Source: pipelinetest.NewSource(2, 50, 20)}
+		src.Block = true
+		src.set(pipeline.LagMap{"in/0": 0, "in/1": 0}, nil)
+		sink := &gateSink{}
+		sink.broken.Store(true)
+		p := pipeline.New("t", src, sink, append(fast(), pipeline.WithStallTimeout(300*time.Millisecond), pipeline.WithRetry(time.Millisecond, 20*time.Millisecond, 0))...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
 
-	s := waitStatus(t, p, "stalled with records in flight", func(s pipeline.Status) bool { return s.Stalled })
-	if p.Ready() || s.Ready || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
-		t.Fatalf("stalled status %+v", s)
-	}
-	t.Logf("reason: %s", s.Reason)
-	sink.broken.Store(false)
-	s = waitStatus(t, p, "ready after the sink recovers", func(s pipeline.Status) bool { return s.Ready && s.Out == 100 })
-	if s.Stalled || s.Reason != "" {
-		t.Fatalf("recovered status %+v", s)
-	}
+		s := waitStatus(t, p, "stalled with records in flight", func(s pipeline.Status) bool { return s.Stalled })
+		if p.Ready() || s.Ready || !strings.Contains(s.Reason, "records in flight") || !strings.Contains(s.Reason, "connection refused") {
+			t.Fatalf("stalled status %+v", s)
+		}
+		t.Logf("reason: %s", s.Reason)
+		sink.broken.Store(false)
+		s = waitStatus(t, p, "ready after the sink recovers", func(s pipeline.Status) bool { return s.Ready && s.Out == 100 })
+		if s.Stalled || s.Reason != "" {
+			t.Fatalf("recovered status %+v", s)
+		}
 
-	// Idle, and a trailing transaction marker: ready however long.
-	src.set(pipeline.LagMap{"in/0": 1, "in/1": 0}, nil)
-	time.Sleep(500 * time.Millisecond)
-	if s := p.Status(); !s.Ready || s.Stalled {
-		t.Fatalf("idle pipeline with lag 1 reported %+v", s)
-	}
-	// Lag unknown (broker unreachable): stalled.
-	src.set(pipeline.LagMap{"in/0": pipeline.LagUnknown, "in/1": pipeline.LagUnknown}, errors.New("end offsets: dial tcp: connection refused"))
-	s = waitStatus(t, p, "stalled with lag unknown", func(s pipeline.Status) bool { return s.Stalled })
-	if s.Ready || !strings.Contains(s.Reason, "lag unknown for 2 of 2 partitions") || !strings.Contains(s.Reason, "source: end offsets") {
-		t.Fatalf("status %+v", s)
-	}
-	b, err := json.Marshal(s)
-	if err != nil || !strings.Contains(string(b), `"lag":{"in/0":"unknown","in/1":"unknown"}`) {
-		t.Fatalf("json %s %v", b, err)
-	}
-	// Lag and a failing fetch: stalled. Lag known again and no error: ready.
-	src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, nil)
-	waitStatus(t, p, "ready again", func(s pipeline.Status) bool { return s.Ready })
-	src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, errors.New("fetch: TOPIC_AUTHORIZATION_FAILED"))
-	waitStatus(t, p, "stalled with lag and a failing fetch", func(s pipeline.Status) bool { return s.Stalled && !s.Ready })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+		// Idle, and a trailing transaction marker: ready however long.
+		src.set(pipeline.LagMap{"in/0": 1, "in/1": 0}, nil)
+		time.Sleep(500 * time.Millisecond)
+		if s := p.Status(); !s.Ready || s.Stalled {
+			t.Fatalf("idle pipeline with lag 1 reported %+v", s)
+		}
+		// Lag unknown (broker unreachable): stalled.
+		src.set(pipeline.LagMap{"in/0": pipeline.LagUnknown, "in/1": pipeline.LagUnknown}, errors.New("end offsets: dial tcp: connection refused"))
+		s = waitStatus(t, p, "stalled with lag unknown", func(s pipeline.Status) bool { return s.Stalled })
+		if s.Ready || !strings.Contains(s.Reason, "lag unknown for 2 of 2 partitions") || !strings.Contains(s.Reason, "source: end offsets") {
+			t.Fatalf("status %+v", s)
+		}
+		b, err := json.Marshal(s)
+		if err != nil || !strings.Contains(string(b), `"lag":{"in/0":"unknown","in/1":"unknown"}`) {
+			t.Fatalf("json %s %v", b, err)
+		}
+		// Lag and a failing fetch: stalled. Lag known again and no error: ready.
+		src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, nil)
+		waitStatus(t, p, "ready again", func(s pipeline.Status) bool { return s.Ready })
+		src.set(pipeline.LagMap{"in/0": 5, "in/1": 0}, errors.New("fetch: TOPIC_AUTHORIZATION_FAILED"))
+		waitStatus(t, p, "stalled with lag and a failing fetch", func(s pipeline.Status) bool { return s.Stalled && !s.Ready })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

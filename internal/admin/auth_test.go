@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,7 +62,7 @@ func newServer(log *slog.Logger, opts ...Option) *Server {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		io.WriteString(w, r.Method+" "+r.URL.Path)
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path)
 	})
 	s.Handle("/journal/", echo)
 	s.Handle("/fluid/", echo)
@@ -130,7 +131,9 @@ func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader
 	h.ServeHTTP(rec, req)
 	a := answer{code: rec.Code, body: rec.Body.String()}
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-		json.Unmarshal(rec.Body.Bytes(), &a.json)
+		if err := json.Unmarshal(rec.Body.Bytes(), &a.json); err != nil {
+			t.Fatalf("%s %s: JSON answer %s: %v", method, path, a.body, err)
+		}
 	}
 	return a
 }
@@ -214,67 +217,75 @@ func TestTokens(t *testing.T) {
 
 // TestTokensFile: a bad line is named by file and line, never with its
 // fields (a token written first would be logged); rotation and
-// revocation through the file need no restart.
+// revocation through the file need no restart, seen within a second.
 func TestTokensFile(t *testing.T) {
-	secret := "s3cr3t-0123456789abcdef"
-	for _, tc := range []struct{ name, content, want string }{
-		{"token first", secret + " read grafana\n", ":1: the role (first field) must be read or write"},
-		{"two fields", "read " + secret + "\n", ":1: want ROLE NAME TOKEN"},
-		{"short", "# x\nread grafana short-" + "\n", ":2: the token (third field) is 6 characters; use at least 16"},
-		{"duplicate", "read a " + secret + "\nwrite b " + secret + "\n", ":2: the token is the token of line 1 too"},
-		{"empty", "# nothing\n", "no tokens in it"},
-	} {
-		_, err := LoadTokens(writeTokens(t, tc.content), nil)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		} else if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "short-") {
-			t.Errorf("%s: the error has the token: %v", tc.name, err)
+	synctest.Test(t, func(t *testing.T) {
+		secret := "s3cr3t-0123456789abcdef"
+		for _, tc := range []struct{ name, content, want string }{
+			{"token first", secret + " read grafana\n", ":1: the role (first field) must be read or write"},
+			{"two fields", "read " + secret + "\n", ":1: want ROLE NAME TOKEN"},
+			{"short", "# x\nread grafana short-" + "\n", ":2: the token (third field) is 6 characters; use at least 16"},
+			{"duplicate", "read a " + secret + "\nwrite b " + secret + "\n", ":2: the token is the token of line 1 too"},
+			{"empty", "# nothing\n", "no tokens in it"},
+		} {
+			_, err := LoadTokens(writeTokens(t, tc.content), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			} else if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "short-") {
+				t.Errorf("%s: the error has the token: %v", tc.name, err)
+			}
 		}
-	}
-	if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
-		t.Error("a missing tokens file loaded")
-	}
+		if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+			t.Error("a missing tokens file loaded")
+		}
 
-	path := writeTokens(t, "read a "+readToken+"\n")
-	var logs bytes.Buffer
-	toks, err := LoadTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, r := toks.Lookup(readToken); r != RoleRead {
-		t.Fatalf("role %v", r)
-	}
-	rewrite := func(content string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		path := writeTokens(t, "read a "+readToken+"\n")
+		var logs bytes.Buffer
+		toks, err := LoadTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
 			t.Fatal(err)
 		}
-		// A different mtime and size; the reload check runs at most once
-		// a second.
-		later := time.Now().Add(time.Duration(len(content)) * time.Second)
-		os.Chtimes(path, later, later)
-		toks.mu.Lock()
-		toks.checked = time.Time{}
-		toks.mu.Unlock()
-	}
-	rewrite("write a " + writeToken + "\n")
-	if _, r := toks.Lookup(readToken); r != RoleNone {
-		t.Errorf("a removed token still has role %v", r)
-	}
-	if name, r := toks.Lookup(writeToken); r != RoleWrite || name != "a" {
-		t.Errorf("a rotated-in token: %q %v", name, r)
-	}
-	// A typo on reload: the good lines count, the bad one gives nothing.
-	rewrite("write a " + writeToken + "\nread b\n")
-	if _, r := toks.Lookup(writeToken); r != RoleWrite {
-		t.Errorf("after a bad line: the good token has role %v", r)
-	}
-	if !strings.Contains(logs.String(), ":2: want ROLE NAME TOKEN") {
-		t.Errorf("the bad line is not logged:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), writeToken) {
-		t.Fatalf("a token is in the log:\n%s", logs.String())
-	}
+		if _, r := toks.Lookup(readToken); r != RoleRead {
+			t.Fatalf("role %v", r)
+		}
+		rewrite := func(content string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A different mtime and size.
+			later := time.Now().Add(time.Duration(len(content)) * time.Second)
+			if err := os.Chtimes(path, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rewrite("write a " + writeToken + "\n")
+		// Looked at once a second at most: the old file still counts until
+		// the interval has passed (the fake clock of synctest).
+		time.Sleep(tokensCheckInterval - time.Millisecond)
+		if _, r := toks.Lookup(readToken); r != RoleRead {
+			t.Errorf("the file was read again %v after the last check: role %v", tokensCheckInterval-time.Millisecond, r)
+		}
+		time.Sleep(time.Millisecond)
+		if _, r := toks.Lookup(readToken); r != RoleNone {
+			t.Errorf("a removed token still has role %v", r)
+		}
+		if name, r := toks.Lookup(writeToken); r != RoleWrite || name != "a" {
+			t.Errorf("a rotated-in token: %q %v", name, r)
+		}
+		// A typo on reload: the good lines count, the bad one gives nothing.
+		rewrite("write a " + writeToken + "\nread b\n")
+		time.Sleep(tokensCheckInterval)
+		if _, r := toks.Lookup(writeToken); r != RoleWrite {
+			t.Errorf("after a bad line: the good token has role %v", r)
+		}
+		if !strings.Contains(logs.String(), ":2: want ROLE NAME TOKEN") {
+			t.Errorf("the bad line is not logged:\n%s", logs.String())
+		}
+		if strings.Contains(logs.String(), writeToken) {
+			t.Fatalf("a token is in the log:\n%s", logs.String())
+		}
+	})
 }
 
 // TestBodyLimit: a body over max_body_bytes is cut off with a
@@ -321,7 +332,7 @@ func TestExposedListenRefused(t *testing.T) {
 		addr, err := s.Start(tc.addr)
 		if tc.refuse {
 			if err == nil {
-				s.Shutdown(context.Background())
+				shutdown(t, s)
 				t.Errorf("%s: started on %s", tc.name, addr)
 				continue
 			}
@@ -336,7 +347,7 @@ func TestExposedListenRefused(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		s.Shutdown(context.Background())
+		shutdown(t, s)
 	}
 }
 
@@ -351,12 +362,12 @@ func TestSlowHeadersCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown(context.Background())
+	defer shutdown(t, s)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer testenv.Ignore(conn.Close)
 	req := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 40) + "\r\n\r\n"
 	start := time.Now()
 	sent := 0
@@ -369,7 +380,9 @@ func TestSlowHeadersCutOff(t *testing.T) {
 		sent++
 		// Between bytes, see whether the server has hung up (the 408 it
 		// writes, then EOF).
-		conn.SetReadDeadline(time.Now().Add(time.Second))
+		if err := conn.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		buf := make([]byte, 512)
 		n, err := conn.Read(buf)
 		if n > 0 || err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -406,7 +419,7 @@ func TestAdminTLSWithCurl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown(context.Background())
+	defer shutdown(t, s)
 	url := "https://" + addr
 	if out, err := run("--cacert", certs.CA, url+"/healthz"); err != nil || !strings.Contains(out, `"ok"`) {
 		t.Fatalf("curl --cacert: %v %s", err, out)
@@ -430,7 +443,7 @@ func TestAdminTLSWithCurl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Shutdown(context.Background())
+	defer shutdown(t, m)
 	murl := "https://" + maddr + "/pipelines"
 	if out, err := run("--cacert", certs.CA, murl); err == nil {
 		t.Fatalf("mutual TLS: curl without a client certificate got through: %s", out)
@@ -497,4 +510,12 @@ func FuzzParseTokens(f *testing.F) {
 			}
 		}
 	})
+}
+
+// shutdown stops s and fails t unless it stops cleanly.
+func shutdown(t testing.TB, s interface{ Shutdown(context.Context) error }) {
+	t.Helper()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
 }

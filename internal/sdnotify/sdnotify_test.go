@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/streamd/streamd/pipeline"
@@ -26,7 +27,7 @@ func listen(t *testing.T) *socket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	t.Setenv("NOTIFY_SOCKET", path)
 	s := &socket{}
 	go func() {
@@ -70,64 +71,99 @@ func count(lines []string, prefix string) int {
 // RELOADING=1 with MONOTONIC_USEC then READY=1 around a reload; watchdog
 // pings every half interval while nothing is wedged, none while a pipeline
 // is wedged (but not while one is merely stalled by a broker outage);
-// STOPPING=1; STATUS= lines that say what is wrong.
+// STOPPING=1; STATUS= lines that say what is wrong. It runs on synctest's
+// fake clock, so the pings are counted exactly: WATCHDOG_USEC 200 ms, a
+// ping every 100 ms, checked every 50 ms. The socket itself is
+// TestNotifySocket's.
 func TestNotifier(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", filepath.Join(t.TempDir(), "notify")) // New needs one; send is replaced
+	t.Setenv("WATCHDOG_USEC", "200000")                             // 200 ms
+	synctest.Test(t, func(t *testing.T) {
+		sock := &socket{}
+		var mu sync.Mutex
+		sts := []pipeline.Status{{Name: "a", State: pipeline.StateStarting}, {Name: "b", State: pipeline.StateRunning, Ready: true}}
+		set := func(f func([]pipeline.Status)) { mu.Lock(); f(sts); mu.Unlock() }
+		n := New(func() []pipeline.Status { mu.Lock(); defer mu.Unlock(); return append([]pipeline.Status(nil), sts...) }, nil)
+		if n == nil || n.watchdog != 200*time.Millisecond || n.tick != 50*time.Millisecond {
+			t.Fatalf("notifier %+v", n)
+		}
+		n.send = func(state string) error {
+			sock.mu.Lock()
+			defer sock.mu.Unlock()
+			sock.msgs = append(sock.msgs, state)
+			return nil
+		}
+		// sleep lets d pass on the fake clock and the notifier act on it.
+		sleep := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go n.Run(ctx)
+		sleep(450 * time.Millisecond) // pings at 0, 100, ... 400 ms
+		got := sock.take()
+		if count(got, "READY=1") != 0 || count(got, "WATCHDOG=1") != 5 || count(got, "STATUS=a starting") != 1 {
+			t.Fatalf("while a is starting: %q", got)
+		}
+		set(func(s []pipeline.Status) { s[0].State, s[0].Ready = pipeline.StateRunning, true })
+		sleep(500 * time.Millisecond)
+		got = sock.take()
+		if count(got, "READY=1") != 1 || count(got, "STATUS=2 pipelines: 2 running") != 1 || count(got, "WATCHDOG=1") != 5 {
+			t.Fatalf("once ready: %q", got)
+		}
+		// A stall with a known cause (broker down) keeps the pings.
+		set(func(s []pipeline.Status) { s[0].Stalled, s[0].Ready = true, false })
+		sleep(500 * time.Millisecond)
+		if got = sock.take(); count(got, "WATCHDOG=1") != 5 || count(got, "READY=1") != 0 || count(got, "STATUS=a stalled") != 1 {
+			t.Fatalf("stalled, not wedged: %q", got)
+		}
+		// Wedged: no pings, however long (several watchdog intervals).
+		set(func(s []pipeline.Status) { s[0].Wedged = true })
+		sleep(50 * time.Millisecond)
+		sock.take()
+		sleep(time.Second)
+		if got = sock.take(); count(got, "WATCHDOG=1") != 0 {
+			t.Fatalf("pinged while wedged: %q", got)
+		}
+		// The wedge ends: a ping at the next check, then every 100 ms.
+		set(func(s []pipeline.Status) { s[0].Wedged, s[0].Stalled, s[0].Ready = false, false, true })
+		sleep(500 * time.Millisecond)
+		if got = sock.take(); count(got, "WATCHDOG=1") != 5 {
+			t.Fatalf("after the wedge ended: %q, want 5 pings in 500 ms", got)
+		}
+		n.Reloading()
+		n.Reloaded(errors.New("x.toml:3: pipeline[0].sourc: unknown key\nmore"))
+		sleep(50 * time.Millisecond)
+		got = sock.take()
+		want := []string{"RELOADING=1", "MONOTONIC_USEC=", "READY=1", "STATUS=2 pipelines: 2 running, 0 paused; 0 records out; last reload refused: x.toml:3: pipeline[0].sourc: unknown key ..."}
+		for _, w := range want {
+			if count(got, w) != 1 {
+				t.Fatalf("around a reload: want one %q in %q", w, got)
+			}
+		}
+		n.Stopping()
+		if got = sock.take(); count(got, "STOPPING=1") != 1 {
+			t.Fatalf("stopping: %q", got)
+		}
+	})
+}
+
+// TestNotifySocket: the states reach NOTIFY_SOCKET, a unix datagram socket
+// as systemd listens on.
+func TestNotifySocket(t *testing.T) {
 	sock := listen(t)
-	t.Setenv("WATCHDOG_USEC", "200000") // 200 ms
-	var mu sync.Mutex
-	sts := []pipeline.Status{{Name: "a", State: pipeline.StateStarting}, {Name: "b", State: pipeline.StateRunning, Ready: true}}
-	set := func(f func([]pipeline.Status)) { mu.Lock(); f(sts); mu.Unlock() }
-	n := New(func() []pipeline.Status { mu.Lock(); defer mu.Unlock(); return append([]pipeline.Status(nil), sts...) }, nil)
-	if n == nil || n.watchdog != 200*time.Millisecond {
-		t.Fatalf("notifier %+v", n)
-	}
+	n := New(func() []pipeline.Status {
+		return []pipeline.Status{{Name: "a", State: pipeline.StateRunning, Ready: true}}
+	}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)
-	time.Sleep(500 * time.Millisecond)
-	got := sock.take()
-	if count(got, "READY=1") != 0 || count(got, "WATCHDOG=1") < 2 || count(got, "STATUS=a starting") == 0 {
-		t.Fatalf("while a is starting: %q", got)
-	}
-	set(func(s []pipeline.Status) { s[0].State, s[0].Ready = pipeline.StateRunning, true })
-	time.Sleep(500 * time.Millisecond)
-	got = sock.take()
-	if count(got, "READY=1") != 1 || count(got, "STATUS=2 pipelines: 2 running") != 1 {
-		t.Fatalf("once ready: %q", got)
-	}
-	// A stall with a known cause (broker down) keeps the pings.
-	set(func(s []pipeline.Status) { s[0].Stalled, s[0].Ready = true, false })
-	time.Sleep(500 * time.Millisecond)
-	if got = sock.take(); count(got, "WATCHDOG=1") < 2 || count(got, "READY=1") != 0 || count(got, "STATUS=a stalled") != 1 {
-		t.Fatalf("stalled, not wedged: %q", got)
-	}
-	// Wedged: no pings.
-	set(func(s []pipeline.Status) { s[0].Wedged = true })
-	time.Sleep(100 * time.Millisecond)
-	sock.take()
-	time.Sleep(600 * time.Millisecond)
-	if got = sock.take(); count(got, "WATCHDOG=1") != 0 {
-		t.Fatalf("pinged while wedged: %q", got)
-	}
-	set(func(s []pipeline.Status) { s[0].Wedged, s[0].Stalled, s[0].Ready = false, false, true })
-	time.Sleep(500 * time.Millisecond)
-	if got = sock.take(); count(got, "WATCHDOG=1") < 2 {
-		t.Fatalf("no pings after the wedge ended: %q", got)
-	}
-	n.Reloading()
-	n.Reloaded(errors.New("x.toml:3: pipeline[0].sourc: unknown key\nmore"))
-	time.Sleep(300 * time.Millisecond)
-	got = sock.take()
-	want := []string{"RELOADING=1", "MONOTONIC_USEC=", "READY=1", "STATUS=2 pipelines: 2 running, 0 paused; 0 records out; last reload refused: x.toml:3: pipeline[0].sourc: unknown key ..."}
-	for _, w := range want {
-		if count(got, w) != 1 {
-			t.Fatalf("around a reload: want one %q in %q", w, got)
-		}
-	}
 	n.Stopping()
-	time.Sleep(50 * time.Millisecond)
-	if got = sock.take(); count(got, "STOPPING=1") != 1 {
-		t.Fatalf("stopping: %q", got)
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); count(got, "READY=1") != 1 || count(got, "STOPPING=1") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("on the socket: %q, want READY=1 and STOPPING=1", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+		got = append(got, sock.take()...)
 	}
 }
 
