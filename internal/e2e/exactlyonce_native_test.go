@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,10 +55,7 @@ policy = "dlq"
 dlq_topic = %q
 `, in, testenv.Topic(t, "g"), plugin, crash, out, dlq))
 	d := start(t, cfg)
-	defer func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		<-d.done
-	}()
+	defer d.stop(t)
 
 	adm := kadm.NewClient(b.Client(t))
 	outEnd := func() int64 {

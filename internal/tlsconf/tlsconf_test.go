@@ -145,8 +145,10 @@ func TestCARotation(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		defer func() { _ = conn.Close() }()
+		if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			return err
+		}
 		_, err = conn.Read(make([]byte, 1))
 		return err
 	}
