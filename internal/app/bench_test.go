@@ -349,8 +349,8 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 		b.Fatalf("reached %d of %d", last, total)
 	}
 	if peak := peakRSS(); peak > 0 && rss0 > 0 {
-		b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
-		b.ReportMetric(float64(peak-rss0)/(1<<20), "rss-growth-MB")
+		b.ReportMetric(float64(peak), "peak-rss-B") // benchstat shows B in Mi
+		b.ReportMetric(float64(peak-rss0), "rss-growth-B")
 	}
 	return last - n0, tEnd.Sub(t0), cpu
 }
