@@ -137,28 +137,33 @@ func (b *SecureBroker) changeACLs(tb testing.TB, create bool, acls []ACL) {
 			pattern = kadm.ACLPatternLiteral
 		}
 		ab = ab.ResourcePatternType(pattern)
+		verb, err := "create", error(nil)
 		if create {
-			res, err := adm.CreateACLs(ctx, ab)
-			if err != nil {
-				tb.Fatalf("create ACL %+v: %v", a, err)
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					tb.Fatalf("create ACL %+v: %v", a, r.Err)
-				}
-			}
+			res, e := adm.CreateACLs(ctx, ab)
+			err = firstErr(e, res, func(r kadm.CreateACLsResult) error { return r.Err })
 		} else {
-			res, err := adm.DeleteACLs(ctx, ab)
-			if err != nil {
-				tb.Fatalf("delete ACL %+v: %v", a, err)
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					tb.Fatalf("delete ACL %+v: %v", a, r.Err)
-				}
-			}
+			verb = "delete"
+			res, e := adm.DeleteACLs(ctx, ab)
+			err = firstErr(e, res, func(r kadm.DeleteACLsResult) error { return r.Err })
+		}
+		if err != nil {
+			tb.Fatalf("%s ACL %+v: %v", verb, a, err)
 		}
 	}
+}
+
+// firstErr is err, or else the first error errOf finds in a request's
+// per-resource results.
+func firstErr[R any](err error, res []R, errOf func(R) error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if err := errOf(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AllowAll lets principal read, write, create and describe every topic

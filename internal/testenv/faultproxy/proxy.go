@@ -237,31 +237,26 @@ type link struct {
 }
 
 // reset closes both ends with RST (SO_LINGER 0).
-func (l *link) reset() {
-	l.once.Do(func() {
-		l.mu.Lock()
-		l.dead = true
-		s := l.server
-		l.mu.Unlock()
-		_ = l.client.SetLinger(0)
-		_ = l.client.Close()
-		if s != nil {
-			_ = s.SetLinger(0)
-			_ = s.Close()
-		}
-	})
-}
+func (l *link) reset() { l.end(true) }
 
 // close closes both ends normally.
-func (l *link) close() {
+func (l *link) close() { l.end(false) }
+
+// end closes both ends, once, with RST when rst.
+func (l *link) end(rst bool) {
 	l.once.Do(func() {
 		l.mu.Lock()
 		l.dead = true
 		s := l.server
 		l.mu.Unlock()
-		_ = l.client.Close()
-		if s != nil {
-			_ = s.Close()
+		for _, c := range []*net.TCPConn{l.client, s} {
+			if c == nil {
+				continue
+			}
+			if rst {
+				_ = c.SetLinger(0)
+			}
+			_ = c.Close()
 		}
 	})
 }
