@@ -131,33 +131,14 @@ func (w *rewriter) run(bin []byte) ([]byte, error) {
 		}
 		w.insertMissing(rk)
 		w.lastRank = rk
-		var err error
-		switch id {
-		case secType:
-			err = w.typeSection(body, base)
-		case secImport:
-			err = w.importSection(body, base)
-		case secGlobal:
-			err = w.globalSection(body, base)
-		case secExport:
-			err = w.exportSection(body, base)
-		case secStart:
-			err = w.startSection(body, base)
-		case secElement:
-			err = w.elementSection(body, base)
-		case secCode:
-			err = w.codeSection(body, base)
-		case secDataCount:
-			w.dataCount = true
-			w.out = appendSection(w.out, id, body)
-		case secData:
-			w.out = appendSection(w.out, secData, w.dataSection(body))
-		default:
-			w.out = appendSection(w.out, id, body)
+		out := body
+		if rewrite, ok := rewriters[id]; ok {
+			var err error
+			if out, err = rewrite(w, body, base); err != nil {
+				return nil, err
+			}
 		}
-		if err != nil {
-			return nil, err
-		}
+		w.out = appendSection(w.out, id, out)
 	}
 	w.insertMissing(len(rank) + 1)
 	if !w.namesDone && w.codeSeen && w.defined > 0 {
@@ -222,13 +203,31 @@ func (w *rewriter) checkCode() []byte {
 	return c
 }
 
-func (w *rewriter) typeSection(body []byte, base int) error {
+// rewriters rewrite the sections the instrumentation reads or changes
+// (the others are copied as they are): each returns the section's new
+// body, or why it cannot.
+var rewriters = map[byte]func(w *rewriter, body []byte, base int) ([]byte, error){
+	secType:    (*rewriter).typeSection,
+	secImport:  (*rewriter).importSection,
+	secGlobal:  (*rewriter).globalSection,
+	secExport:  (*rewriter).exportSection,
+	secStart:   (*rewriter).startSection,
+	secElement: (*rewriter).elementSection,
+	secCode:    (*rewriter).codeSection,
+	secDataCount: func(w *rewriter, body []byte, _ int) ([]byte, error) {
+		w.dataCount = true
+		return body, nil
+	},
+	secData: func(w *rewriter, body []byte, _ int) ([]byte, error) { return w.dataSection(body), nil },
+}
+
+func (w *rewriter) typeSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	entries := r.i
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if form := r.byte(); form != 0x60 && r.err == nil {
-			return fmt.Errorf("%w: type entry form 0x%02x at offset %d", ErrUnsupported, form, base+r.i-1)
+			return nil, fmt.Errorf("%w: type entry form 0x%02x at offset %d", ErrUnsupported, form, base+r.i-1)
 		}
 		for k := 0; k < 2; k++ {
 			m := r.u32()
@@ -237,23 +236,19 @@ func (w *rewriter) typeSection(body []byte, base int) error {
 			}
 		}
 	}
-	if err := r.done("type section"); err != nil {
-		return err
-	}
 	w.haveType = true
 	w.types = n
-	w.out = appendSection(w.out, secType, appendType(append(appendU32(nil, n+1), body[entries:]...)))
-	return nil
+	return appendType(append(appendU32(nil, n+1), body[entries:]...)), r.done("type section")
 }
 
-func (w *rewriter) importSection(body []byte, base int) error {
+func (w *rewriter) importSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	entries := r.i
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		mod, name := r.name(), r.name()
 		if mod == w.mod && name == w.name {
-			return fmt.Errorf("module already imports %s.%s, the name the fuel instrumentation uses", mod, name)
+			return nil, fmt.Errorf("module already imports %s.%s, the name the fuel instrumentation uses", mod, name)
 		}
 		switch kind := r.byte(); kind {
 		case 0x00:
@@ -274,19 +269,15 @@ func (w *rewriter) importSection(body []byte, base int) error {
 			r.u32()
 		default:
 			if r.err == nil {
-				return fmt.Errorf("%w: import kind 0x%02x at offset %d", ErrUnsupported, kind, base+r.i-1)
+				return nil, fmt.Errorf("%w: import kind 0x%02x at offset %d", ErrUnsupported, kind, base+r.i-1)
 			}
 		}
 	}
-	if err := r.done("import section"); err != nil {
-		return err
-	}
 	w.haveImport = true
-	w.out = appendSection(w.out, secImport, w.appendImport(append(appendU32(nil, n+1), body[entries:]...)))
-	return nil
+	return w.appendImport(append(appendU32(nil, n+1), body[entries:]...)), r.done("import section")
 }
 
-func (w *rewriter) globalSection(body []byte, base int) error {
+func (w *rewriter) globalSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	dst := appendU32(nil, n+1)
@@ -297,20 +288,16 @@ func (w *rewriter) globalSection(body []byte, base int) error {
 		dst = append(dst, body[s:r.i]...)
 		var err error
 		if dst, err = w.expr(&r, dst, false); err != nil {
-			return err
+			return nil, err
 		}
-	}
-	if err := r.done("global section"); err != nil {
-		return err
 	}
 	w.globals += n
 	w.haveGlobal = true
-	w.out = appendSection(w.out, secGlobal, w.appendGlobal(dst))
 	w.check = w.checkCode()
-	return nil
+	return w.appendGlobal(dst), r.done("global section")
 }
 
-func (w *rewriter) exportSection(body []byte, base int) error {
+func (w *rewriter) exportSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	dst := appendU32(nil, n)
@@ -331,24 +318,16 @@ func (w *rewriter) exportSection(body []byte, base int) error {
 		}
 		dst = appendU32(dst, idx)
 	}
-	if err := r.done("export section"); err != nil {
-		return err
-	}
-	w.out = appendSection(w.out, secExport, dst)
-	return nil
+	return dst, r.done("export section")
 }
 
-func (w *rewriter) startSection(body []byte, base int) error {
+func (w *rewriter) startSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	idx := r.u32()
-	if err := r.done("start section"); err != nil {
-		return err
-	}
-	w.out = appendSection(w.out, secStart, appendU32(nil, w.fn(idx)))
-	return nil
+	return appendU32(nil, w.fn(idx)), r.done("start section")
 }
 
-func (w *rewriter) elementSection(body []byte, base int) error {
+func (w *rewriter) elementSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	dst := appendU32(nil, n)
@@ -358,7 +337,7 @@ func (w *rewriter) elementSection(body []byte, base int) error {
 		dst = appendU32(dst, flags)
 		if flags > 7 {
 			if r.err == nil {
-				return fmt.Errorf("%w: element segment flags %d at offset %d", ErrUnsupported, flags, base+r.i)
+				return nil, fmt.Errorf("%w: element segment flags %d at offset %d", ErrUnsupported, flags, base+r.i)
 			}
 			break
 		}
@@ -367,7 +346,7 @@ func (w *rewriter) elementSection(body []byte, base int) error {
 		}
 		if flags&1 == 0 { // active: offset expression
 			if dst, err = w.expr(&r, dst, false); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if flags&3 != 0 { // element kind or reference type
@@ -385,18 +364,14 @@ func (w *rewriter) elementSection(body []byte, base int) error {
 			if flags&4 == 0 {
 				dst = appendU32(dst, w.fn(r.u32()))
 			} else if dst, err = w.expr(&r, dst, false); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if err := r.done("element section"); err != nil {
-		return err
-	}
-	w.out = appendSection(w.out, secElement, dst)
-	return nil
+	return dst, r.done("element section")
 }
 
-func (w *rewriter) codeSection(body []byte, base int) error {
+func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 	r := reader{b: body, base: base}
 	n := r.u32()
 	dst := make([]byte, 0, len(body)+len(body)/4)
@@ -409,7 +384,7 @@ func (w *rewriter) codeSection(body []byte, base int) error {
 			break
 		}
 		if uint64(size) > uint64(len(body)-r.i) {
-			return fmt.Errorf("function body %d at offset %d: size %d past the end", i, base+r.i, size)
+			return nil, fmt.Errorf("function body %d at offset %d: size %d past the end", i, base+r.i, size)
 		}
 		bodyStart := r.i
 		fr := reader{b: body[:r.i+int(size)], i: r.i, base: base}
@@ -420,14 +395,14 @@ func (w *rewriter) codeSection(body []byte, base int) error {
 			fr.valtype()
 		}
 		if fr.err != nil {
-			return fr.errorf("locals of function body %d", i)
+			return nil, fr.errorf("locals of function body %d", i)
 		}
 		fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
 		entry := len(fb)
 		w.calls = false
 		var err error
 		if fb, err = w.expr(&fr, fb, true); err != nil {
-			return fmt.Errorf("function body %d: %w", i, err)
+			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
 		// A function that calls nothing needs no check at its entry:
 		// it cannot recurse, so its entries are bounded by the checked
@@ -437,16 +412,12 @@ func (w *rewriter) codeSection(body []byte, base int) error {
 			fb = slices.Insert(fb, entry, w.check...)
 		}
 		if fr.i != len(fr.b) {
-			return fmt.Errorf("function body %d: code after its end at offset %d", i, base+fr.i)
+			return nil, fmt.Errorf("function body %d: code after its end at offset %d", i, base+fr.i)
 		}
 		dst = appendU32(dst, uint32(len(fb)))
 		dst = append(dst, fb...)
 	}
-	if err := r.done("code section"); err != nil {
-		return err
-	}
-	w.out = appendSection(w.out, secCode, dst)
-	return nil
+	return dst, r.done("code section")
 }
 
 // custom copies a custom section, renumbering the name section's function
