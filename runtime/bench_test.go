@@ -162,7 +162,7 @@ func BenchmarkLoad(b *testing.B) {
 		if res, err := m.Call(ctx, runtime.OpTransform, first); err != nil || len(res) != 1 || res[0].Err != nil {
 			b.Fatalf("first record: %v %+v", err, res)
 		}
-		m.Close(ctx)
+		testenv.Close(b, ctx, m)
 	}
 	goPath := goPlugin(b, "orders-downgrade")
 	for _, lang := range []string{"go", "c", "rust", "assemblyscript"} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/runtime"
 )
@@ -26,7 +27,7 @@ func loadLogged(t *testing.T, path, dir string) (*runtime.Module, string, error)
 		Wasm:   plugins.WasmOptions{CacheDir: dir, Clock: true},
 	})
 	if m != nil {
-		t.Cleanup(func() { m.Close(context.Background()) })
+		testenv.CloseAtEnd(t, m)
 	}
 	return m, log.String(), err
 }
@@ -35,14 +36,16 @@ func loadLogged(t *testing.T, path, dir string) (*runtime.Module, string, error)
 func cacheFiles(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
 	files := map[string]int64{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				files[p] = fi.Size()
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	return files
 }
 

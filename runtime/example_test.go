@@ -18,12 +18,20 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer h.Close(ctx)
+	defer func() {
+		if err := h.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	m, err := h.Load(ctx, "testdata/identity.wasm", plugins.Options{Kind: plugins.KindTransform, Pool: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Close(ctx)
+	defer func() {
+		if err := m.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	fmt.Printf("%+v\n", m.Manifest())
 
 	res, err := m.Call(ctx, runtime.OpTransform, []record.Record{

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/runtime"
 )
@@ -46,7 +47,7 @@ func TestFuelCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Close(ctx)
+		defer testenv.Close(t, ctx, m)
 		res, err := m.Call(ctx, runtime.OpTransform, recs("a", "b"))
 		if err != nil || len(res) != 2 {
 			t.Fatalf("call: %v %+v", err, res)
@@ -101,7 +102,7 @@ func TestFuelFallbackLogged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer m.Close(ctx)
+			defer testenv.Close(t, ctx, m)
 			start := time.Now()
 			if _, err := m.Call(ctx, runtime.OpTransform, recs("a")); !errors.Is(err, runtime.ErrBatch) {
 				t.Fatalf("err %v, want ErrBatch (the timeout)", err)

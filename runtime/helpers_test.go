@@ -42,7 +42,7 @@ func newHost(tb testing.TB) *runtime.Host {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { h.Close(context.Background()) })
+	testenv.CloseAtEnd(tb, h)
 	return h
 }
 
@@ -55,7 +55,7 @@ func load(tb testing.TB, path string, opts plugins.Options) *runtime.Module {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { m.Close(context.Background()) })
+	testenv.CloseAtEnd(tb, m)
 	return m
 }
 

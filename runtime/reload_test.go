@@ -60,7 +60,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close(ctx)
+	defer testenv.Close(t, ctx, w)
 
 	if swapped, err := w.Reload(ctx); err != nil || swapped {
 		t.Fatalf("Reload of an unchanged file: %v, %v", swapped, err)
@@ -142,7 +142,7 @@ func TestReloadPolling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close(ctx)
+	defer testenv.Close(t, ctx, w)
 	replaceFile(t, path, v2)
 	deadline := time.Now().Add(20 * time.Second)
 	for w.Manifest().Version != "2.0.0" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
@@ -46,7 +47,7 @@ func TestLoadErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := h.Load(context.Background(), tt.path, tt.opts)
 			if err == nil {
-				m.Close(context.Background())
+				testenv.Close(t, context.Background(), m)
 				t.Fatal("Load succeeded")
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -249,7 +250,7 @@ func TestCallAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Close(context.Background())
+	testenv.Close(t, context.Background(), m)
 	if _, err := m.Call(context.Background(), runtime.OpTransform, recs("a")); !errors.Is(err, runtime.ErrClosed) {
 		t.Fatalf("error %v, want ErrClosed", err)
 	}

@@ -322,7 +322,7 @@ func TestSandboxEscapes(t *testing.T) {
 			outside[p] = fi
 		}
 	}
-	filepath.WalkDir(s.grant, func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(s.grant, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -336,7 +336,9 @@ func TestSandboxEscapes(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Errorf("walking the grant: %v", err)
+	}
 }
 
 // TestSandboxRenameRace (issue 11, finding 3): while the guest reads

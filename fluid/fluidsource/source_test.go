@@ -147,7 +147,7 @@ func testPipeline(t *testing.T, topic string, downgraded bool, wrap func(http.Ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close(context.Background())
+	defer testenv.Close(t, context.Background(), b)
 	h := b.Handler()
 	if wrap != nil {
 		h = wrap(h)
@@ -199,7 +199,9 @@ func testPipeline(t *testing.T, topic string, downgraded bool, wrap func(http.Ha
 		seen[string(r.Key)] = true
 		if base == "orders" {
 			var m map[string]any
-			json.Unmarshal(r.Value, &m)
+			if err := json.Unmarshal(r.Value, &m); err != nil {
+				t.Fatalf("%s: %v", r.Value, err)
+			}
 			if _, ok := m["currency"]; ok {
 				t.Fatalf("v1 pipeline got a v2 order: %s", r.Value)
 			}

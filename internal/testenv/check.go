@@ -1,6 +1,9 @@
 package testenv
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // Check calls f (a Close, a Remove, a Shutdown) and fails tb if it returns
 // an error; for a close whose error the test must see, such as a store that
@@ -18,6 +21,29 @@ func Check(tb testing.TB, f func() error) {
 func Cleanup(tb testing.TB, f func() error) {
 	tb.Helper()
 	tb.Cleanup(func() { Check(tb, f) })
+}
+
+// ContextCloser is what closes with a context: plugins, modules, stores,
+// sources and sinks.
+type ContextCloser interface {
+	Close(ctx context.Context) error
+}
+
+// Close closes c with ctx and fails tb if that returns an error:
+//
+//	defer testenv.Close(t, ctx, p)
+func Close(tb testing.TB, ctx context.Context, c ContextCloser) {
+	tb.Helper()
+	if err := c.Close(ctx); err != nil {
+		tb.Errorf("close: %v", err)
+	}
+}
+
+// CloseAtEnd runs Close(tb, context.Background(), c) when the test ends
+// (tb.Cleanup).
+func CloseAtEnd(tb testing.TB, c ContextCloser) {
+	tb.Helper()
+	tb.Cleanup(func() { Close(tb, context.Background(), c) })
 }
 
 // Ignore calls f and drops its error, for a deferred close whose error says

@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins/codecs"
 )
 
@@ -74,21 +75,31 @@ func BenchmarkNoReuse(b *testing.B) {
 		"gzip": func(p []byte) []byte {
 			var buf bytes.Buffer
 			zw, _ := gzip.NewWriterLevel(&buf, 6)
-			zw.Write(p)
-			zw.Close()
+			if _, err := zw.Write(p); err != nil {
+				panic(err) // into a bytes.Buffer: does not fail
+			}
+			if err := zw.Close(); err != nil {
+				panic(err)
+			}
 			return buf.Bytes()
 		},
 		"lz4": func(p []byte) []byte {
 			var buf bytes.Buffer
 			zw := lz4.NewWriter(&buf)
-			zw.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
-			zw.Write(p)
-			zw.Close()
+			if err := zw.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+				panic(err)
+			}
+			if _, err := zw.Write(p); err != nil {
+				panic(err)
+			}
+			if err := zw.Close(); err != nil {
+				panic(err)
+			}
 			return buf.Bytes()
 		},
 		"zstd": func(p []byte) []byte {
 			zw, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
-			defer zw.Close()
+			defer testenv.Ignore(zw.Close) // EncodeAll does not use the stream
 			return zw.EncodeAll(p, nil)
 		},
 	}

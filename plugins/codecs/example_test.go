@@ -3,6 +3,7 @@ package codecs_test
 import (
 	"context"
 	"fmt"
+	"log"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/codecs"
@@ -14,7 +15,11 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	defer c.(plugins.Plugin).Close(ctx)
+	defer func() {
+		if err := c.(plugins.Plugin).Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	enc, err := c.Encode(ctx, [][]byte{[]byte(`{"id":1}`), nil})
 	if err != nil {

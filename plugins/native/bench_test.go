@@ -87,7 +87,7 @@ func BenchmarkIdentity(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer p.Close(ctx)
+			defer testenv.Close(b, ctx, p)
 			runIdentity(b, p.(plugins.Transformer))
 		})
 	}
@@ -97,7 +97,7 @@ func BenchmarkIdentity(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer p.Close(ctx)
+			defer testenv.Close(b, ctx, p)
 			runIdentity(b, p.(plugins.Transformer))
 		})
 	}

@@ -31,7 +31,9 @@ func TestPluginTestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := filepath.Join(t.TempDir(), "broken.jsonl")
-	os.WriteFile(broken, bytes.Replace(want, []byte(`amount_cents\":`), []byte(`amount_cents\": `), 1), 0o644)
+	if err := os.WriteFile(broken, bytes.Replace(want, []byte(`amount_cents\":`), []byte(`amount_cents\": `), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	plugins := map[string]string{"go": goBin, "python": "../../examples/native/python/orders-downgrade/plugin"}
 	for lang, path := range plugins {

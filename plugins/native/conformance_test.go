@@ -34,7 +34,7 @@ func conformance(t *testing.T, path string, sameReasons bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer testenv.Ignore(f.Close) // read only
 	recs, err := plugincli.DecodeRecords(f, fixtureIn)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func conformance(t *testing.T, path string, sameReasons bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close(context.Background())
+	defer testenv.Close(t, context.Background(), p)
 	if m := p.Manifest(); m != (plugins.Manifest{Name: "orders-downgrade", Kind: plugins.KindTransform, Version: "1.0.0", ABI: 1}) {
 		t.Fatalf("manifest %+v", m)
 	}
@@ -134,7 +134,7 @@ func FuzzPythonDowngrade(f *testing.F) {
 		f.Fatal(err)
 	}
 	recs, err := plugincli.DecodeRecords(in, fixtureIn)
-	in.Close()
+	_ = in.Close() // read only
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func FuzzPythonDowngrade(f *testing.F) {
 	var p plugins.Plugin
 	f.Cleanup(func() {
 		if p != nil {
-			p.Close(context.Background())
+			testenv.Close(f, context.Background(), p)
 		}
 	})
 	f.Fuzz(func(t *testing.T, value []byte) {

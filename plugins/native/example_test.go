@@ -23,7 +23,11 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer p.Close(ctx)
+	defer func() {
+		if err := p.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	res, err := p.(plugins.Transformer).Transform(ctx, []record.Record{{Value: []byte(`{"order_id":"o1","customer":{"id":"c1"},"amount_cents":5,"currency":"EUR"}`)}})
 	if err != nil {
 		log.Fatal(err)

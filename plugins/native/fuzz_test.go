@@ -79,7 +79,9 @@ func FuzzLineWriter(f *testing.F) {
 		w := logs.NewLineWriter(newTextLogger(&sb), "stderr")
 		for p := data; len(p) > 0; {
 			n := min(chunk, len(p))
-			w.Write(p[:n])
+			if _, err := w.Write(p[:n]); err != nil {
+				t.Fatal(err)
+			}
 			p = p[n:]
 		}
 		w.Flush()

@@ -35,13 +35,17 @@ func pgConn(t *testing.T, dsn string) *pgx.Conn {
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", err)
 	}
-	t.Cleanup(func() { c.Close(context.Background()) })
+	testenv.CloseAtEnd(t, c)
 	return c
 }
 
 func uniqueTable(t *testing.T, c *pgx.Conn) string {
 	name := fmt.Sprintf("native_test_%d", time.Now().UnixNano())
-	t.Cleanup(func() { c.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	t.Cleanup(func() {
+		if _, err := c.Exec(context.Background(), "DROP TABLE IF EXISTS "+name); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
 	return name
 }
 
@@ -110,7 +114,7 @@ func TestPostgresSinkKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Close(ctx)
+	defer testenv.Close(t, ctx, tp)
 	sp, err := open(ctx, buildPlugin(t, "examples/native/go/pg-sink"), plugins.Options{
 		Kind:   plugins.KindSink,
 		Config: map[string]any{"dsn": dsn, "table": table},
@@ -118,7 +122,7 @@ func TestPostgresSinkKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close(ctx)
+	defer testenv.Close(t, ctx, sp)
 	tsup, ssup := tp.(interface{ sup() *supervisor }).sup(), sp.(interface{ sup() *supervisor }).sup()
 	tsup.sup.maxCrashes, ssup.sup.maxCrashes = 1000, 1000
 
@@ -237,7 +241,7 @@ func TestPostgresSinkRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close(ctx)
+	defer testenv.Close(t, ctx, sp)
 	in := []record.Record{
 		{Key: []byte("a"), Value: []byte("1"), Partition: -1, Offset: -1, Headers: []record.Header{{Key: "bin", Value: []byte{0xff, 0}}, {Key: "empty", Value: []byte{}}}},
 		{Key: nil, Value: []byte("no key")},
@@ -254,8 +258,12 @@ func TestPostgresSinkRecords(t *testing.T) {
 	var n int
 	var v []byte
 	var hs string
-	conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n)
-	conn.QueryRow(ctx, "SELECT value, headers::text FROM "+table+" WHERE key = 'a'").Scan(&v, &hs)
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT value, headers::text FROM "+table+" WHERE key = 'a'").Scan(&v, &hs); err != nil {
+		t.Fatal(err)
+	}
 	if n != 2 || string(v) != "2" || hs != "[]" {
 		t.Fatalf("rows %d, a = %q %s", n, v, hs)
 	}
@@ -276,7 +284,7 @@ func TestPostgresSinkConfig(t *testing.T) {
 		t.Run(tt.wantErr, func(t *testing.T) {
 			p, err := open(context.Background(), bin, plugins.Options{Config: tt.cfg}, fastSup)
 			if err == nil {
-				p.Close(context.Background())
+				testenv.Close(t, context.Background(), p)
 				t.Fatal("opened")
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -67,14 +68,14 @@ func TestPipelineNativeToPostgresKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Close(ctx)
+	defer testenv.Close(t, ctx, tp)
 	sp, err := open(ctx, buildPlugin(t, "examples/native/go/pg-sink"), plugins.Options{
 		Kind: plugins.KindSink, Config: map[string]any{"dsn": dsn, "table": table},
 	}, fastSup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close(ctx)
+	defer testenv.Close(t, ctx, sp)
 	tsup, ssup := tp.(*transformPlugin).sup(), sp.(*sinkPlugin).sup()
 	tsup.sup.maxCrashes, ssup.sup.maxCrashes = 1000, 1000
 

@@ -342,7 +342,7 @@ func TestStageVerdicts(t *testing.T) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/versions") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusConflict)
-			w.Write([]byte(`{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema"}`))
+			_, _ = w.Write([]byte(`{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema"}`))
 			return true
 		}
 		return false
@@ -375,7 +375,7 @@ func TestStageTransient(t *testing.T) {
 	for _, status := range []int{500, 503, 401, 403, 429} {
 		f.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 			w.WriteHeader(status)
-			w.Write([]byte(`{"error_code":` + itoa(status) + `,"message":"nope"}`))
+			_, _ = w.Write([]byte(`{"error_code":` + itoa(status) + `,"message":"nope"}`))
 			return true
 		})
 		for name, st := range map[string]*Stage{

@@ -21,7 +21,11 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err) // build it first: examples/wasm/go/orders-downgrade/build.sh
 	}
-	defer p.Close(ctx)
+	defer func() {
+		if err := p.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	res, err := p.(plugins.Transformer).Transform(ctx, []record.Record{
 		{Value: []byte(`{"order_id":"o-1","customer":{"id":"c-1"},"amount_cents":1999,"currency":"EUR"}`)},
 		{Value: []byte(`{"order_id":1}`)},

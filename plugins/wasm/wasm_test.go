@@ -37,7 +37,7 @@ func open(t *testing.T, path string, opts plugins.Options) plugins.Plugin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close(context.Background()) })
+	testenv.CloseAtEnd(t, p)
 	return p
 }
 
@@ -151,7 +151,7 @@ func TestOpenWatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close(ctx)
+	defer testenv.Close(t, ctx, p)
 	if got := p.Manifest().Name; got != "identity" {
 		t.Fatalf("manifest name %q", got)
 	}

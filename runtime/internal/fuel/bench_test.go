@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -63,7 +64,7 @@ func BenchmarkCheckCost(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(tc.wazeroChecks))
-			defer rt.Close(ctx)
+			defer testenv.Close(b, ctx, rt)
 			wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 			_, err := rt.NewHostModuleBuilder("streamd").NewFunctionBuilder().
 				WithGoFunction(api.GoFunc(func(_ context.Context, s []uint64) { s[0] = 10_000 }), nil, []api.ValueType{api.ValueTypeI32}).

@@ -58,7 +58,7 @@ func TestDataMerged(t *testing.T) {
 func initialMemory(t *testing.T, bin []byte) []byte {
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
-	defer rt.Close(ctx)
+	defer testenv.Close(t, ctx, rt)
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	noop := api.GoFunc(func(context.Context, []uint64) {})
 	i32 := api.ValueTypeI32

@@ -27,7 +27,7 @@ func (e *env) runtime(tb testing.TB) wazero.Runtime {
 	tb.Helper()
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler())
-	tb.Cleanup(func() { rt.Close(ctx) })
+	testenv.CloseAtEnd(tb, rt)
 	_, err := rt.NewHostModuleBuilder("env").
 		NewFunctionBuilder().WithFunc(func(a, b uint32) uint32 { return a + b }).Export("add").
 		Instantiate(ctx)
@@ -227,7 +227,7 @@ func TestPlugins(t *testing.T) {
 	// The interpreter validates exactly as the compiler does, in a fraction
 	// of the time (runtime's own tests run the instrumented plugins).
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
-	defer rt.Close(ctx)
+	defer testenv.Close(t, ctx, rt)
 	for _, p := range paths {
 		bin, err := os.ReadFile(p)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 )
@@ -29,7 +30,7 @@ func FuzzInstrument(f *testing.F) {
 		}
 		// A runtime per input: compiled code would otherwise pile up.
 		rt := wazero.NewRuntime(ctx)
-		defer rt.Close(ctx)
+		defer testenv.Close(t, ctx, rt)
 		if err := compile(ctx, rt, bin); err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
 
@@ -34,7 +35,7 @@ func grant(t *testing.T, readOnly bool) (*FS, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	testenv.Cleanup(t, f.Close)
 	return f, base
 }
 
@@ -110,12 +111,16 @@ func TestNoFollow(t *testing.T) {
 	if e != 0 {
 		t.Fatalf("O_NOFOLLOW on a file: %v", e)
 	}
-	file.Close()
+	if e := file.Close(); e != 0 {
+		t.Fatal(e)
+	}
 	file, e = f.OpenFile("new", experimentalsys.O_WRONLY|experimentalsys.O_CREAT|experimentalsys.O_NOFOLLOW, 0o644)
 	if e != 0 {
 		t.Fatalf("O_NOFOLLOW|O_CREAT of a new file: %v", e)
 	}
-	file.Close()
+	if e := file.Close(); e != 0 {
+		t.Fatal(e)
+	}
 }
 
 func TestUtimensThroughLinkOut(t *testing.T) {
@@ -144,7 +149,7 @@ func TestSetAppend(t *testing.T) {
 	if e != 0 {
 		t.Fatal(e)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // opened to be refused writes
 	if e := file.SetAppend(true); e != 0 {
 		t.Fatalf("SetAppend: %v", e)
 	}
@@ -170,7 +175,7 @@ func TestReadOnly(t *testing.T) {
 	if e != 0 {
 		t.Fatal(e)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // opened read-only
 	if e := file.Utimens(0, 0); e != experimentalsys.EROFS {
 		t.Errorf("Utimens on a read-only file: %v", e)
 	}
@@ -237,26 +242,28 @@ func FuzzNoEscape(f *testing.F) {
 			}
 			if file, e := fsys.OpenFile(p, experimentalsys.O_RDONLY, 0); e == 0 {
 				st, _ := file.Stat()
-				file.Close()
+				_ = file.Close() // read only
 				if isOut(st.Dev, st.Ino) {
 					t.Fatalf("%s: OpenFile(%q) reached outside", what, p)
 				}
 			}
 		}
 		check("before")
-		fsys.Symlink(q, p)
+		// Each attempt may succeed or fail; either way, check says nothing
+		// reached outside, which is the point.
+		_ = fsys.Symlink(q, p)
 		check("after Symlink")
-		fsys.Link(q, p)
-		fsys.Rename(q, p)
+		_ = fsys.Link(q, p)
+		_ = fsys.Rename(q, p)
 		check("after Link and Rename")
 		if file, e := fsys.OpenFile(p, experimentalsys.O_WRONLY|experimentalsys.O_CREAT|experimentalsys.O_APPEND, 0o644); e == 0 {
-			file.Write([]byte("x"))
-			file.Close()
+			_, _ = file.Write([]byte("x"))
+			_ = file.Close()
 		}
-		fsys.Mkdir(p, 0o755)
-		fsys.Utimens(p, 0, 0)
-		fsys.Unlink(q)
-		fsys.Rmdir(q)
+		_ = fsys.Mkdir(p, 0o755)
+		_ = fsys.Utimens(p, 0, 0)
+		_ = fsys.Unlink(q)
+		_ = fsys.Rmdir(q)
 		if b, err := os.ReadFile(outside); err != nil || string(b) != "OUTSIDE" {
 			t.Fatalf("p %q q %q: the file outside holds %q (%v)", p, q, b, err)
 		}

@@ -34,7 +34,9 @@ func TestLineWriter(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewLineWriter(jsonLogger(&buf), "stderr")
 	for _, chunk := range []string{"plain li", "ne\r\n\n   \n", `{"@level":"error","@message":"structured","k":"v"}` + "\n", `{"not":"hclog"}` + "\n", "panic: boom\n\tgoroutine 1\n", "tail"} {
-		w.Write([]byte(chunk))
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.Flush()
 	want := []struct{ level, msg string }{
