@@ -317,6 +317,16 @@ func (c *Consumer) commitMap(ps []int32) map[string]map[int32]kgo.EpochOffset {
 }
 
 // compatible asks the bridge (once per version) whether v can be read.
+// recordCompatible returns rec's schema version and whether the group's
+// compatible version can read it.
+func (c *Consumer) recordCompatible(ctx context.Context, rec *record.Record) (v int, ok bool, err error) {
+	if v, err = recordVersion(rec, c.cfg.BaselineVersion); err != nil {
+		return v, false, fmt.Errorf("fluid consumer: %w", err)
+	}
+	ok, err = c.compatible(ctx, v)
+	return v, ok, err
+}
+
 func (c *Consumer) compatible(ctx context.Context, v int) (bool, error) {
 	if v <= c.cfg.CompatibleVersion {
 		return true, nil // same or older: nothing to downgrade
@@ -413,11 +423,7 @@ func (c *Consumer) fromMain(ctx context.Context, r *kgo.Record) (record.Record, 
 	gen := st.gen
 	c.mu.Unlock()
 	rec := kgox.Record(r)
-	v, err := recordVersion(&rec, c.cfg.BaselineVersion)
-	if err != nil {
-		return rec, false, fmt.Errorf("fluid consumer: %w", err)
-	}
-	ok, err := c.compatible(ctx, v)
+	v, ok, err := c.recordCompatible(ctx, &rec)
 	if err != nil {
 		return rec, false, err
 	}
@@ -529,11 +535,7 @@ func (c *Consumer) fromDowngrade(ctx context.Context, r *kgo.Record) (record.Rec
 	}
 	c.mu.Unlock()
 	// from <= pos <= so: the next record of the partition.
-	v, err := recordVersion(&rec, c.cfg.BaselineVersion)
-	if err != nil {
-		return rec, false, fmt.Errorf("fluid consumer: %w", err)
-	}
-	ok, err := c.compatible(ctx, v)
+	v, ok, err := c.recordCompatible(ctx, &rec)
 	if err != nil {
 		return rec, false, err
 	}

@@ -126,7 +126,36 @@ func query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values,
 	return q, true
 }
 
-func requiredParam(w http.ResponseWriter, q url.Values, name string) (string, bool) {
+// groupQuery is the query of a consumer group's request (downgrade-topic,
+// downgrade-offset).
+type groupQuery struct {
+	url.Values
+	topic, group string
+	version      int // compatible-schema-version, known for topic
+}
+
+// groupQuery reads a group's request: topic, group and
+// compatible-schema-version, required, a version of a topic in the
+// metadata; each parameter, these and more, given at most once. It answers
+// the request and reports false if not.
+func (b *Bridge) groupQuery(w http.ResponseWriter, r *http.Request, more ...string) (g groupQuery, ok bool) {
+	const version = "compatible-schema-version"
+	if g.Values, ok = query(w, r, append([]string{"topic", "group", version}, more...)...); !ok {
+		return g, false
+	}
+	if g.topic, ok = requiredParam(w, g, "topic"); !ok {
+		return g, false
+	}
+	if g.group, ok = requiredParam(w, g, "group"); !ok {
+		return g, false
+	}
+	if g.version, ok = versionParam(w, g, version); !ok {
+		return g, false
+	}
+	return g, b.knownTopicVersion(w, g.topic, g.version, version)
+}
+
+func requiredParam(w http.ResponseWriter, q interface{ Get(string) string }, name string) (string, bool) {
 	s := q.Get(name)
 	if s == "" {
 		writeErr(w, http.StatusBadRequest, name, "parameter %s is required", name)
@@ -168,22 +197,11 @@ func (b *Bridge) inKafka(w http.ResponseWriter, ctx context.Context, topic strin
 }
 
 func (b *Bridge) handleDowngradeTopic(w http.ResponseWriter, r *http.Request) {
-	q, ok := query(w, r, "topic", "group", "compatible-schema-version")
+	g, ok := b.groupQuery(w, r)
 	if !ok {
 		return
 	}
-	topic, ok := requiredParam(w, q, "topic")
-	if !ok {
-		return
-	}
-	group, ok := requiredParam(w, q, "group")
-	if !ok {
-		return
-	}
-	v, ok := versionParam(w, q, "compatible-schema-version")
-	if !ok || !b.knownTopicVersion(w, topic, v, "compatible-schema-version") {
-		return
-	}
+	topic, group, v := g.topic, g.group, g.version
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	name, _, err := b.ensureDowngradeTopic(ctx, topic, v)
@@ -316,9 +334,8 @@ func (b *Bridge) handleCompatible(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, q.dup, "parameter %s is given more than once; give it once", q.dup)
 		return
 	}
-	topic := q.Get("topic")
-	if topic == "" {
-		writeErr(w, http.StatusBadRequest, "topic", "parameter topic is required")
+	topic, ok := requiredParam(w, q, "topic")
+	if !ok {
 		return
 	}
 	o, ok := versionParam(w, q, "observed-schema-version")

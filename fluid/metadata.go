@@ -185,15 +185,22 @@ func (m *Metadata) Topic(topic string, v int) (*TopicVersion, error) {
 // normalisation, see fluid/internal/schemanorm). The answer is computed once
 // at load and never changes for the same arguments.
 func (m *Metadata) Compatible(topic string, observed, compatible int) (bool, error) {
-	o, err := m.Topic(topic, observed)
-	if err != nil {
-		return false, err
-	}
-	c, err := m.Topic(topic, compatible)
+	o, c, err := m.topicVersions(topic, observed, compatible)
 	if err != nil {
 		return false, err
 	}
 	return o.epoch == c.epoch, nil
+}
+
+// topicVersions returns topic at versions observed and compatible.
+func (m *Metadata) topicVersions(topic string, observed, compatible int) (o, c *TopicVersion, err error) {
+	if o, err = m.Topic(topic, observed); err != nil {
+		return nil, nil, err
+	}
+	if c, err = m.Topic(topic, compatible); err != nil {
+		return nil, nil, err
+	}
+	return o, c, nil
 }
 
 // Step is one downgrade in a chain: records of topic at From become From-1.

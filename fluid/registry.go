@@ -58,11 +58,7 @@ var ErrNoRegistryRule = errors.New("compatibility level NONE")
 // level NONE gives ErrNoRegistryRule; a registry that cannot answer, its
 // error.
 func (m *Metadata) RegistryCompatible(ctx context.Context, r Registry, topic string, observed, compatible int) (bool, error) {
-	o, err := m.Topic(topic, observed)
-	if err != nil {
-		return false, err
-	}
-	c, err := m.Topic(topic, compatible)
+	o, c, err := m.topicVersions(topic, observed, compatible)
 	if err != nil {
 		return false, err
 	}

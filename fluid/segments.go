@@ -112,23 +112,11 @@ type DowngradeOffset struct {
 }
 
 func (b *Bridge) handleDowngradeOffset(w http.ResponseWriter, r *http.Request) {
-	names := []string{"topic", "group", "compatible-schema-version", "partition", "source-offset", "missing-segment"}
-	q, ok := query(w, r, names...)
+	q, ok := b.groupQuery(w, r, "partition", "source-offset", "missing-segment")
 	if !ok {
 		return
 	}
-	topic, ok := requiredParam(w, q, "topic")
-	if !ok {
-		return
-	}
-	group, ok := requiredParam(w, q, "group")
-	if !ok {
-		return
-	}
-	v, ok := versionParam(w, q, "compatible-schema-version")
-	if !ok || !b.knownTopicVersion(w, topic, v, "compatible-schema-version") {
-		return
-	}
+	topic, group, v := q.topic, q.group, q.version
 	num := func(name string, required bool, bits int) (int64, bool) {
 		s := q.Get(name)
 		if s == "" {

@@ -138,20 +138,15 @@ func (v *view) apply(key string, value []byte) error {
 			v.groups[parts[1]] = map[string]int{}
 		}
 		v.groups[parts[1]][parts[2]] = g.Version
-	case "r":
+	case "r", "p":
 		tv, err := parseTV(parts[1], parts[2])
 		if err != nil {
 			return fmt.Errorf("bad state key %q: %w", key, err)
 		}
-		if value == nil {
-			delete(v.republish, tv)
-			return nil
+		if parts[0] == "r" {
+			return applyEntry(v.republish, tv, key, value, func(r republishSpec) republishSpec { return r })
 		}
-		var r republishSpec
-		if err := json.Unmarshal(value, &r); err != nil {
-			return fmt.Errorf("state key %q: %w", key, err)
-		}
-		v.republish[tv] = r
+		return applyEntry(v.progress, tv, key, value, func(p progressState) map[int32]int64 { return p.Next })
 	case "s":
 		rest := strings.Split(parts[2], "/")
 		if len(rest) != 3 {
@@ -188,23 +183,24 @@ func (v *view) apply(key string, value []byte) error {
 			ss = append(ss[:i:i], append([]segment{sg}, ss[i:]...)...)
 		}
 		v.segments[tv][int32(p)] = ss
-	case "p":
-		tv, err := parseTV(parts[1], parts[2])
-		if err != nil {
-			return fmt.Errorf("bad state key %q: %w", key, err)
-		}
-		if value == nil {
-			delete(v.progress, tv)
-			return nil
-		}
-		var p progressState
-		if err := json.Unmarshal(value, &p); err != nil {
-			return fmt.Errorf("state key %q: %w", key, err)
-		}
-		v.progress[tv] = p.Next
 	default:
 		return fmt.Errorf("bad state key %q", key)
 	}
+	return nil
+}
+
+// applyEntry applies the state record key to entry tv of m: a tombstone
+// (value nil) deletes it, else value decoded as a J is stored as val(j).
+func applyEntry[J, V any](m map[topicVersion]V, tv topicVersion, key string, value []byte, val func(J) V) error {
+	if value == nil {
+		delete(m, tv)
+		return nil
+	}
+	var j J
+	if err := json.Unmarshal(value, &j); err != nil {
+		return fmt.Errorf("state key %q: %w", key, err)
+	}
+	m[tv] = val(j)
 	return nil
 }
 
