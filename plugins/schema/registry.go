@@ -231,41 +231,33 @@ func (c *cache) subjectOf(ctx context.Context, id int, want string) string {
 
 // compile compiles a schema and the schemas it references.
 func (c *cache) compile(ctx context.Context, s sr.Schema) (*compiled, error) {
+	if s.Type != sr.TypeAvro && s.Type != sr.TypeProtobuf && s.Type != sr.TypeJSON {
+		return nil, &verdictError{fmt.Errorf("schema type %q is not supported", s.Type)}
+	}
+	var texts []string           // depth first, for Avro
+	files := map[string]string{} // by reference name, for Protobuf and JSON Schema
+	if err := c.collect(ctx, s.References, map[string]bool{}, func(name string, ss sr.SubjectSchema) {
+		texts = append(texts, ss.Schema.Schema)
+		files[name] = ss.Schema.Schema
+	}); err != nil {
+		return nil, err
+	}
 	out := &compiled{typ: s.Type}
+	var what string
+	var err error
 	switch s.Type {
 	case sr.TypeAvro:
-		var texts []string
-		seen := map[string]bool{}
-		if err := c.collect(ctx, s.References, seen, func(_ string, ss sr.SubjectSchema) { texts = append(texts, ss.Schema.Schema) }); err != nil {
-			return nil, err
-		}
-		a, err := compileAvro(s.Schema, texts)
-		if err != nil {
-			return nil, fmt.Errorf("avro schema: %w", err)
-		}
-		out.avro = a
+		what = "avro schema"
+		out.avro, err = compileAvro(s.Schema, texts)
 	case sr.TypeProtobuf:
-		files := map[string]string{}
-		if err := c.collect(ctx, s.References, map[string]bool{}, func(name string, ss sr.SubjectSchema) { files[name] = ss.Schema.Schema }); err != nil {
-			return nil, err
-		}
-		p, err := compileProto(ctx, s.Schema, files)
-		if err != nil {
-			return nil, fmt.Errorf("protobuf schema: %w", err)
-		}
-		out.proto = p
+		what = "protobuf schema"
+		out.proto, err = compileProto(ctx, s.Schema, files)
 	case sr.TypeJSON:
-		refs := map[string]string{}
-		if err := c.collect(ctx, s.References, map[string]bool{}, func(name string, ss sr.SubjectSchema) { refs[name] = ss.Schema.Schema }); err != nil {
-			return nil, err
-		}
-		j, err := compileJSONSchema(s.Schema, refs)
-		if err != nil {
-			return nil, fmt.Errorf("JSON Schema: %w", err)
-		}
-		out.json = j
-	default:
-		return nil, &verdictError{fmt.Errorf("schema type %q is not supported", s.Type)}
+		what = "JSON Schema"
+		out.json, err = compileJSONSchema(s.Schema, files)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

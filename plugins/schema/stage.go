@@ -283,6 +283,28 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 		}
 		schemas[id] = s
 	}
+	lastID, lastS, lastErr := -1, (*compiled)(nil), error(nil)
+	st.convert(batch, out, func(a *arena, i int, p []byte) ([]byte, error) {
+		if ids[i] != lastID { // runs of one id: no map lookups
+			lastID, lastS, lastErr = ids[i], schemas[ids[i]], verdicts[ids[i]]
+		}
+		if lastErr != nil {
+			return nil, fmt.Errorf("schema decode (%s): %w", st.partName(), lastErr)
+		}
+		js, err := st.decodeOne(a, lastS, p[headerSize:])
+		if err != nil {
+			return nil, st.recordErr(ctx, "decode", lastS, st.topicSubject(&batch[i]), err)
+		}
+		return js, nil
+	})
+	return out, nil
+}
+
+// convert is the second half of decode and encode: each record of batch
+// not refused yet (out[i].Err) becomes a copy, in one slab for the batch,
+// whose key or value is conv's output, written in one arena; a null part
+// stays null. conv's error is the record's.
+func (st *Stage) convert(batch []record.Record, out []plugins.Result, conv func(a *arena, i int, part []byte) ([]byte, error)) {
 	total := 0
 	for i := range batch {
 		total += len(st.part(&batch[i]))
@@ -290,39 +312,26 @@ func (st *Stage) decode(ctx context.Context, batch []record.Record) ([]plugins.R
 	a := newArena(total, &st.ratio)
 	defer st.ratio.done(a)
 	slab := make([]record.Record, len(batch)) // one allocation for every output
-	lastID, lastS, lastErr := -1, (*compiled)(nil), error(nil)
 	for i := range batch {
 		if out[i].Err != nil {
 			continue
 		}
 		slab[i] = batch[i]
 		r := &slab[i]
-		if ids[i] < 0 { // a null part stays null
-			out[i].Records = slab[i : i+1 : i+1]
-			continue
-		}
-		if ids[i] != lastID { // runs of one id: no map lookups
-			lastID, lastS, lastErr = ids[i], schemas[ids[i]], verdicts[ids[i]]
-		}
-		if lastErr != nil {
-			out[i].Err = fmt.Errorf("schema decode (%s): %w", st.partName(), lastErr)
-			continue
-		}
-		s := lastS
-		payload := st.part(r)[headerSize:]
-		js, err := st.decodeOne(a, s, payload)
-		if err != nil {
-			out[i].Err = st.recordErr(ctx, "decode", s, st.topicSubject(r), err)
-			continue
-		}
-		if st.cfg.Key {
-			r.Key = js
-		} else {
-			r.Value = js
+		if p := st.part(r); p != nil {
+			b, err := conv(a, i, p)
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			if st.cfg.Key {
+				r.Key = b
+			} else {
+				r.Value = b
+			}
 		}
 		out[i].Records = slab[i : i+1 : i+1]
 	}
-	return out, nil
 }
 
 func (st *Stage) decodeOne(a *arena, s *compiled, payload []byte) ([]byte, error) {
@@ -525,41 +534,17 @@ func (st *Stage) encode(ctx context.Context, batch []record.Record) ([]plugins.R
 			targets[s] = t
 		}
 	}
-	total := 0
-	for i := range batch {
-		total += len(st.part(&batch[i]))
-	}
-	a := newArena(total, &st.ratio)
-	defer st.ratio.done(a)
-	slab := make([]record.Record, len(batch)) // one allocation for every output
-	for i := range batch {
-		if out[i].Err != nil {
-			continue
-		}
-		slab[i] = batch[i]
-		r := &slab[i]
-		p := st.part(r)
-		if p == nil {
-			out[i].Records = slab[i : i+1 : i+1]
-			continue
-		}
+	st.convert(batch, out, func(a *arena, i int, p []byte) ([]byte, error) {
 		t := targets[subjects[i]]
 		if t.err != nil {
-			out[i].Err = fmt.Errorf("schema encode (%s): %w", st.partName(), t.err)
-			continue
+			return nil, fmt.Errorf("schema encode (%s): %w", st.partName(), t.err)
 		}
 		enc, err := st.encodeOne(a, t, p)
 		if err != nil {
-			out[i].Err = st.recordErr(ctx, "encode", t.s, subjects[i], err)
-			continue
+			return nil, st.recordErr(ctx, "encode", t.s, subjects[i], err)
 		}
-		if st.cfg.Key {
-			r.Key = enc
-		} else {
-			r.Value = enc
-		}
-		out[i].Records = slab[i : i+1 : i+1]
-	}
+		return enc, nil
+	})
 	return out, nil
 }
 
