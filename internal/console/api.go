@@ -109,9 +109,8 @@ type partitionView struct {
 }
 
 func (c *Console) pipelineDetail(w http.ResponseWriter, r *http.Request) {
-	p, ok := c.pipeline(r.PathValue("p"))
+	p, ok := c.pipelineOf(w, r)
 	if !ok {
-		writeErr(w, http.StatusNotFound, "no pipeline %q", r.PathValue("p"))
 		return
 	}
 	out := struct {
@@ -216,17 +215,59 @@ func filterFromQuery(r *http.Request) (dlq.Filter, int, error) {
 	return f, int(limit), nil
 }
 
-func (c *Console) dlqOf(w http.ResponseWriter, r *http.Request) (Pipeline, bool) {
-	p, ok := c.pipeline(r.PathValue("p"))
-	switch {
-	case !ok:
-		writeErr(w, http.StatusNotFound, "no pipeline %q", r.PathValue("p"))
-	case p.DLQ == nil:
-		writeErr(w, http.StatusNotFound, "pipeline %q has no dead-letter topic (errors.policy = %q)", p.Name, p.Policy)
-	default:
-		return p, true
+// readTimeout bounds a request's reading of a dead-letter or quarantine
+// topic.
+const readTimeout = 50 * time.Second
+
+// listFilter is filterFromQuery for a listing: a bad query is answered
+// 400.
+func listFilter(w http.ResponseWriter, r *http.Request) (dlq.Filter, int, bool) {
+	f, limit, err := filterFromQuery(r)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "%v", err)
+		return f, 0, false
 	}
-	return p, false
+	return f, limit, true
+}
+
+func (c *Console) dlqOf(w http.ResponseWriter, r *http.Request) (Pipeline, bool) {
+	p, ok := c.pipelineOf(w, r)
+	if ok && p.DLQ == nil {
+		writeErr(w, http.StatusNotFound, "pipeline %q has no dead-letter topic (errors.policy = %q)", p.Name, p.Policy)
+		return p, false
+	}
+	return p, ok
+}
+
+// pipelineOf returns the pipeline named by r's path, or answers 404.
+func (c *Console) pipelineOf(w http.ResponseWriter, r *http.Request) (Pipeline, bool) {
+	p, ok := c.pipeline(r.PathValue("p"))
+	if !ok {
+		writeErr(w, http.StatusNotFound, "no pipeline %q", r.PathValue("p"))
+	}
+	return p, ok
+}
+
+// listEntries reads the ranges of rd that pass rf, then calls add for
+// each entry of them that passes ef, up to limit; more reports that there
+// was another. It gives up after readTimeout.
+func listEntries(ctx context.Context, rd *dlq.Reader, rf, ef dlq.Filter, limit int, add func(*dlq.Entry)) (ranges []dlq.Range, more bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	if ranges, err = rd.Ranges(ctx, rf); err != nil {
+		return nil, false, err
+	}
+	n := 0
+	err = rd.Scan(ctx, ranges, ef, func(e *dlq.Entry) error {
+		if n >= limit {
+			more = true
+			return dlq.ErrStop
+		}
+		n++
+		add(e)
+		return nil
+	}, nil)
+	return ranges, more, err
 }
 
 func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
@@ -234,16 +275,8 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, limit, err := filterFromQuery(r)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 50*time.Second)
-	defer cancel()
-	ranges, err := p.DLQ.Ranges(ctx, f)
-	if err != nil {
-		writeErr(w, http.StatusBadGateway, "%v", err)
+	f, limit, ok := listFilter(w, r)
+	if !ok {
 		return
 	}
 	out := struct {
@@ -251,15 +284,11 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		Ranges  []dlq.Range `json:"ranges"`
 		Entries []entryView `json:"entries"`
 		More    bool        `json:"more"`
-	}{Topic: p.DLQ.Topic(), Ranges: ranges, Entries: []entryView{}}
-	err = p.DLQ.Scan(ctx, ranges, f, func(e *dlq.Entry) error {
-		if len(out.Entries) >= limit {
-			out.More = true
-			return dlq.ErrStop
-		}
+	}{Topic: p.DLQ.Topic(), Entries: []entryView{}}
+	var err error
+	out.Ranges, out.More, err = listEntries(r.Context(), p.DLQ, f, f, limit, func(e *dlq.Entry) {
 		out.Entries = append(out.Entries, viewEntry(e, listValueBytes))
-		return nil
-	}, nil)
+	})
 	if err != nil {
 		writeErr(w, http.StatusBadGateway, "%v", err)
 		return
@@ -278,7 +307,7 @@ func (c *Console) dlqGet(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "want /ui/api/dlq/PIPELINE/PARTITION/OFFSET, not %s", r.URL.Path)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
 	e, err := p.DLQ.Get(ctx, int32(part), off)
 	if err != nil {
@@ -321,29 +350,20 @@ func (c *Console) journalQuarantine(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "no [journal] quarantine_topic in this daemon's config")
 		return
 	}
-	f, limit, err := filterFromQuery(r)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, "%v", err)
+	f, limit, ok := listFilter(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 50*time.Second)
-	defer cancel()
 	out := struct {
 		Topic   string        `json:"topic"`
 		Records []quarantined `json:"records"`
 		More    bool          `json:"more"`
 	}{Topic: j.Quarantine.Topic(), Records: []quarantined{}}
-	ranges, err := j.Quarantine.Ranges(ctx, dlq.Filter{Partitions: f.Partitions, From: f.From, Until: f.Until})
-	if err == nil {
-		err = j.Quarantine.Scan(ctx, ranges, dlq.Filter{}, func(e *dlq.Entry) error {
-			if len(out.Records) >= limit {
-				out.More = true
-				return dlq.ErrStop
-			}
-			out.Records = append(out.Records, quarantined{Partition: e.Partition, Offset: e.Offset, Time: e.Time, Record: recview.Of(&e.Record, listValueBytes)})
-			return nil
-		}, nil)
-	}
+	// Of the filters, only the positions apply to the quarantine.
+	var err error
+	_, out.More, err = listEntries(r.Context(), j.Quarantine, dlq.Filter{Partitions: f.Partitions, From: f.From, Until: f.Until}, dlq.Filter{}, limit, func(e *dlq.Entry) {
+		out.Records = append(out.Records, quarantined{Partition: e.Partition, Offset: e.Offset, Time: e.Time, Record: recview.Of(&e.Record, listValueBytes)})
+	})
 	if err != nil {
 		writeErr(w, http.StatusBadGateway, "%v", err)
 		return

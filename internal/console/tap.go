@@ -140,9 +140,8 @@ type tapStatus struct {
 // tapStream serves GET /ui/api/tap/{p}[/{stage}]?rate=&bytes=: a stream
 // of "record" events (TapEvent) and a "status" event each second.
 func (c *Console) tapStream(w http.ResponseWriter, r *http.Request) {
-	p, ok := c.pipeline(r.PathValue("p"))
+	p, ok := c.pipelineOf(w, r)
 	if !ok {
-		writeErr(w, http.StatusNotFound, "no pipeline %q", r.PathValue("p"))
 		return
 	}
 	stage := r.PathValue("stage")
