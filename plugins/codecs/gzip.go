@@ -39,14 +39,7 @@ func (g *gzipCodec) encode(s *scratch, src []byte) ([]byte, error) {
 		zw.Reset(buf)
 	}
 	defer g.writers.Put(zw)
-	if _, err := zw.Write(src); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	s.buf = buf.Bytes()
-	return s.buf, nil
+	return compress(s, buf, zw, src)
 }
 
 func (g *gzipCodec) decode(s *scratch, src []byte, limit int) ([]byte, error) {
@@ -69,6 +62,19 @@ func (g *gzipCodec) decode(s *scratch, src []byte, limit int) ([]byte, error) {
 }
 
 func (g *gzipCodec) close() error { return nil }
+
+// compress writes src through zw, a compressor writing to buf, and closes
+// it: the compressed payload is buf's bytes, kept in s.
+func compress(s *scratch, buf *bytes.Buffer, zw io.WriteCloser, src []byte) ([]byte, error) {
+	if _, err := zw.Write(src); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	s.buf = buf.Bytes()
+	return s.buf, nil
+}
 
 // readLimited reads r to its end into s, failing with ErrTooLarge once more
 // than limit bytes come out. hint is the compressed size, to size the buffer.

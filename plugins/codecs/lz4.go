@@ -45,16 +45,11 @@ func (c *lz4Codec) encode(s *scratch, src []byte) ([]byte, error) {
 	} else {
 		zw.Reset(buf)
 	}
-	defer c.writers.Put(zw)
-	if _, err := zw.Write(src); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	zw.Reset(nil)
-	s.buf = buf.Bytes()
-	return s.buf, nil
+	defer func() {
+		zw.Reset(nil) // let go of buf
+		c.writers.Put(zw)
+	}()
+	return compress(s, buf, zw, src)
 }
 
 func (c *lz4Codec) decode(s *scratch, src []byte, limit int) ([]byte, error) {
