@@ -24,24 +24,24 @@ var (
 // consumer group membership and assignment. It reports whether the
 // pipeline was running unpaused.
 func (a *App) Pause(name string) (bool, error) {
-	a.ctl.Lock()
-	defer a.ctl.Unlock()
-	u, err := a.runningUnit(name)
-	if err != nil {
-		return false, err
-	}
-	return u.p.Pause(), nil
+	return a.onRunning(name, (*pipeline.Pipeline).Pause)
 }
 
 // Resume resumes the named pipeline; it reports whether it was paused.
 func (a *App) Resume(name string) (bool, error) {
+	return a.onRunning(name, (*pipeline.Pipeline).Resume)
+}
+
+// onRunning applies op to the named running pipeline, under the controls'
+// lock.
+func (a *App) onRunning(name string, op func(*pipeline.Pipeline) bool) (bool, error) {
 	a.ctl.Lock()
 	defer a.ctl.Unlock()
 	u, err := a.runningUnit(name)
 	if err != nil {
 		return false, err
 	}
-	return u.p.Resume(), nil
+	return op(u.p), nil
 }
 
 func (a *App) runningUnit(name string) (*unit, error) {
