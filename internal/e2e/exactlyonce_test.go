@@ -482,16 +482,10 @@ func TestReloadExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := testenv.Kafka(t)
-	const n = 30000
+	const least = 30000
 	in, out, dlq := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "dlq")
 	for _, tp := range []string{in, out, dlq} {
 		b.CreateTopic(t, tp, 4)
-	}
-	poison := 0
-	for i := range n {
-		if isPoison(i) {
-			poison++
-		}
 	}
 	head := fmt.Sprintf("data_dir = %q\n", t.TempDir()) + brokersTOML(b) + fmt.Sprintf("[admin]\nlisten = %q\n", freePort(t))
 	group := testenv.Topic(t, "g")
@@ -518,13 +512,30 @@ dlq_topic = %q
 `, maxRecords, in, group, plugin, out, dlq)
 	}
 	cfg := writeConfig(t, body(256))
+	// Records arrive until the pipeline that replaced the old one has
+	// committed (and at least 30000 of them, about 9 s): a fixed 9 s of
+	// records had all been read and committed by the old pipeline before
+	// the reload in a trial CI run (kfake, load 30), so the new one had
+	// nothing to commit and the wait below could not end.
 	producer := b.Client(t)
-	prodDone := make(chan struct{})
+	stop, prodDone := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	stopProducing := func() { stopOnce.Do(func() { close(stop) }) }
+	defer func() { stopProducing(); <-prodDone }()
+	n := 0 // records produced; read after prodDone
 	go func() {
 		defer close(prodDone)
-		for i := 0; i < n; i += 500 {
-			produceOrders(t, producer, in, i, 500)
-			time.Sleep(150 * time.Millisecond) // about 9 s in all
+		for {
+			select {
+			case <-stop:
+				if n >= least || t.Failed() {
+					return
+				}
+			default:
+			}
+			produceOrders(t, producer, in, n, 500)
+			n += 500
+			time.Sleep(150 * time.Millisecond)
 		}
 	}()
 	d := start(t, cfg)
@@ -540,7 +551,14 @@ dlq_topic = %q
 		return p.Restarts == 1 && p.Ready && p.Transactions != nil && p.Transactions.Committed > 0
 	})
 	t.Logf("after the reload: delivery %s, transactions %+v", p.Delivery, *p.Transactions)
+	stopProducing()
 	<-prodDone
+	poison := 0
+	for i := range n {
+		if isPoison(i) {
+			poison++
+		}
+	}
 	seen := readSeq(t, b, out, true, n-poison, 3*time.Minute)
 	dead := readSeq(t, b, dlq, true, poison, time.Minute)
 	d.stop(t)
