@@ -184,35 +184,38 @@ func (s *pauseAfterFetch) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
 // transactions ends the open transaction once what was fetched in it is
 // written, and commits it: left open while paused, its records would stay
 // uncommitted (invisible to read_committed consumers, the offsets not
-// moving) and the broker would abort it at its transaction timeout.
+// moving) and the broker would abort it at its transaction timeout. On
+// synctest's fake clock: the hour-long transaction interval never comes.
 func TestPauseCommitsTransaction(t *testing.T) {
-	out := &txnSink{}
-	log := &txnLog{recs: txnRecords(300), chunk: 100, block: true, sinks: []*txnSink{out}}
-	src := &pauseAfterFetch{txnLog: log}
-	// A transaction is due after 10,000 records or 1 h: only the pause
-	// can end the first one in time.
-	p := pipeline.New("t", src, out, append(fast(), pipeline.WithTransactions(0, time.Hour))...)
-	src.p = p
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	waitStatus(t, p, "the open transaction committed while paused", func(s pipeline.Status) bool {
-		return s.Paused && s.Transactions != nil && s.Transactions.Committed == 1
+	synctest.Test(t, func(t *testing.T) {
+		out := &txnSink{}
+		log := &txnLog{recs: txnRecords(300), chunk: 100, block: true, sinks: []*txnSink{out}}
+		src := &pauseAfterFetch{txnLog: log}
+		// A transaction is due after 10,000 records or 1 h: only the pause
+		// can end the first one in time.
+		p := pipeline.New("t", src, out, append(fast(), pipeline.WithTransactions(0, time.Hour))...)
+		src.p = p
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		waitStatus(t, p, "the open transaction committed while paused", func(s pipeline.Status) bool {
+			return s.Paused && s.Transactions != nil && s.Transactions.Committed == 1
+		})
+		if n := len(out.values()); n != 100 {
+			t.Fatalf("paused: %d records committed, want the 100 fetched before the pause", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if s := p.Status(); s.Transactions.Committed != 1 || s.Transactions.Aborted != 0 || len(out.values()) != 100 {
+			t.Fatalf("while paused: %+v, %d records committed", s.Transactions, len(out.values()))
+		}
+		p.Resume()
+		cancel() // a graceful drain commits what is open
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, _, wrong := log.result(); len(wrong) > 0 {
+			t.Fatalf("violations: %v", wrong)
+		}
 	})
-	if n := len(out.values()); n != 100 {
-		t.Fatalf("paused: %d records committed, want the 100 fetched before the pause", n)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if s := p.Status(); s.Transactions.Committed != 1 || s.Transactions.Aborted != 0 || len(out.values()) != 100 {
-		t.Fatalf("while paused: %+v, %d records committed", s.Transactions, len(out.values()))
-	}
-	p.Resume()
-	cancel() // a graceful drain commits what is open
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if _, _, wrong := log.result(); len(wrong) > 0 {
-		t.Fatalf("violations: %v", wrong)
-	}
 }
