@@ -167,6 +167,9 @@ func (e *kenv) kfake(n need) {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait() // "killed"
 			}
+			if t.Failed() {
+				t.Logf("streamd broker log tail:\n%s", tail(log.String(), 3000))
+			}
 		})
 		start()
 		e.seeds, e.direct = []string{addr}, []string{addr}

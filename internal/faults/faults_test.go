@@ -87,6 +87,8 @@ func TestFaults(t *testing.T) {
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// Registered first, so run last: after the log tails.
+			t.Cleanup(func() { repeatFailures(t) })
 			run(t)
 		})
 	}

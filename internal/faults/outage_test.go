@@ -84,7 +84,7 @@ func (o outage) run(t *testing.T) {
 	if o.quiesce {
 		p.halt()
 		if short := r.waitDelivered(time.Now().Add(60*time.Second), nil, r.pipes...); len(short) > 0 {
-			t.Fatalf("before the fault, not delivered: %v", short)
+			fatalf(t, "before the fault, not delivered: %v", short)
 		}
 		gone = map[int]bool{}
 		for _, seq := range r.col.inputBefore(time.Now()) {
@@ -133,7 +133,7 @@ func (o outage) run(t *testing.T) {
 	}
 	short := r.waitDelivered(time.Now().Add(deliverWithin), gone, r.pipes...)
 	if len(short) > 0 {
-		t.Errorf("not delivered %v after the fault: %v", deliverWithin, short)
+		errorf(t, "not delivered %v after the fault: %v", deliverWithin, short)
 	}
 	readyAfter := map[*daemon]string{}
 	for _, d := range []*daemon{ride, term} {
@@ -155,7 +155,7 @@ func (o outage) run(t *testing.T) {
 		}
 	}
 	if took := end.Sub(start); took < o.minDur {
-		t.Errorf("the fault lasted %v, less than %v: the case shows nothing", took, o.minDur)
+		errorf(t, "the fault lasted %v, less than %v: the case shows nothing", took, o.minDur)
 	}
 	in := r.readInput()
 	fault := o.fault

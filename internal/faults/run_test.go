@@ -323,7 +323,10 @@ func (p *producer) flush(ctx context.Context) {
 	t := p.r.t
 	for {
 		if err := p.cl.Flush(ctx); err != nil {
-			t.Fatalf("producing the input: %v", err)
+			p.mu.Lock()
+			errs := append([]string(nil), p.errs...)
+			p.mu.Unlock()
+			fatalf(t, "producing the input: %v (%d records not acknowledged; first produce errors: %q)", err, p.cl.BufferedProduceRecords(), errs)
 		}
 		retry := p.take(0)
 		if len(retry) == 0 {
@@ -554,7 +557,7 @@ func (r *run) waitFlowing(timeout time.Duration, ps ...*pipe) {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("no output from %v within %v before the fault", stuck, timeout)
+			fatalf(r.t, "no output from %v within %v before the fault", stuck, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -845,7 +848,7 @@ func (res *result) fail(t *testing.T, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	res.Failures = append(res.Failures, msg)
-	t.Errorf("%s/%s/%s: %s", res.Case, res.Role, res.Policy, msg)
+	errorf(t, "%s/%s/%s: %s", res.Case, res.Role, res.Policy, msg)
 }
 
 // fill copies an account into res and checks it: nothing missing, no good
@@ -875,6 +878,51 @@ func (res *result) fill(t *testing.T, a account, dupEvents int) {
 // case (the fault was not injected or not healed).
 func (r *run) setProxy(m faultproxy.Mode) {
 	if err := r.e.proxy.Set(m); err != nil {
-		r.t.Errorf("proxy: %v", err)
+		errorf(r.t, "proxy: %v", err)
+	}
+}
+
+// failures are the failure messages of each case, said again when the case
+// ends (repeatFailures), after the daemons' log tails: CI shows the end of
+// a failed test's output.
+var failures struct {
+	sync.Mutex
+	m map[*testing.T][]string
+}
+
+func noteFailure(t *testing.T, msg string) {
+	failures.Lock()
+	defer failures.Unlock()
+	if failures.m == nil {
+		failures.m = map[*testing.T][]string{}
+	}
+	failures.m[t] = append(failures.m[t], msg)
+}
+
+// errorf is t.Errorf, and the message is said again at the case's end.
+func errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	noteFailure(t, msg)
+	t.Error(msg)
+}
+
+// fatalf is t.Fatalf, and the message is said again at the case's end.
+func fatalf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	noteFailure(t, msg)
+	t.Fatal(msg)
+}
+
+// repeatFailures says t's failures again; TestFaults runs it last in each
+// case.
+func repeatFailures(t *testing.T) {
+	failures.Lock()
+	msgs := failures.m[t]
+	delete(failures.m, t)
+	failures.Unlock()
+	if len(msgs) > 0 {
+		t.Logf("%s failed (said again after the logs):\n  %s", t.Name(), strings.Join(msgs, "\n  "))
 	}
 }
