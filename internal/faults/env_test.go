@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/internal/testenv/faultproxy"
 )
@@ -47,6 +48,7 @@ type kenv struct {
 	// The broker process, for wholeBroker.
 	stopBroker, startBroker, pauseBroker, resumeBroker func()
 	adm                                                *kadm.Client
+	admCl                                              *kgo.Client // adm's
 }
 
 func newEnv(t *testing.T, n need) *kenv {
@@ -62,7 +64,10 @@ func newEnv(t *testing.T, n need) *kenv {
 }
 
 // initAdmin makes the admin client (once the broker is up).
-func (e *kenv) initAdmin() { e.adm = kadm.NewClient(e.client()) }
+func (e *kenv) initAdmin() {
+	e.admCl = e.client()
+	e.adm = kadm.NewClient(e.admCl)
+}
 
 func (e *kenv) realKafka(n need) {
 	t := e.t
@@ -252,6 +257,40 @@ func (e *kenv) createTopic(topic string, configs ...string) {
 	}
 	if err != nil {
 		e.t.Fatalf("create topic %s: %v", topic, err)
+	}
+	e.waitHosted(topic)
+}
+
+// waitHosted waits until the broker hosts every partition of topic (it
+// answers their end offsets). Apache Kafka answers CreateTopics before its
+// broker has created the partitions' logs: on 2 cores at load ~24, with the
+// suite's cases creating ~500 partitions at once, a topic was not hosted
+// until 46 s after its creation, its producers refused with
+// UNKNOWN_TOPIC_OR_PARTITION meanwhile. A case starts from pipelines that
+// flow; a broker that is slow to create topics is not its fault.
+func (e *kenv) waitHosted(topic string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for {
+		// Asked of the broker first: kadm answers ListEndOffsets from
+		// metadata it caches for 5 s, which may say the topic is unknown
+		// (kgox.TopicPartitions' request refreshes it).
+		_, err := kgox.TopicPartitions(ctx, e.admCl, topic, 0)
+		var ends kadm.ListedOffsets
+		if err == nil {
+			ends, err = e.adm.ListEndOffsets(ctx, topic)
+		}
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[topic]) == 4 {
+			return
+		}
+		if ctx.Err() != nil {
+			e.t.Fatalf("topic %s: its partitions not hosted by the broker 3m after its creation: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
