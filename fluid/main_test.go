@@ -57,7 +57,10 @@ func runTestBridge() int {
 	if err := os.WriteFile(env("ADDR_FILE")+".tmp", []byte(ln.Addr().String()), 0o644); err != nil {
 		return 1
 	}
-	os.Rename(env("ADDR_FILE")+".tmp", env("ADDR_FILE"))
+	if err := os.Rename(env("ADDR_FILE")+".tmp", env("ADDR_FILE")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	err = http.Serve(ln, b.Handler())
 	fmt.Fprintln(os.Stderr, err)
 	return 1
@@ -92,7 +95,10 @@ func runTestConsumer() int {
 		}
 		for _, r := range rs {
 			var m struct{ ID int }
-			json.Unmarshal(r.Value, &m)
+			if err := json.Unmarshal(r.Value, &m); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 			fmt.Printf("R %d\n", m.ID)
 			n++
 		}

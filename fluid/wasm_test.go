@@ -67,7 +67,7 @@ func TestWasmChain(t *testing.T) {
 		t.Fatalf("check: %v", probs)
 	}
 	d := newDowngrader(m, wasmLoader, plugins.Options{}, 1)
-	defer d.close(context.Background())
+	defer func() { must(t, d.close(context.Background())) }()
 	in := []record.Record{
 		{Topic: "orders", Offset: 1, Value: []byte(`{"order_id":"o-1","customer":{"id":"c-1","name":"Ada"},"total":{"amount_cents":1250,"currency":"EUR"},"status":"paid"}`),
 			Headers: []record.Header{{Key: HeaderSchemaVersion, Value: []byte("3")}}},

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/record"
 )
@@ -220,7 +221,7 @@ func TestHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer testenv.Ignore(resp.Body.Close)
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}

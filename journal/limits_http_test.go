@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -27,7 +28,7 @@ func httpDo(t *testing.T, srv *httptest.Server, method, path string, body io.Rea
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }

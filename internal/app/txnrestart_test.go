@@ -98,7 +98,7 @@ topic = %q
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	want := fmt.Sprintf(`streamd_pipeline_auto_restarts_total{pipeline="eo"} %d`, p.AutoRestarts)
 	if !strings.Contains(string(body), want) {
 		t.Fatalf("/metrics has no %s", want)
@@ -146,7 +146,7 @@ func getJSON(t *testing.T, url string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("%s: %v", url, err)
 	}
