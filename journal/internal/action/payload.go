@@ -439,6 +439,16 @@ func (r *reader) i32(what string) (int, error) {
 	return int(v), nil
 }
 
+// sized reads an int32 length (named length in errors), then that many
+// bytes (named what).
+func (r *reader) sized(length, what string) ([]byte, error) {
+	n, err := r.i32(length)
+	if err != nil {
+		return nil, err
+	}
+	return r.n(n, what)
+}
+
 func decodeBinary(b []byte) (*Events, error) {
 	if len(b) == 0 {
 		return nil, malformed("binary payload: empty")
@@ -455,11 +465,7 @@ func decodeBinary(b []byte) (*Events, error) {
 	// Each event takes at least 21 bytes: do not trust n for allocation.
 	e.Events = make([]Event, 0, min(n, len(b)/21+1))
 	for i := 0; i < n; i++ {
-		size, err := r.i32("event length")
-		if err != nil {
-			return nil, err
-		}
-		p, err := r.n(size, "event")
+		p, err := r.sized("event length", "event")
 		if err != nil {
 			return nil, err
 		}
@@ -491,21 +497,13 @@ func decodeBinaryEvent(p []byte) (Event, error) {
 	if ev.SeqNr < 1 {
 		return ev, fmt.Errorf("seqNr %d < 1", ev.SeqNr)
 	}
-	tl, err := r.i32("tags length")
-	if err != nil {
-		return ev, err
-	}
-	tp, err := r.n(tl, "tags")
+	tp, err := r.sized("tags length", "tags")
 	if err != nil {
 		return ev, err
 	}
 	tr := &reader{b: tp}
 	for tr.off < len(tp) {
-		l, err := tr.i32("tag length")
-		if err != nil {
-			return ev, err
-		}
-		t, err := tr.n(l, "tag")
+		t, err := tr.sized("tag length", "tag")
 		if err != nil {
 			return ev, err
 		}
@@ -519,11 +517,7 @@ func decodeBinaryEvent(p []byte) (Event, error) {
 		return ev, err
 	}
 	ev.Kind = PayloadKind(k[0])
-	bl, err := r.i32("payload length")
-	if err != nil {
-		return ev, err
-	}
-	body, err := r.n(bl, "payload")
+	body, err := r.sized("payload length", "payload")
 	if err != nil {
 		return ev, err
 	}
