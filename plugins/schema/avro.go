@@ -225,19 +225,9 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 			nd.logical = lNone
 		}
 	case *avro.ArraySchema:
-		nd.kind = aArray
-		it, err := c.node(t.Items())
-		if err != nil {
-			return nil, err
-		}
-		nd.items = it
+		return c.container(nd, aArray, t.Items())
 	case *avro.MapSchema:
-		nd.kind = aMap
-		it, err := c.node(t.Values())
-		if err != nil {
-			return nil, err
-		}
-		nd.items = it
+		return c.container(nd, aMap, t.Values())
 	case *avro.UnionSchema:
 		nd.kind = aUnion
 		for i, b := range t.Types() {
@@ -254,6 +244,16 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 	default:
 		return nil, fmt.Errorf("unsupported schema type %s", s.Type())
 	}
+	return nd, nil
+}
+
+// container makes nd an array or map (kind) of items.
+func (c *avroCompiler) container(nd *avroNode, kind avroKind, items avro.Schema) (*avroNode, error) {
+	it, err := c.node(items)
+	if err != nil {
+		return nil, err
+	}
+	nd.kind, nd.items = kind, it
 	return nd, nil
 }
 
@@ -372,6 +372,15 @@ func (r *avroReader) take(n int64) ([]byte, error) {
 	return s, nil
 }
 
+// bytes reads Avro bytes or a string: a long length, then that many bytes.
+func (r *avroReader) bytes() ([]byte, error) {
+	n, err := r.long()
+	if err != nil {
+		return nil, err
+	}
+	return r.take(n)
+}
+
 // maxDepth bounds nesting (recursive schemas) while decoding and encoding.
 const maxDepth = 1000
 
@@ -429,11 +438,7 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 		}
 		return appendFloat(dst, math.Float64frombits(binary.LittleEndian.Uint64(b)), 64), nil
 	case aBytes, aString:
-		n, err := r.long()
-		if err != nil {
-			return nil, err
-		}
-		b, err := r.take(n)
+		b, err := r.bytes()
 		if err != nil {
 			return nil, err
 		}
@@ -533,11 +538,7 @@ func (r *avroReader) value(dst []byte, nd *avroNode, depth int) ([]byte, error) 
 				}
 				first = false
 				if nd.kind == aMap {
-					kl, err := r.long()
-					if err != nil {
-						return nil, err
-					}
-					k, err := r.take(kl)
+					k, err := r.bytes()
 					if err != nil {
 						return nil, err
 					}
