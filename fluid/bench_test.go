@@ -202,7 +202,7 @@ func BenchmarkPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sink.Close()
+	defer sink.Close(context.Background())
 	pl := pipeline.New("bench", src, sink, pipeline.WithStages(pipeline.Stage{Name: "downgrade", Transformer: p.(plugins.Transformer)}),
 		pipeline.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	ctx, cancel := context.WithCancel(context.Background())

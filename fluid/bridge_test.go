@@ -268,7 +268,7 @@ func seedStory(t *testing.T, h *harness) {
 		t.Fatal("C1 did not switch to the downgrade topic")
 	}
 	// C1 restarts mid-way.
-	c1.Close()
+	c1.Close(context.Background())
 	if len(s.records) >= 120 {
 		t.Fatalf("C1 got %d records before the restart; want some left", len(s.records))
 	}
@@ -280,7 +280,7 @@ func seedStory(t *testing.T, h *harness) {
 	h.produce(4, seq(120, 150)...)
 	s.pollUntil(c1, 150)
 	s.exactly(0, 150)
-	c1.Close()
+	c1.Close(context.Background())
 
 	// C1 upgrades to v4: the bridge fast-forwards its main-topic offsets.
 	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g("c1")+"/schema-version", nil)
@@ -308,7 +308,7 @@ func seedStory(t *testing.T, h *harness) {
 	if c1v4.Downgraded() {
 		t.Fatal("v4 consumer switched")
 	}
-	c1v4.Close()
+	c1v4.Close(context.Background())
 
 	// No group needs the v3 downgrade topic any more: republishing stops.
 	waitFor(t, "republishing to stop", func() bool { return len(h.bridge.Status().Republishing) == 0 })
@@ -340,8 +340,8 @@ func TestTwoGroupsChained(t *testing.T) {
 	if len(st.Republishing) != 2 {
 		t.Fatalf("republishing: %+v", st.Republishing)
 	}
-	g2.Close()
-	g3.Close()
+	g2.Close(context.Background())
+	g3.Close(context.Background())
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -594,9 +594,26 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Close leaves the group. Call Commit first: what was not committed is
-// delivered again to the group's next member.
-func (c *Consumer) Close() {
-	c.gc.Close()
-	c.rc.Close()
+// Close leaves the group and closes the clients, returning when ctx is
+// done at the latest: a leave still waiting on the broker then fails, and
+// clients still closing are left to finish in the background. Call Commit
+// first: what was not committed is delivered again to the group's next
+// member.
+func (c *Consumer) Close(ctx context.Context) error {
+	var errs []error
+	if err := c.gc.LeaveGroupContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("fluid consumer: leaving the group: %w", err))
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		c.gc.Close()
+		c.rc.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("fluid consumer: the Kafka clients were not closed by the deadline; left closing: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
 }

@@ -63,7 +63,7 @@ func ExampleConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(ctx)
 	for {
 		rs, err := c.Poll(ctx)
 		if err != nil {

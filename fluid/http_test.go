@@ -118,7 +118,7 @@ func TestUpgradeNeedsEmptyGroup(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Fatalf("DELETE with an active member: %d, want 409", resp.StatusCode)
 	}
-	c.Close()
+	c.Close(context.Background())
 	resp, err = http.DefaultClient.Do(req)
 	must(t, err)
 	resp.Body.Close()

@@ -334,7 +334,7 @@ func TestBridgeSIGKILLMidBackfill(t *testing.T) {
 	c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: "http://" + b2.addr, Topic: topic, Group: late, CompatibleVersion: 3,
 		KafkaOptions: []kgo.Opt{kgo.SeedBrokers(broker.Seeds...)}, Logger: quietLogger()})
 	must(t, err)
-	defer c.Close()
+	defer c.Close(context.Background())
 	s := newSeen(t, meta, topic, 3)
 	s.collect(c, n)
 	s.exactlyAll(0, n)
@@ -435,7 +435,7 @@ func TestConsumerSIGKILL(t *testing.T) {
 			c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: h.srv.URL, Topic: h.topic, Group: h.g("g"), CompatibleVersion: 1,
 				KafkaOptions: kopts, Logger: quietLogger()})
 			must(t, err)
-			defer c.Close()
+			defer c.Close(context.Background())
 			s := h.seen(1)
 			var first time.Duration
 			for len(s.records) == 0 {

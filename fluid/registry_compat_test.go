@@ -187,7 +187,7 @@ func TestBridgeCompatibleFromRegistry(t *testing.T) {
 
 	// A v1 consumer reads v2 records as they are, from the main topic.
 	c := h.consumer("v1", 1)
-	defer c.Close()
+	defer c.Close(context.Background())
 	var ids []int
 	for i := 0; i < 6; i++ {
 		ids = append(ids, i)

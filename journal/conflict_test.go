@@ -384,7 +384,7 @@ func TestConcurrentAppendsAcrossJournals(t *testing.T) {
 	js := []*Journal{h.j}
 	for range writers - 1 {
 		j := New(h.broker.Client(t), h.store)
-		t.Cleanup(j.Close)
+		t.Cleanup(func() { j.Close(context.Background()) })
 		js = append(js, j)
 	}
 	stop := replicateUntil(t, h)
@@ -430,7 +430,7 @@ func TestOptimisticWriters(t *testing.T) {
 	js := []*Journal{h.j}
 	for range writers - 1 {
 		j := New(h.broker.Client(t), h.store)
-		t.Cleanup(j.Close)
+		t.Cleanup(func() { j.Close(context.Background()) })
 		js = append(js, j)
 	}
 	stop := replicateUntil(t, h)
@@ -500,7 +500,7 @@ func TestAppendCheckIndependentOfLag(t *testing.T) {
 	// Another process writes the other journal, so that the checks cannot
 	// rely on knowing every record between (TestAppendCheckLocal).
 	j2 := New(h.broker.Client(t), h.store)
-	t.Cleanup(j2.Close)
+	t.Cleanup(func() { j2.Close(context.Background()) })
 	next := int64(0)
 	appendOthers := func(n int) {
 		t.Helper()

@@ -37,10 +37,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close()
+	defer store.Close(ctx)
 
 	j := journal.New(client, store, journal.WithOrigin("example"))
-	defer j.Close()
+	defer j.Close(ctx)
 	key := journal.Key{Topic: "orders-journal", ID: "order-42"}
 	if _, err := j.Append(ctx, key, []journal.Event{
 		{SeqNr: 1, PayloadType: journal.PayloadJSON, Payload: []byte(`{"created":true}`)},
@@ -93,7 +93,7 @@ func ExampleOpenStore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Close(context.Background())
 	fmt.Println("readable:", st.Readable())
 	// Output: readable: true
 }

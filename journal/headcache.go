@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -49,14 +50,22 @@ func newHeadCache(j *Journal) *headCache {
 	return &headCache{j: j, topics: map[string]*topicTail{}, ctx: ctx, cancel: cancel}
 }
 
-func (c *headCache) close() {
+// close stops the consumers and waits for them until ctx is done.
+func (c *headCache) close(ctx context.Context) error {
 	c.cancel()
 	c.mu.Lock()
 	for _, t := range c.topics {
 		t.cl.Close()
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("journal: head cache consumers had not stopped by the deadline: %w", ctx.Err())
+	}
 }
 
 // actions returns key's actions at offsets start..mark.Offset, from the

@@ -121,12 +121,13 @@ func New(client *kgo.Client, s *Store, opts ...Option) *Journal {
 	return j
 }
 
-// Close stops the head cache's consumers. It does not close the client or
-// the store.
-func (j *Journal) Close() {
+// Close stops the head cache's consumers, returning when ctx is done at
+// the latest. It does not close the client or the store.
+func (j *Journal) Close(ctx context.Context) error {
 	if j.cache != nil {
-		j.cache.close()
+		return j.cache.close(ctx)
 	}
+	return nil
 }
 
 // AppendOption configures one Append.

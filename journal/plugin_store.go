@@ -119,10 +119,8 @@ func (p *pluginStore) Expired(context.Context, time.Time, int) ([]store.Key, err
 	return nil, nil
 }
 
-func (p *pluginStore) Close() error {
+func (p *pluginStore) Close(ctx context.Context) error {
 	if c, ok := p.sink.(interface{ Close(context.Context) error }); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		return c.Close(ctx)
 	}
 	return nil

@@ -127,8 +127,9 @@ func NewMemoryStore() *Store {
 // store is write-only: a Journal on it reads everything from Kafka.
 func (s *Store) Readable() bool { return s.readable }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.s.Close() }
+// Close closes the store (a plugin store closes its plugin); ctx bounds
+// how long it may take.
+func (s *Store) Close(ctx context.Context) error { return s.s.Close(ctx) }
 
 // KafkaOnly returns a Store with nothing in it, for Journals whose real
 // store cannot be read (a plugin store): they read every journal from

@@ -45,7 +45,7 @@ func TestOpenStoreWithPlugins(t *testing.T) {
 	if gotRef != "wasm:store.wasm" || gotOpts.Kind != plugins.KindSink || gotOpts.Pool != 3 {
 		t.Fatalf("open(%q, %+v)", gotRef, gotOpts)
 	}
-	if err := st.Close(); err != nil {
+	if err := st.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -56,8 +56,8 @@ func (s *FileSource) Ack([]Msg) {}
 // Commit implements Source.
 func (s *FileSource) Commit(context.Context) error { return nil }
 
-// Close implements Source.
-func (s *FileSource) Close() { _ = s.f.Close() }
+// Close implements Source: it closes the file.
+func (s *FileSource) Close(context.Context) error { return s.f.Close() }
 
 // WriterSink writes records as JSON lines to a writer. If the writer is an
 // *os.File it is synced after every batch, so a written batch is durable.
@@ -100,7 +100,7 @@ func (s *WriterSink) Write(_ context.Context, batch []record.Record) ([]error, e
 }
 
 // Close closes the underlying writer if it is a file other than stdout.
-func (s *WriterSink) Close() error {
+func (s *WriterSink) Close(context.Context) error {
 	if f, ok := s.w.(*os.File); ok && f != os.Stdout && f != os.Stderr {
 		return f.Close()
 	}

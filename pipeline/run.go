@@ -55,12 +55,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.o.policy == PolicyDLQ && p.dlq == nil {
 		err := errors.New("error policy dlq without a dead-letter sink")
 		p.fail(err)
-		p.closeSource(log, p.startShutdown())
+		p.closeSource(ctx, log, p.startShutdown())
 		return err
 	}
 	if err := p.waitReady(ctx); err != nil {
 		p.setState(StateStopped)
-		p.closeSource(log, p.startShutdown())
+		p.closeSource(ctx, log, p.startShutdown())
 		return nil
 	}
 	p.progress()
@@ -183,7 +183,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.fail(fmt.Errorf("final commit: %w", err))
 		}
 	}
-	p.closeSource(log, end)
+	p.closeSource(ctx, log, end)
 	if err := p.failed(); err != nil {
 		log.Error("pipeline failed", "err", err)
 		return err
@@ -197,25 +197,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return nil
 }
 
-// ContextCloser is implemented by sources whose Close can block on a
-// server (a Kafka source leaves its consumer group): Run calls CloseContext
-// instead of Close, with the shutdown's deadline.
-type ContextCloser interface {
-	CloseContext(ctx context.Context)
-}
-
-// closeSource closes the source by the deadline; a source that does not
-// return by then is left closing in the background.
-func (p *Pipeline) closeSource(log interface{ Warn(string, ...any) }, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+// closeSource closes the source by the deadline (a Kafka source leaves
+// its consumer group then) and logs what it returns; a source that does
+// not return by then is left closing in the background.
+func (p *Pipeline) closeSource(ctx context.Context, log interface{ Warn(string, ...any) }, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if c, ok := p.src.(ContextCloser); ok {
-			c.CloseContext(ctx)
-		} else {
-			p.src.Close()
+		if err := p.src.Close(ctx); err != nil {
+			log.Warn("closing the source", "err", err)
 		}
 	}()
 	select {

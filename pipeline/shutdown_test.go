@@ -12,13 +12,13 @@ import (
 )
 
 // frozenSource is a source whose broker froze: a commit blocks until its
-// context is done, and so does closing (a group leave), with CloseContext
-// or, when plain is set, with a Close that has no context at all (it
-// returns when the test ends).
+// context is done, and so does closing (a group leave), or, when
+// ignoreCtx is set, a Close that ignores its context (it returns when the
+// test ends).
 type frozenSource struct {
 	*pipelinetest.Source
-	plain    bool
-	released chan struct{}
+	ignoreCtx bool
+	released  chan struct{}
 
 	mu             sync.Mutex
 	commitDeadline time.Time // of the last commit
@@ -35,22 +35,20 @@ func (s *frozenSource) Commit(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *frozenSource) Close() {
-	<-s.released
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-}
-
-// closeContextSource is a frozenSource with CloseContext.
-type closeContextSource struct{ *frozenSource }
-
-func (s closeContextSource) CloseContext(ctx context.Context) {
+func (s *frozenSource) Close(ctx context.Context) error {
 	d, _ := ctx.Deadline()
 	s.mu.Lock()
 	s.closeDeadline = d
 	s.mu.Unlock()
-	<-ctx.Done()
+	if !s.ignoreCtx {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	<-s.released
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
 }
 
 // TestShutdownOneDeadline: with the broker frozen (the sink never answers,
@@ -66,20 +64,16 @@ func TestShutdownOneDeadline(t *testing.T) {
 	// the 10 ms polling of Status; nothing else on synctest's fake clock.
 	const slack = 110 * time.Millisecond
 	for _, tc := range []struct {
-		name  string
-		plain bool
-	}{{"close-context", false}, {"plain-close", true}} {
+		name      string
+		ignoreCtx bool
+	}{{"close-context", false}, {"close-ignores-context", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := &frozenSource{Source: pipelinetest.NewSource(4, 500, 50), plain: tc.plain, released: make(chan struct{})}
+				fs := &frozenSource{Source: pipelinetest.NewSource(4, 500, 50), ignoreCtx: tc.ignoreCtx, released: make(chan struct{})}
 				t.Cleanup(func() { close(fs.released) })
 				fs.Block = true
-				var src pipeline.Source = fs
-				if !tc.plain {
-					src = closeContextSource{fs}
-				}
 				sink := &silentAsync{}
-				p := pipeline.New("t", src, sink, append(fast(), pipeline.WithShutdownTimeout(timeout), pipeline.WithCommitInterval(time.Hour))...)
+				p := pipeline.New("t", fs, sink, append(fast(), pipeline.WithShutdownTimeout(timeout), pipeline.WithCommitInterval(time.Hour))...)
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- p.Run(ctx) }()
@@ -108,8 +102,8 @@ func TestShutdownOneDeadline(t *testing.T) {
 				if fs.commitDeadline.IsZero() || fs.commitDeadline.After(end) {
 					t.Errorf("final commit's deadline %v after the cancel, past the shutdown's (%v)", fs.commitDeadline.Sub(start), end.Sub(start))
 				}
-				if !tc.plain && (fs.closeDeadline.IsZero() || fs.closeDeadline.After(end)) {
-					t.Errorf("CloseContext's deadline %v after the cancel, past the shutdown's (%v)", fs.closeDeadline.Sub(start), end.Sub(start))
+				if fs.closeDeadline.IsZero() || fs.closeDeadline.After(end) {
+					t.Errorf("Close's deadline %v after the cancel, past the shutdown's (%v)", fs.closeDeadline.Sub(start), end.Sub(start))
 				}
 				if fs.closed {
 					t.Error("the blocked Close returned before the test released it")

@@ -26,8 +26,10 @@ type Source interface {
 	// Commit makes acknowledged positions durable (a Kafka group commit).
 	// It is called periodically and once at shutdown.
 	Commit(ctx context.Context) error
-	// Close releases the source.
-	Close()
+	// Close releases the source; ctx bounds how long it may take (Run
+	// closes the source with what is left of the shutdown's deadline, so a
+	// Kafka source's group leave ends with it).
+	Close(ctx context.Context) error
 }
 
 // BoundedSource is implemented by sources that can return at most n

@@ -145,7 +145,7 @@ func (l *txnLog) Ack([]pipeline.Msg) {}
 func (l *txnLog) Commit(context.Context) error {
 	return errors.New("Commit called on a transactional source")
 }
-func (l *txnLog) Close() {}
+func (l *txnLog) Close(context.Context) error { return nil }
 
 func (l *txnLog) result() (commits, aborts int, wrong []string) {
 	l.mu.Lock()

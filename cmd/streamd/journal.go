@@ -105,7 +105,15 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer func() { _ = store.Close() }()
+	// The store and the journal close after ctx is done too, in 10 s at
+	// most (a plugin store closes its plugin).
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelClose()
+	defer func() {
+		if err := store.Close(closeCtx); err != nil {
+			fmt.Fprintf(stderr, "streamd journal %s: closing the store: %v\n", sub, err)
+		}
+	}()
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...)}
 	if cfg.Kafka.ClientID != "" {
 		opts = append(opts, kgo.ClientID(cfg.Kafka.ClientID))
@@ -116,7 +124,11 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer cl.Close()
 	j := journal.New(cl, store, journal.WithoutHeadCache())
-	defer j.Close()
+	defer func() {
+		if err := j.Close(closeCtx); err != nil {
+			fmt.Fprintf(stderr, "streamd journal %s: %v\n", sub, err)
+		}
+	}()
 	key := journal.Key{Topic: *topic, ID: *id}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

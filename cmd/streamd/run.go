@@ -46,7 +46,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "streamd run: %v\n", err)
 		return 2
 	}
-	defer a.Close()
+	defer func() {
+		// Not cancelled with ctx (the signal that stops the daemon).
+		if err := a.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("close", "err", err)
+		}
+	}()
 	// systemd (Type=notify): readiness, reloads, stopping, the watchdog.
 	sd := sdnotify.New(func() []pipeline.Status {
 		ps := a.Pipelines()
@@ -112,7 +117,9 @@ func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	n := len(a.Plugins())
-	a.Close()
+	if err := a.Close(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("close", "err", err)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d pipelines, %d plugins loaded)\n", cfg.File, len(cfg.Pipelines), n)
 	return 0
 }

@@ -147,7 +147,9 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 	runErr := p.Run(ctx)
 	took := time.Since(start)
 	counts := p.Status().Counts
-	p.Close()
+	if err := p.Close(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("close", "err", err)
+	}
 	if ctx.Err() != nil {
 		return fail("did not end within the test's time (-timeout): %v", runErr)
 	}

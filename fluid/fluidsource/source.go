@@ -100,8 +100,9 @@ func (s *Source) Commit(ctx context.Context) error { return s.c.Commit(ctx) }
 // this member are stale.
 func (s *Source) Live(m *pipeline.Msg) bool { return s.c.Live(&m.Record) }
 
-// Close implements pipeline.Source.
-func (s *Source) Close() { s.c.Close() }
+// Close implements pipeline.Source: it closes the consumer (leaving the
+// group) by ctx.
+func (s *Source) Close(ctx context.Context) error { return s.c.Close(ctx) }
 
 var (
 	_ pipeline.Source   = (*Source)(nil)

@@ -117,13 +117,11 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugi
 		a.units = append(a.units, u)
 	}
 	if err := errors.Join(errs...); err != nil {
-		a.Close()
-		return nil, err
+		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 	}
 	opts, err := adminOptions(cfg, log)
 	if err != nil {
-		a.Close()
-		return nil, err
+		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 	}
 	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
 	a.mountConsole()
@@ -281,7 +279,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
-		a.addCloser(dlq.CloseContext)
+		a.addCloser(dlq.Close)
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
@@ -414,7 +412,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(s.CloseContext)
+		a.addCloser(s.Close)
 		return s, nil
 	case "file":
 		path := a.cfg.Resolve(k.Path)
@@ -425,7 +423,7 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err != nil {
 			return nil, err
 		}
-		a.addCloser(noContext(s.Close))
+		a.addCloser(s.Close)
 		return s, nil
 	case "stdout":
 		return pipeline.NewWriterSink(a.stdout), nil
@@ -482,16 +480,24 @@ func (a *App) Run(ctx context.Context) error {
 	return a.runUnits(ctx)
 }
 
-// Close releases plugins, clients, the admin server and the broker.
-func (a *App) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// Close releases plugins, clients, the admin server and the broker, and
+// returns what failed to close. ctx bounds closing the app's own parts (in
+// 10 s if ctx has no deadline); each pipeline's parts close by that
+// pipeline's shutdown deadline (see unit.closeContext).
+func (a *App) Close(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, closeTimeout)
+		defer cancel()
+	}
+	var errs []error
 	if a.console != nil {
-		a.console.Close() // ends its event streams, which Shutdown would wait for
+		// Ends its event streams, which Shutdown would wait for.
+		errs = append(errs, a.console.Close(ctx))
 	}
 	if a.Admin != nil {
 		if err := a.Admin.Shutdown(ctx); err != nil {
-			a.log.Warn("admin server shutdown", "err", err)
+			errs = append(errs, fmt.Errorf("admin server shutdown: %w", err))
 		}
 	}
 	a.mu.Lock()
@@ -500,16 +506,20 @@ func (a *App) Close() {
 	a.mu.Unlock()
 	// Every unit at once, each by its pipeline's shutdown deadline.
 	var wg sync.WaitGroup
-	for _, u := range units {
+	uerrs := make([]error, len(units))
+	for i, u := range units {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			uctx, cancel := u.closeContext()
 			defer cancel()
-			u.release(uctx, a.log)
+			if err := u.release(uctx); err != nil {
+				uerrs[i] = fmt.Errorf("pipeline %s: %w", u.name, err)
+			}
 		}()
 	}
 	wg.Wait()
+	errs = append(errs, uerrs...)
 	cs := a.closers
 	for _, p := range a.loaded {
 		cs = append(cs, func(ctx context.Context) error {
@@ -519,8 +529,9 @@ func (a *App) Close() {
 			return nil
 		})
 	}
-	closeAll(ctx, a.log, cs)
+	errs = append(errs, closeAll(ctx, cs))
 	if a.broker != nil {
 		a.broker.Close()
 	}
+	return errors.Join(errs...)
 }

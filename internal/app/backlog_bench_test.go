@@ -70,7 +70,7 @@ func BenchmarkOldBacklog(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close()
+			defer a.Close(context.Background())
 			deadline := time.Now().Add(10 * time.Minute)
 			var late atomic.Bool
 			b.ResetTimer()

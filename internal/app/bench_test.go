@@ -92,7 +92,7 @@ func BenchmarkKafkaWasmKafka(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close()
+			defer a.Close(context.Background())
 			b.ResetTimer()
 			moved, took, cpu := runUntil(b, a, int64(b.N), 2*time.Millisecond, func(ctx context.Context) (int64, error) {
 				ends, err := adm.ListEndOffsets(ctx, out)

@@ -292,10 +292,14 @@ func (t *through) ended() error {
 
 func (t *through) Rejected() int64 { return t.p.Status().Errors }
 
-func (t *through) Close() error {
+func (t *through) Close(ctx context.Context) error {
 	t.once.Do(func() { close(t.src.in) })
-	<-t.done
-	return t.err
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return fmt.Errorf("the replay pipeline had not stopped by the deadline: %w", ctx.Err())
+	}
 }
 
 // feedSource is a pipeline.Source of the batches sent on in; a closed in
@@ -358,7 +362,7 @@ func (s *feedSource) Ack(msgs []pipeline.Msg) {
 }
 
 func (s *feedSource) Commit(context.Context) error { return nil }
-func (s *feedSource) Close()                       {}
+func (s *feedSource) Close(context.Context) error  { return nil }
 
 // consoleURL is where the console is, for the log.
 func (a *App) consoleURL() string {

@@ -104,7 +104,7 @@ func firstRecord(b *testing.B, seeds []string, adm *kadm.Client, topic, cache, p
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	a.Close()
+	a.Close(context.Background())
 	b.StartTimer()
 	return took
 }

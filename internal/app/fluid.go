@@ -65,11 +65,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	a.mu.Lock()
 	a.bridge = b
 	a.mu.Unlock()
-	a.closers = append(a.closers, func(context.Context) error {
-		cctx, cancel := context.WithTimeout(context.Background(), 10e9)
-		defer cancel()
-		return b.Close(cctx)
-	})
+	a.closers = append(a.closers, b.Close)
 	return nil
 }
 
@@ -202,8 +198,9 @@ func (s *fluidSource) Commit(ctx context.Context) error {
 }
 
 // Close implements pipeline.Source.
-func (s *fluidSource) Close() {
+func (s *fluidSource) Close(ctx context.Context) error {
 	if src := s.source(); src != nil {
-		src.Close()
+		return src.Close(ctx)
 	}
+	return nil
 }

@@ -98,19 +98,17 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	}
 	kc, err := a.kafkaCluster("")
 	if err != nil {
-		_ = st.Close()
-		return fmt.Errorf("%s: %w", a.cfg.File, err)
+		return errors.Join(fmt.Errorf("%s: %w", a.cfg.File, err), st.Close(ctx))
 	}
 	cl, err := kgo.NewClient(kc.Options()...)
 	if err != nil {
-		_ = st.Close()
-		return err
+		return errors.Join(err, st.Close(ctx))
 	}
 	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
-	a.closers = append(a.closers, func(context.Context) error {
-		jp.j.Close()
+	a.closers = append(a.closers, func(ctx context.Context) error {
+		err := jp.j.Close(ctx)
 		cl.Close()
-		return st.Close()
+		return errors.Join(err, st.Close(ctx))
 	})
 	for _, s := range jp.sinks {
 		opts := s.opts

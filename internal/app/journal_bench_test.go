@@ -47,7 +47,7 @@ func BenchmarkJournalReplicator(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close()
+			defer a.Close(context.Background())
 			b.ResetTimer()
 			moved, took, cpu := runUntil(b, a, int64(total), 5*time.Millisecond, func(context.Context) (int64, error) {
 				n, err := gatherSum(a, "streamd_journal_replicator_events_total")
@@ -72,10 +72,10 @@ func fillJournals(b *testing.B, seeds []string, dsn, topic string, journals, app
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Close(context.Background())
 	cl := newClient(b, seeds, kgo.ProducerLinger(time.Millisecond))
 	j := journal.New(cl, st)
-	defer j.Close()
+	defer j.Close(context.Background())
 	const writers = 20 // journals is a multiple
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)

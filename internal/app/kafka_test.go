@@ -44,7 +44,7 @@ func runDaemon(t *testing.T, b *testenv.Broker, body string) string {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		a.Close()
+		a.Close(context.Background())
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {

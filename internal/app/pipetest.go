@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,8 +23,9 @@ type TestPipeline struct {
 	app *App
 }
 
-// Close releases the pipeline's plugins and its source.
-func (t *TestPipeline) Close() { t.app.Close() }
+// Close releases the pipeline's plugins and its source, by ctx (in 10 s
+// if ctx has no deadline).
+func (t *TestPipeline) Close(ctx context.Context) error { return t.app.Close(ctx) }
 
 // BuildTest assembles pipeline i of cfg for a test: see TestPipeline. It
 // runs one worker, so that records reach sink in the order of src (a
@@ -32,14 +34,13 @@ func (t *TestPipeline) Close() { t.app.Close() }
 func BuildTest(ctx context.Context, cfg *config.Config, i int, log *slog.Logger, open plugins.OpenFunc,
 	src pipeline.Source, sink, dlq plugins.Sink) (*TestPipeline, error) {
 	a := &App{cfg: cfg, log: log, open: open, stdout: io.Discard, reg: prometheus.NewRegistry()}
-	a.closers = append(a.closers, func(context.Context) error { src.Close(); return nil })
+	a.closers = append(a.closers, src.Close)
 	pc := &cfg.Pipelines[i]
 	var stages []pipeline.Stage
 	for j := range pc.Transforms {
 		st, err := a.buildStage(ctx, pc, j)
 		if err != nil {
-			a.Close()
-			return nil, fmt.Errorf("%s: %w", a.where(i, fmt.Sprintf("transform[%d]", j)), err)
+			return nil, errors.Join(fmt.Errorf("%s: %w", a.where(i, fmt.Sprintf("transform[%d]", j)), err), a.Close(context.WithoutCancel(ctx)))
 		}
 		stages = append(stages, st)
 	}

@@ -72,7 +72,7 @@ store = "sqlite:%s"
 	defer func() {
 		cancel()
 		<-done
-		a.Close()
+		a.Close(context.Background())
 	}()
 	base := "http://" + addr + "/journal/" + topic + "/order-1"
 	call := func(method, url, token, body string) (int, string) {
@@ -203,7 +203,7 @@ type = "drop"
 	}
 	cancel()
 	<-done
-	a.Close()
+	a.Close(context.Background())
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) == 0 || got[0] != "Bearer "+tok {

@@ -50,7 +50,7 @@ func BenchmarkTap(b *testing.B) {
 				a.console = console.New(console.WithPipelines(func() []console.Pipeline {
 					return []console.Pipeline{{Name: "bench", Stages: []console.Stage{{Name: "identity", Type: "wasm"}}}}
 				}))
-				defer a.console.Close()
+				defer a.console.Close(context.Background())
 				opts = append(opts, pipeline.WithObserver(a.consoleObserver("bench", stages)))
 			}
 			if mode == "tap" {

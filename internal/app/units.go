@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -57,10 +56,13 @@ func (a *App) buildUnit(ctx context.Context, i int) (*unit, error) {
 	err := a.buildPipeline(ctx, i)
 	a.cur = nil
 	if err != nil {
+		var cerr error
 		if u.src != nil {
-			u.src.Close()
+			cerr = u.src.Close(ctx)
 		}
-		u.release(ctx, a.log)
+		if cerr = errors.Join(cerr, u.release(ctx)); cerr != nil {
+			a.log.Warn("close", "pipeline", u.name, "err", cerr)
+		}
 		return nil, err
 	}
 	return u, nil
@@ -78,8 +80,8 @@ func (u *unit) make(m *metrics.Metrics) {
 
 // release closes the unit's clients and plugins (the pipeline closed its
 // source when Run returned), all at once, by ctx's deadline (see
-// closeContext).
-func (u *unit) release(ctx context.Context, log *slog.Logger) {
+// closeContext), and returns what they returned.
+func (u *unit) release(ctx context.Context) error {
 	cs := u.closers
 	for _, p := range u.loaded {
 		cs = append(cs, func(ctx context.Context) error {
@@ -89,8 +91,8 @@ func (u *unit) release(ctx context.Context, log *slog.Logger) {
 			return nil
 		})
 	}
-	closeAll(ctx, log.With("pipeline", u.name), cs)
 	u.closers, u.loaded = nil, nil
+	return closeAll(ctx, cs)
 }
 
 // closeContext is the context the unit's parts are closed with: until its
@@ -117,18 +119,25 @@ const closeGrace = 100 * time.Millisecond
 // closeAll runs every closer at once with ctx and waits until they all
 // returned, or ctx is done: a closer still running then (a producer
 // flushing to a broker that does not answer) is left to finish in the
-// background, so that shutting down ends by the deadline.
-func closeAll(ctx context.Context, log *slog.Logger, cs []func(context.Context) error) {
+// background, so that shutting down ends by the deadline. It returns the
+// closers' errors, joined.
+func closeAll(ctx context.Context, cs []func(context.Context) error) error {
 	if len(cs) == 0 {
-		return
+		return nil
 	}
-	var wg sync.WaitGroup
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := c(ctx); err != nil {
-				log.Warn("close", "err", err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		}()
 	}
@@ -140,14 +149,12 @@ func closeAll(ctx context.Context, log *slog.Logger, cs []func(context.Context) 
 		select {
 		case <-done:
 		case <-time.After(closeGrace):
-			log.Warn("closing did not finish by the shutdown deadline; leaving it to finish in the background")
+			mu.Lock()
+			defer mu.Unlock()
+			return errors.Join(append(errs, fmt.Errorf("closing did not finish by the shutdown deadline; left to finish in the background: %w", ctx.Err()))...)
 		}
 	}
-}
-
-// noContext adapts a Close without a context to closeAll.
-func noContext(c func() error) func(context.Context) error {
-	return func(context.Context) error { return c() }
+	return errors.Join(errs...)
 }
 
 // running reports whether the unit's pipeline is running (Run has not
@@ -226,10 +233,13 @@ func (a *App) stop(u *unit) {
 	}
 	ctx, cancelRel := u.closeContext()
 	defer cancelRel()
+	var err error
 	if cancel == nil && u.src != nil {
-		u.src.Close() // never run: the pipeline did not close it
+		err = u.src.Close(ctx) // never run: the pipeline did not close it
 	}
-	u.release(ctx, a.log)
+	if err = errors.Join(err, u.release(ctx)); err != nil {
+		a.log.Warn("close", "pipeline", u.name, "err", err)
+	}
 	if u.p != nil {
 		a.metrics.Remove(u.p)
 	}

@@ -57,8 +57,9 @@ type ReplayTarget interface {
 	// Rejected is how many replayed records the pipeline rejected again
 	// (they went to its error policy).
 	Rejected() int64
-	// Close ends the replay pipeline.
-	Close() error
+	// Close ends the replay pipeline: it writes what it was given and
+	// stops, by ctx.
+	Close(ctx context.Context) error
 }
 
 // Source describes a pipeline's source.
@@ -240,13 +241,21 @@ func (c *Console) Start() {
 
 // Close stops sampling, ends the event streams and cancels running
 // replays (what they replayed stays replayed; their progress says where
-// they stopped).
-func (c *Console) Close() {
-	c.closeOnce.Do(func() {
-		close(c.done)
+// they stopped), returning when ctx is done at the latest.
+func (c *Console) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { close(c.done) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		c.replays.close()
-	})
-	c.wg.Wait()
+		c.wg.Wait()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("console: replays and event streams had not ended by the deadline: %w", ctx.Err())
+	}
 }
 
 // StageObserver is what the engine tells the console of one pipeline:

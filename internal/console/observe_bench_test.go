@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ func BenchmarkStageCall(b *testing.B) {
 			c := console.New(console.WithPipelines(func() []console.Pipeline {
 				return []console.Pipeline{{Name: "p", Stages: []console.Stage{{Name: "s"}}}}
 			}))
-			defer c.Close()
+			defer c.Close(context.Background())
 			obs := c.Observer("p", []string{"s"})
 			if tapOpen {
 				srv := httptest.NewServer(c)

@@ -91,7 +91,7 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 	}
 	var target dlq.Target
 	var rejected func() int64
-	var closeTarget func() error
+	var closeTarget func(context.Context) error
 	switch req.To {
 	case "source":
 		if p.ToSource == nil {
@@ -101,7 +101,7 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 		if err != nil {
 			return ReplayJob{}, err
 		}
-		target, closeTarget = t, func() error { release(); return nil }
+		target, closeTarget = t, func(context.Context) error { release(); return nil }
 	case "pipeline":
 		if req.Topic != "" {
 			return ReplayJob{}, errors.New("topic goes with to = \"source\"")
@@ -148,7 +148,9 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 			pr.Done = false // only once the target is closed
 			update(pr)
 		}})
-		if cerr := closeTarget(); cerr != nil && err == nil {
+		// Not cancelled with the console: what the target was given is
+		// written before the replay reports itself done.
+		if cerr := closeTarget(context.WithoutCancel(rs.ctx)); cerr != nil && err == nil {
 			err = cerr
 			pr.Err = cerr.Error()
 		}

@@ -81,7 +81,7 @@ type = "journal"
 	}
 	defer testenv.Check(t, ws.Close)
 	j := journal.New(cl, ws, journal.WithOrigin("e2e"))
-	defer j.Close()
+	defer j.Close(context.Background())
 	// Twenty writers, each with its own five ids (so each journal's actions stay
 	// in order), write the actions.
 	const writers = 20
@@ -197,7 +197,7 @@ type = "journal"
 			t.Fatalf("model: %v", err)
 		}
 	}
-	if err := ms.Close(); err != nil {
+	if err := ms.Close(context.Background()); err != nil {
 		t.Fatalf("model: %v", err)
 	}
 	t.Logf("model built after %v", time.Since(begin).Round(time.Second))

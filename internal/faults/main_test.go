@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -138,7 +139,7 @@ func (k *realKafka) script(args ...string) (string, error) {
 func (k *realKafka) shutdown() {
 	close(k.proxies)
 	for p := range k.proxies {
-		_ = p.Close()
+		_ = p.Close(context.Background())
 	}
 	if out, err := k.script("stop"); err != nil {
 		fmt.Fprintf(os.Stderr, "scripts/kafka stop: %v\n%s", err, out)

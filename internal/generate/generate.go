@@ -100,4 +100,4 @@ func (g *Source) Ack([]pipeline.Msg) {}
 func (g *Source) Commit(context.Context) error { return nil }
 
 // Close implements pipeline.Source.
-func (g *Source) Close() {}
+func (g *Source) Close(context.Context) error { return nil }

@@ -135,7 +135,9 @@ func (d *daemon) stop(t testing.TB) {
 	if err := <-d.done; err != nil { // a test may leave a pipeline failed on purpose (ACLs refused)
 		t.Logf("the daemon's Run: %v", err)
 	}
-	d.a.Close()
+	if err := d.a.Close(context.Background()); err != nil {
+		t.Logf("closing the daemon: %v", err)
+	}
 }
 
 // log returns the daemon's log so far.

@@ -5,20 +5,38 @@ import (
 	"testing"
 )
 
+// Closer is a Close, a Remove or a Shutdown: with or without a context
+// (the project's closers take one: Close(ctx) error).
+type Closer interface {
+	func() error | func(context.Context) error
+}
+
+// call calls f, with a context that is never done if it takes one: a test
+// that must bound a close calls it itself.
+func call[F Closer](f F) error {
+	switch f := any(f).(type) {
+	case func() error:
+		return f()
+	case func(context.Context) error:
+		return f(context.Background())
+	}
+	panic("unreachable")
+}
+
 // Check calls f (a Close, a Remove, a Shutdown) and fails tb if it returns
 // an error; for a close whose error the test must see, such as a store that
 // flushes or a file it wrote:
 //
 //	defer testenv.Check(t, st.Close)
-func Check(tb testing.TB, f func() error) {
+func Check[F Closer](tb testing.TB, f F) {
 	tb.Helper()
-	if err := f(); err != nil {
+	if err := call(f); err != nil {
 		tb.Error(err)
 	}
 }
 
 // Cleanup runs Check(tb, f) when the test ends (tb.Cleanup).
-func Cleanup(tb testing.TB, f func() error) {
+func Cleanup[F Closer](tb testing.TB, f F) {
 	tb.Helper()
 	tb.Cleanup(func() { Check(tb, f) })
 }
@@ -49,4 +67,4 @@ func CloseAtEnd(tb testing.TB, c ContextCloser) {
 // Ignore calls f and drops its error, for a deferred close whose error says
 // nothing about what the test checks: a response body, a connection or
 // listener the test is done with, a reader it only read.
-func Ignore(f func() error) { _ = f() }
+func Ignore[F Closer](f F) { _ = call(f) }

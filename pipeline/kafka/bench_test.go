@@ -176,7 +176,7 @@ func viaPipeline(b *testing.B, seeds []string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sink.Close()
+	defer sink.Close(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs := &countSink{Sink: sink, want: int64(n), cancel: cancel}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestConfigZeroAndNegative(t *testing.T) {
 	if src.partitions != DefaultPartitions || src.lagInterval != DefaultLagInterval {
 		t.Fatalf("zero source config: partitions %d, lag interval %s", src.partitions, src.lagInterval)
 	}
-	src.Close()
+	src.Close(context.Background())
 	for _, tc := range []struct {
 		name string
 		new  func() error

@@ -58,7 +58,7 @@ func (m *member) close() {
 	}
 	m.stop()
 	<-m.done
-	m.src.Close()
+	m.src.Close(context.Background())
 	m.stop = nil
 }
 
@@ -230,7 +230,7 @@ func TestPauseFetchKeepsAssignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close(context.Background())
 	ctx := context.Background()
 	if err := src.Ready(ctx); err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestFirstAssignmentGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close(context.Background())
 	ctx := context.Background()
 	if err := src.Ready(ctx); err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ func TestRetentionSkipReported(t *testing.T) {
 	for _, s := range skips(log.String()) {
 		t.Fatalf("a skip reported before any deletion: %v", s)
 	}
-	src.Close()
+	src.Close(context.Background())
 	offs, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestRetentionSkipReported(t *testing.T) {
 	}
 	deleteTo(60)
 	src = newSource()
-	defer src.Close()
+	defer src.Close(context.Background())
 	if got := read(src, 60); got[0] != 60 {
 		t.Fatalf("after the deletion read from %d, want 60", got[0])
 	}

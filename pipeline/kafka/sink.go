@@ -431,28 +431,26 @@ func (s *Sink) client() *kgo.Client {
 	return s.cl
 }
 
-// sinkCloseTimeout bounds Close's flush.
+// sinkCloseTimeout bounds the flush of a Close whose ctx has no deadline.
 const sinkCloseTimeout = 5 * time.Second
 
-// Close flushes (for at most 5 s) and closes the producer.
-func (s *Sink) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), sinkCloseTimeout)
-	defer cancel()
-	return s.CloseContext(ctx)
-}
-
-// CloseContext flushes the producer until ctx is done, then closes it,
-// returning when ctx is done at the latest: records still buffered then
-// fail (after a shutdown that ran out of time they belong to batches the
-// pipeline abandoned, never acknowledged), and a close still waiting on
-// the broker (franz-go gives a KIP-714 telemetry push a second) is left to
-// finish in the background.
+// Close flushes the producer until ctx is done (for at most 5 s if ctx
+// has no deadline), then closes it, returning when ctx is done at the
+// latest: records still buffered then fail (after a shutdown that ran out
+// of time they belong to batches the pipeline abandoned, never
+// acknowledged), and a close still waiting on the broker (franz-go gives
+// a KIP-714 telemetry push a second) is left to finish in the background.
 //
 // A Sink writing in a source's transactions leaves that to the source
 // (its transactions flush).
-func (s *Sink) CloseContext(ctx context.Context) error {
+func (s *Sink) Close(ctx context.Context) error {
 	if s.tx != nil {
 		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, sinkCloseTimeout)
+		defer cancel()
 	}
 	err := s.cl.Flush(ctx)
 	if err != nil {

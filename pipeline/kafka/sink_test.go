@@ -27,7 +27,7 @@ func TestSinkWritesHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
+	defer sink.Close(context.Background())
 	batch := []record.Record{
 		{Key: []byte("a"), Value: []byte("0"), Partition: 0},
 		{Key: []byte("b"), Value: []byte("1"), Partition: 1, Headers: []record.Header{{Key: "h1", Value: []byte("x")}, {Key: "h2"}, {Key: "h1", Value: []byte("y")}}},
@@ -93,7 +93,7 @@ func TestSinkBatchesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
+	defer sink.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	want := map[string]string{}

@@ -778,30 +778,30 @@ func (s *Source) Describe() map[string]string {
 	return map[string]string{"cluster": s.cluster.name(), "group": s.group, "group_protocol": p}
 }
 
-// closeTimeout bounds Close: with the coordinator unreachable, franz-go
-// would retry the leave (and the revoke's commit) for as long as its own
-// retry timeout.
+// closeTimeout bounds a Close whose ctx has no deadline: with the
+// coordinator unreachable, franz-go would retry the leave (and the
+// revoke's commit) for as long as its own retry timeout.
 const closeTimeout = 5 * time.Second
 
-// Close implements pipeline.Source: CloseContext within 5 s.
-func (s *Source) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	s.CloseContext(ctx)
-}
-
-// CloseContext implements pipeline.ContextCloser: it leaves the group, a
-// static member too, so that its partitions move to the other members at
-// once (franz-go's Close does not leave for a static member), and closes
-// the client, returning when ctx is done at the latest: with the broker
-// frozen or gone, the leave and the revoke's commit end with ctx, and a
-// client close still waiting on the broker (franz-go gives a fetch
-// session and a KIP-714 telemetry push a second each) is left to finish
-// in the background.
-func (s *Source) CloseContext(ctx context.Context) {
+// Close implements pipeline.Source: it leaves the group, a static member
+// too, so that its partitions move to the other members at once
+// (franz-go's Close does not leave for a static member), and closes the
+// client, returning when ctx is done at the latest (in 5 s if ctx has no
+// deadline): with the broker frozen or gone, the leave and the revoke's
+// commit end with ctx, and a client close still waiting on the broker
+// (franz-go gives a fetch session and a KIP-714 telemetry push a second
+// each) is left to finish in the background. The error says what did
+// not happen: a failed leave (the partitions then move after the
+// session timeout), a client left closing.
+func (s *Source) Close(ctx context.Context) error {
 	cl := s.client()
 	if cl == nil {
-		return
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, closeTimeout)
+		defer cancel()
 	}
 	s.closeCtx.Store(&ctx)
 	s.stopLag()
@@ -811,6 +811,7 @@ func (s *Source) CloseContext(ctx context.Context) {
 	s.mu.Unlock()
 	memberID, _ := cl.GroupMetadata()
 	protocol, _ := s.groupWatch.state()
+	var errs []error
 	// Stops the group session (revoking and committing what was
 	// acknowledged) without a leave request for a static member...
 	err := cl.LeaveGroupContext(ctx)
@@ -819,10 +820,10 @@ func (s *Source) CloseContext(ctx context.Context) {
 		// ...and for a static KIP-848 member with a request the broker
 		// refuses (group.go): leave as the member, for good.
 		if err := leave848(ctx, cl, s.group, memberID, s.instanceID); err != nil {
-			s.log.Warn("leaving the group as a static member failed; its partitions move after the session timeout", "instance_id", s.instanceID, "err", err)
+			errs = append(errs, fmt.Errorf("leaving group %q as static member %q failed; its partitions move after the session timeout: %w", s.group, s.instanceID, err))
 		}
 	case err != nil:
-		s.log.Warn("leaving the group failed; closing anyway", "err", err)
+		errs = append(errs, fmt.Errorf("leaving group %q failed; closed anyway: %w", s.group, err))
 	case s.instanceID != "":
 		// ...which leaves by instance ID here, as an admin would.
 		resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.group).InstanceIDs(s.instanceID).Reason("streamd shutting down"))
@@ -830,7 +831,7 @@ func (s *Source) CloseContext(ctx context.Context) {
 			err = resp.Error()
 		}
 		if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
-			s.log.Warn("leaving the group as a static member failed; its partitions move after the session timeout", "instance_id", s.instanceID, "err", err)
+			errs = append(errs, fmt.Errorf("leaving group %q as static member %q failed; its partitions move after the session timeout: %w", s.group, s.instanceID, err))
 		}
 	}
 	closed := make(chan struct{})
@@ -841,9 +842,10 @@ func (s *Source) CloseContext(ctx context.Context) {
 	select {
 	case <-closed:
 	case <-ctx.Done():
-		s.log.Warn("the Kafka client was not closed by the shutdown deadline; leaving it closing")
+		errs = append(errs, fmt.Errorf("the Kafka client was not closed by the deadline; left closing: %w", ctx.Err()))
 	}
 	if s.release != nil {
 		s.release()
 	}
+	return errors.Join(errs...)
 }

@@ -72,7 +72,7 @@ func deliveryPipeline(b *testing.B, seeds []string, in, out string, eos bool, cs
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { sink.Close() })
+	b.Cleanup(func() { sink.Close(context.Background()) })
 	cs.Sink = sink
 	return pipeline.New("bench", src, cs)
 }

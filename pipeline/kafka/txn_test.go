@@ -136,8 +136,8 @@ func startEOS(t *testing.T, seeds []string, in, out, dlq, group, instance string
 	t.Cleanup(func() {
 		cancel()
 		<-e.done
-		sink.Close()
-		dl.Close()
+		sink.Close(context.Background())
+		dl.Close(context.Background())
 	})
 	return e
 }

@@ -137,7 +137,7 @@ func (s *Source) Ack(msgs []pipeline.Msg) {
 func (s *Source) Commit(context.Context) error { s.commits.Add(1); return nil }
 
 // Close implements pipeline.Source.
-func (s *Source) Close() {}
+func (s *Source) Close(context.Context) error { return nil }
 
 // Acked returns the acknowledged offsets of partition, in acknowledgement
 // order.

@@ -92,7 +92,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	defer func() {
+		if err := c.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	fmt.Println("consumer: group legacy-billing on v1, downgrade topic", c.DowngradeTopic())
 	md, err := fluid.LoadMetadata(*meta)
 	if err != nil {

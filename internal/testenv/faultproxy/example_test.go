@@ -1,6 +1,7 @@
 package faultproxy_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net"
@@ -24,7 +25,7 @@ func Example() {
 		}
 	}()
 	p, _ := faultproxy.Listen("127.0.0.1:0", server.Addr().String())
-	defer func() { _ = p.Close() }()
+	defer func() { _ = p.Close(context.Background()) }()
 
 	read := func() string {
 		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)

@@ -1,9 +1,9 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -176,8 +176,9 @@ func (p *Proxy) Slow(latency time.Duration, bytesPerSecond int) {
 	p.down.setRate(bytesPerSecond)
 }
 
-// Close stops the proxy and closes every connection.
-func (p *Proxy) Close() error {
+// Close stops the proxy and closes every connection, and waits until its
+// goroutines have returned, or ctx is done.
+func (p *Proxy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -195,8 +196,14 @@ func (p *Proxy) Close() error {
 		close(p.healed)
 	}
 	p.mu.Unlock()
-	p.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("faultproxy %s: connections still open at the deadline: %w", p.addr, ctx.Err())
+	}
 }
 
 func (p *Proxy) accept(ln net.Listener) {
@@ -415,5 +422,3 @@ type tcpAddr string
 
 func (a tcpAddr) Network() string { return "tcp" }
 func (a tcpAddr) String() string  { return string(a) }
-
-var _ io.Closer = (*Proxy)(nil)

@@ -23,7 +23,7 @@ func BenchmarkReadInterleaved(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	const journals, events = 100, 1000
 	payload := []byte(`{"order":"o-1","amount":12.5,"currency":"EUR","items":["sku-1","sku-2"],"pad":"0123456789"}`)
 	off := int64(0)
@@ -104,13 +104,13 @@ func BenchmarkMigrateFromV1(b *testing.B) {
 	if err := toV1(ctx, s); err != nil {
 		b.Fatal(err)
 	}
-	s.Close()
+	s.Close(context.Background())
 	b.ResetTimer()
 	s, err = OpenSQLite(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	defer s.Close()
+	defer s.Close(context.Background())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

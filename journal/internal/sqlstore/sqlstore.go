@@ -125,7 +125,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*Store, error
 		err = s.prepare(ctx)
 	}
 	if err != nil {
-		_ = s.Close()
+		_ = s.Close(ctx)
 		if sqliteCode(err) == sqliteCantOpen {
 			return nil, fmt.Errorf("sqlite store %s: cannot open the database file (check that it and its directory %s are readable and writable): %w", path, filepath.Dir(path), err)
 		}
@@ -244,7 +244,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, erro
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	if err := s.prepare(ctx); err != nil {
-		_ = s.Close()
+		_ = s.Close(ctx)
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return s, nil
@@ -455,8 +455,9 @@ func (s *Store) bind(q string) string {
 	return q
 }
 
-// Close closes the database.
-func (s *Store) Close() error {
+// Close closes the database (database/sql closes without a context: ctx
+// is not used).
+func (s *Store) Close(context.Context) error {
 	for _, st := range s.stmts {
 		_ = st.Close()
 	}

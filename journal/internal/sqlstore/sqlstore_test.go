@@ -34,14 +34,14 @@ func openStores(t *testing.T) map[string]dumper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	out["sqlite"] = s
 	if dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN"); dsn != "" {
 		p, err := OpenPostgres(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.Close() })
+		t.Cleanup(func() { p.Close(context.Background()) })
 		out["postgres"] = p
 	}
 	return out
@@ -203,7 +203,7 @@ func TestConcurrentOpen(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := <-stores
-				defer s.Close()
+				defer s.Close(context.Background())
 				b := &store.Batch{Topic: testenv.Topic(t, "c"), Pointer: 1, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindDelete, Offset: 1, DeleteTo: 3}}}}}
 				if err := s.Apply(ctx, b); err != nil {
 					t.Fatal(err)
@@ -297,7 +297,7 @@ func TestMigrateFromV1(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				admin.write.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE")
-				admin.Close()
+				admin.Close(context.Background())
 			})
 			sep := "?"
 			if strings.Contains(dsn, "?") {
@@ -340,14 +340,14 @@ func TestMigrateFromV1(t *testing.T) {
 			if err := toV1(ctx, s); err != nil {
 				t.Fatal(err)
 			}
-			s.Close()
+			s.Close(context.Background())
 			logs.Reset()
 
 			s, err = open()
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
+			defer s.Close(context.Background())
 			var v string
 			if err := s.read.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
 				t.Fatalf("schema_version %q, %v", v, err)
@@ -440,12 +440,12 @@ func TestMigrateV2RaisesSeqNr(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Close()
+	s.Close(context.Background())
 	s, err = OpenSQLite(ctx, path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	d, err := s.Dump(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +514,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	var pages int
 	if err := s.write.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -566,7 +566,7 @@ func TestSQLiteMissingDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open under a missing directory: %v", err)
 	}
-	s.Close()
+	s.Close(context.Background())
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func (m *Memory) Expired(_ context.Context, now time.Time, limit int) ([]Key, er
 }
 
 // Close implements Store.
-func (m *Memory) Close() error { return nil }
+func (m *Memory) Close(context.Context) error { return nil }
 
 // Dump returns every journal's row and live events on topic, for comparisons.
 func (m *Memory) Dump(topic string) map[Key]Dumped {

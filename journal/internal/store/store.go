@@ -129,7 +129,8 @@ type Store interface {
 	Snapshot(ctx context.Context) (Snapshot, error)
 	// Expired lists journals whose expire_on is at or before now.
 	Expired(ctx context.Context, now time.Time, limit int) ([]Key, error)
-	Close() error
+	// Close closes the store; ctx bounds how long it may take.
+	Close(ctx context.Context) error
 }
 
 // Snapshot is a consistent read view of a store.
