@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamd/streamd/internal/kgox"
 )
 
 // Bridge is the Fluid Messaging bridge: the /fluid/ HTTP endpoints and, on
@@ -405,23 +407,16 @@ func (b *Bridge) DowngradeTopic(topic string, version int) string {
 }
 
 // partitions returns the partition count of topic, or 0 if it does not
-// exist.
-func (b *Bridge) partitions(ctx context.Context, topic string) (int, error) {
-	td, err := b.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return 0, err
-	}
-	d, ok := td[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		// kgo caches metadata answers for admin requests (MetadataMinAge);
-		// forget this one so the topic is seen as soon as it exists.
-		b.cl.PurgeTopicsFromClient(topic)
+// exist, asking a broker (not franz-go's metadata cache, which keeps a
+// topic unknown for 5 s after it was created); a topic the broker does not
+// know is asked about again until wait has passed (kgox.UnknownTopicWait
+// for a topic that should exist).
+func (b *Bridge) partitions(ctx context.Context, topic string, wait time.Duration) (int, error) {
+	n, err := kgox.TopicPartitions(ctx, b.cl, topic, wait)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return 0, nil
 	}
-	if d.Err != nil {
-		return 0, d.Err
-	}
-	return len(d.Partitions), nil
+	return n, err
 }
 
 // ensureDowngradeTopic creates the downgrade topic of (topic, version) with
@@ -437,14 +432,14 @@ func (b *Bridge) ensureDowngradeTopic(ctx context.Context, topic string, version
 	if err := validTopicName(name); err != nil {
 		return "", 0, err
 	}
-	n, err := b.partitions(ctx, topic)
+	n, err := b.partitions(ctx, topic, kgox.UnknownTopicWait)
 	if err != nil {
 		return "", 0, err
 	}
 	if n == 0 {
 		return "", 0, errNoTopic
 	}
-	dn, err := b.partitions(ctx, name)
+	dn, err := b.partitions(ctx, name, 0) // created when unknown
 	if err != nil {
 		return "", 0, err
 	}
@@ -457,7 +452,7 @@ func (b *Bridge) ensureDowngradeTopic(ctx context.Context, topic string, version
 		case err == nil:
 			dn = n
 		case errors.Is(err, kerr.TopicAlreadyExists):
-			if dn, err = b.partitions(ctx, name); err != nil {
+			if dn, err = b.partitions(ctx, name, kgox.UnknownTopicWait); err != nil {
 				return "", 0, err
 			}
 		default:

@@ -183,7 +183,7 @@ func (b *Bridge) inKafka(w http.ResponseWriter, ctx context.Context, topic strin
 	if _, ok := b.mainTopics.Load(topic); ok {
 		return true
 	}
-	n, err := b.partitions(ctx, topic)
+	n, err := b.partitions(ctx, topic, kgox.UnknownTopicWait)
 	if err != nil {
 		writeErr(w, http.StatusBadGateway, "", "topic %q: %v", topic, err)
 		return false
