@@ -154,7 +154,7 @@ func BenchmarkRepublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer br.Close(context.Background())
+	defer testenv.Close(b, context.Background(), br)
 	srv := httptest.NewServer(br.Handler())
 	defer srv.Close()
 	get := func(path string) {
@@ -162,7 +162,7 @@ func BenchmarkRepublish(b *testing.B) {
 		if err != nil || resp.StatusCode != 200 {
 			b.Fatalf("GET %s: %v %v", path, err, resp)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 	get("/fluid/downgrade-topic?topic=" + topic + "&group=g&compatible-schema-version=1")
 	// Load the plugin before timing (both benchmarks exclude plugin load).
@@ -192,7 +192,7 @@ func BenchmarkPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Close(context.Background())
+	defer testenv.Close(b, context.Background(), p)
 	warmUp(b, p.(plugins.Transformer))
 	src, err := pkafka.NewSource(pkafka.SourceConfig{Seeds: broker.Seeds, Topics: []string{topic}, Group: testenv.Topic(b, "bench"), Partitions: 4})
 	if err != nil {
@@ -202,7 +202,7 @@ func BenchmarkPipeline(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(b, context.Background(), sink)
 	pl := pipeline.New("bench", src, sink, pipeline.WithStages(pipeline.Stage{Name: "downgrade", Transformer: p.(plugins.Transformer)}),
 		pipeline.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -215,7 +215,9 @@ func BenchmarkPipeline(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/record")
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
 }
 
 // BenchmarkCompatible measures GET /fluid/compatible over keep-alive
@@ -231,7 +233,7 @@ func BenchmarkCompatible(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer br.Close(context.Background())
+	defer testenv.Close(b, context.Background(), br)
 	srv := httptest.NewServer(br.Handler())
 	defer srv.Close()
 	// A group on v3, so the first false answer starts republishing and the
@@ -241,7 +243,7 @@ func BenchmarkCompatible(b *testing.B) {
 	if err != nil || resp.StatusCode != 200 {
 		b.Fatalf("register: %v %v", err, resp)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	u := srv.URL + "/fluid/compatible?" + url.Values{"topic": {"orders"}, "observed-schema-version": {"4"}, "compatible-schema-version": {"3"}}.Encode()
 	b.Run("http.Client", func(b *testing.B) { benchHTTP(b, u, "{\"compatible\":false}\n") })
 	b.Run("raw", func(b *testing.B) { benchRaw(b, u, "{\"compatible\":false}\n") })
@@ -252,7 +254,7 @@ func BenchmarkCompatible(b *testing.B) {
 func BenchmarkHTTPBaseline(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(compatFalse)
+		_, _ = w.Write(compatFalse)
 	}))
 	defer srv.Close()
 	u := srv.URL + "/fluid/compatible?topic=orders&observed-schema-version=4&compatible-schema-version=3"
@@ -278,7 +280,7 @@ func benchRaw(b *testing.B, u, want string) {
 			b.Error(err)
 			return
 		}
-		defer conn.Close()
+		defer testenv.Ignore(conn.Close)
 		br := bufio.NewReader(conn)
 		for pb.Next() {
 			if _, err := conn.Write(req); err != nil {
@@ -291,7 +293,7 @@ func benchRaw(b *testing.B, u, want string) {
 				return
 			}
 			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != 200 || string(body) != want {
 				b.Errorf("%d %q", resp.StatusCode, body)
 				return
@@ -319,7 +321,7 @@ func benchHTTP(b *testing.B, u, want string) {
 				return
 			}
 			body, _ := io.ReadAll(resp.Body) // to EOF, so the connection is reused
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != 200 || string(body) != want {
 				b.Errorf("%d %q", resp.StatusCode, body)
 				return
@@ -335,7 +337,9 @@ func benchHTTP(b *testing.B, u, want string) {
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err) // RUSAGE_SELF with a valid pointer does not fail
+	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
@@ -399,7 +403,7 @@ func BenchmarkValidate(b *testing.B) {
 func BenchmarkToVersion(b *testing.B) {
 	m, _ := benchMetadata(b)
 	d := newDowngrader(m, wasmLoader, plugins.Options{}, 1)
-	defer d.close(context.Background())
+	defer func() { must(b, d.close(context.Background())) }()
 	in := benchBatch(256)
 	if _, err := d.toVersion(context.Background(), "orders", 1, in); err != nil {
 		b.Fatal(err)

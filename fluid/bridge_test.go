@@ -77,7 +77,7 @@ func (h *harness) startBridge(opts ...Option) {
 	h.srv = httptest.NewServer(b.Handler())
 	h.t.Cleanup(func() {
 		h.srv.Close()
-		b.Close(context.Background())
+		testenv.Close(h.t, context.Background(), b)
 	})
 }
 
@@ -268,7 +268,7 @@ func seedStory(t *testing.T, h *harness) {
 		t.Fatal("C1 did not switch to the downgrade topic")
 	}
 	// C1 restarts mid-way.
-	c1.Close(context.Background())
+	testenv.Close(t, context.Background(), c1)
 	if len(s.records) >= 120 {
 		t.Fatalf("C1 got %d records before the restart; want some left", len(s.records))
 	}
@@ -280,15 +280,15 @@ func seedStory(t *testing.T, h *harness) {
 	h.produce(4, seq(120, 150)...)
 	s.pollUntil(c1, 150)
 	s.exactly(0, 150)
-	c1.Close(context.Background())
+	testenv.Close(t, context.Background(), c1)
 
 	// C1 upgrades to v4: the bridge fast-forwards its main-topic offsets.
 	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g("c1")+"/schema-version", nil)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	var body map[string]any
-	json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&body) // for the message below
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("DELETE: %d %v", resp.StatusCode, body)
 	}
@@ -308,7 +308,7 @@ func seedStory(t *testing.T, h *harness) {
 	if c1v4.Downgraded() {
 		t.Fatal("v4 consumer switched")
 	}
-	c1v4.Close(context.Background())
+	testenv.Close(t, context.Background(), c1v4)
 
 	// No group needs the v3 downgrade topic any more: republishing stops.
 	waitFor(t, "republishing to stop", func() bool { return len(h.bridge.Status().Republishing) == 0 })
@@ -340,8 +340,8 @@ func TestTwoGroupsChained(t *testing.T) {
 	if len(st.Republishing) != 2 {
 		t.Fatalf("republishing: %+v", st.Republishing)
 	}
-	g2.Close(context.Background())
-	g3.Close(context.Background())
+	testenv.Close(t, context.Background(), g2)
+	testenv.Close(t, context.Background(), g3)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -46,7 +46,11 @@ func ExampleNewBridge() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer b.Close(ctx)
+	defer func() {
+		if err := b.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	log.Fatal(http.ListenAndServe("127.0.0.1:9644", b.Handler()))
 }
 
@@ -63,7 +67,11 @@ func ExampleConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close(ctx)
+	defer func() {
+		if err := c.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	for {
 		rs, err := c.Poll(ctx)
 		if err != nil {

@@ -66,7 +66,7 @@ func TestHTTPErrors(t *testing.T) {
 		must(t, err)
 		var e apiError
 		jerr := json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != tt.code || e.Parameter != tt.param || e.Error == "" || jerr != nil {
 			t.Errorf("%s %s: %d %+v (JSON: %v), want %d naming %q", tt.method, tt.path, resp.StatusCode, e, jerr, tt.code, tt.param)
 		}
@@ -114,14 +114,14 @@ func TestUpgradeNeedsEmptyGroup(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g("busy")+"/schema-version", nil)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusConflict {
 		t.Fatalf("DELETE with an active member: %d, want 409", resp.StatusCode)
 	}
-	c.Close(context.Background())
+	testenv.Close(t, context.Background(), c)
 	resp, err = http.DefaultClient.Do(req)
 	must(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("DELETE after close: %d", resp.StatusCode)
 	}
@@ -167,7 +167,7 @@ func TestTwoBridges(t *testing.T) {
 		}
 	}
 	// The leader goes away; the follower takes over.
-	leader.Close(context.Background())
+	testenv.Close(t, context.Background(), leader)
 	waitFor(t, "follower to lead", follower.IsLeader)
 	h.produce(4, seq(50, 80)...)
 	waitFor(t, "80 republished", func() bool { return len(readAll(t, h.prod, dt.Topic)) >= 80 })

@@ -39,7 +39,11 @@ func startBridgeProc(t *testing.T, env []string, dir string, n int) *bridgeProc 
 	must(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); logf.Close() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // it may be dead already
+		_ = cmd.Wait()
+		_ = logf.Close()
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, err := os.ReadFile(addrFile)
@@ -58,7 +62,7 @@ func httpGetJSON(t *testing.T, u string, out any) {
 	t.Helper()
 	resp, err := http.Get(u)
 	must(t, err)
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("GET %s: %s: %s", u, resp.Status, b)
@@ -173,7 +177,7 @@ func TestBridgeSIGKILL(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	must(t, b1.cmd.Process.Signal(syscall.SIGKILL))
-	b1.cmd.Wait()
+	_ = b1.cmd.Wait() // "killed"
 	atKill := written()
 	if atKill >= n {
 		t.Fatalf("the bridge had finished (%d records) before it was killed; slow it down", atKill)
@@ -320,7 +324,7 @@ func TestBridgeSIGKILLMidBackfill(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	must(t, b1.cmd.Process.Signal(syscall.SIGKILL))
-	b1.cmd.Wait()
+	_ = b1.cmd.Wait() // "killed"
 	atKill := written()
 	if atKill >= n {
 		t.Fatalf("the bridge had finished (%d records) before it was killed; slow it down", atKill)
@@ -334,7 +338,7 @@ func TestBridgeSIGKILLMidBackfill(t *testing.T) {
 	c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: "http://" + b2.addr, Topic: topic, Group: late, CompatibleVersion: 3,
 		KafkaOptions: []kgo.Opt{kgo.SeedBrokers(broker.Seeds...)}, Logger: quietLogger()})
 	must(t, err)
-	defer c.Close(context.Background())
+	defer testenv.Close(t, context.Background(), c)
 	s := newSeen(t, meta, topic, 3)
 	s.collect(c, n)
 	s.exactlyAll(0, n)
@@ -382,7 +386,7 @@ func TestConsumerSIGKILL(t *testing.T) {
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			must(t, cmd.Start())
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // it may be dead already
 			lines := make(chan string, 1000)
 			go func() {
 				sc := bufio.NewScanner(out)
@@ -411,7 +415,7 @@ func TestConsumerSIGKILL(t *testing.T) {
 				}
 			}
 			must(t, cmd.Process.Signal(syscall.SIGKILL))
-			cmd.Wait()
+			_ = cmd.Wait() // "killed"
 			killed := time.Now()
 			for l := range lines { // what it printed before dying
 				if l != "C" {
@@ -435,7 +439,7 @@ func TestConsumerSIGKILL(t *testing.T) {
 			c, err := NewConsumer(ctx, ConsumerConfig{BridgeURL: h.srv.URL, Topic: h.topic, Group: h.g("g"), CompatibleVersion: 1,
 				KafkaOptions: kopts, Logger: quietLogger()})
 			must(t, err)
-			defer c.Close(context.Background())
+			defer testenv.Close(t, context.Background(), c)
 			s := h.seen(1)
 			var first time.Duration
 			for len(s.records) == 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -88,9 +89,9 @@ func (h *harness) upgrade(group string) map[string]any {
 	req, _ := http.NewRequest(http.MethodDelete, h.srv.URL+"/fluid/topics/"+h.topic+"/groups/"+h.g(group)+"/schema-version", nil)
 	resp, err := http.DefaultClient.Do(req)
 	must(h.t, err)
-	defer resp.Body.Close()
+	defer testenv.Ignore(resp.Body.Close)
 	var body map[string]any
-	json.NewDecoder(resp.Body).Decode(&body)
+	_ = json.NewDecoder(resp.Body).Decode(&body) // for the message below
 	if resp.StatusCode != 200 {
 		h.t.Fatalf("DELETE schema-version of %s: %d %v", group, resp.StatusCode, body)
 	}
@@ -114,7 +115,7 @@ func TestLateGroupAfterUpgrade(t *testing.T) {
 	if !g1.Downgraded() {
 		t.Fatal("g1 did not switch to the downgrade topic")
 	}
-	g1.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
 	h.upgrade("g1")
 	waitFor(t, "republishing for v1 to stop", func() bool { return len(h.bridge.Status().Republishing) == 0 })
 	h.produce(2, seq(2000, 2500)...)
@@ -123,7 +124,7 @@ func TestLateGroupAfterUpgrade(t *testing.T) {
 	sl := h.seen(1)
 	sl.collect(late, 2500)
 	sl.exactlyAll(0, 2500)
-	late.Close(context.Background())
+	testenv.Close(t, context.Background(), late)
 }
 
 // TestTwoLateGroups: two late groups arriving at different times, each
@@ -138,7 +139,7 @@ func TestTwoLateGroups(t *testing.T) {
 	s1.collect(g1, 600)
 	h.produce(2, seq(600, 1200)...)
 	s1.collect(g1, 1200)
-	g1.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
 	h.upgrade("g1")
 	h.produce(2, seq(1200, 1500)...)
 
@@ -157,8 +158,8 @@ func TestTwoLateGroups(t *testing.T) {
 	sl1.collect(late1, 2200)
 	sl1.exactlyAll(0, 2200)
 	sl2.exactlyAll(0, 2200)
-	late1.Close(context.Background())
-	late2.Close(context.Background())
+	testenv.Close(t, context.Background(), late1)
+	testenv.Close(t, context.Background(), late2)
 }
 
 // TestLateGroupWhileAnotherMidway: g1 is half-way through the downgrade
@@ -183,8 +184,8 @@ func TestLateGroupWhileAnotherMidway(t *testing.T) {
 	sl.collect(late, 2000)
 	s1.exactlyAll(0, 2000)
 	sl.exactlyAll(0, 2000)
-	g1.Close(context.Background())
-	late.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
+	testenv.Close(t, context.Background(), late)
 }
 
 // setOffsets commits group's offsets on topic to the current end of each
@@ -234,8 +235,8 @@ func TestLateGroupNeverHeld(t *testing.T) {
 	s1.collect(g1, 300)
 	sl.collect(late, 900)
 	sl.exactlyAll(0, 900)
-	g1.Close(context.Background())
-	late.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
+	testenv.Close(t, context.Background(), late)
 }
 
 // TestLateGroupNoLongerHeld: the downgrade topic's oldest records are gone
@@ -248,7 +249,7 @@ func TestLateGroupNoLongerHeld(t *testing.T) {
 	g1 := h.consumer("g1", 1)
 	s1 := h.seen(1)
 	s1.collect(g1, 400)
-	g1.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
 	// Delete the first half of every downgrade partition.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -266,7 +267,7 @@ func TestLateGroupNoLongerHeld(t *testing.T) {
 	sl := h.seen(1)
 	sl.collect(late, 400)
 	sl.exactlyAll(0, 400)
-	late.Close(context.Background())
+	testenv.Close(t, context.Background(), late)
 }
 
 // TestLateGroupTransactional: the main topic is written in transactions
@@ -307,7 +308,7 @@ func TestLateGroupTransactional(t *testing.T) {
 	}
 	s1.collect(g1, 700)
 	s1.exactlyAll(0, 700)
-	g1.Close(context.Background())
+	testenv.Close(t, context.Background(), g1)
 	h.upgrade("g1")
 	for i := 700; i < 800; i += 10 {
 		produceTxn(2, seq(i, i+10), true)
@@ -316,7 +317,7 @@ func TestLateGroupTransactional(t *testing.T) {
 	sl := h.seen(1)
 	sl.collect(late, 800)
 	sl.exactlyAll(0, 800)
-	late.Close(context.Background())
+	testenv.Close(t, context.Background(), late)
 }
 
 // TestGroupMovesDown is finding 4: a group moved back from v2 to v1 (a
@@ -337,7 +338,7 @@ func TestGroupMovesDown(t *testing.T) {
 	gv2 := h.consumerMax("g", 2, 30)
 	s2 := h.seen(2)
 	s2.collect(gv2, 200)
-	gv2.Close(context.Background())
+	testenv.Close(t, context.Background(), gv2)
 	// Roll g back to v1.
 	var dt struct {
 		Topic    string `json:"topic"`
@@ -371,8 +372,8 @@ func TestGroupMovesDown(t *testing.T) {
 	}
 	s1.collect(g1, 1500)
 	s1.exactlyAll(0, 1500)
-	gv1.Close(context.Background())
-	g1.Close(context.Background())
+	testenv.Close(t, context.Background(), gv1)
+	testenv.Close(t, context.Background(), g1)
 }
 
 // TestRebalanceMidway: a second member joins a v1 group while the first is
@@ -426,7 +427,7 @@ func TestRebalanceMidway(t *testing.T) {
 	if len(sb.records) == 0 {
 		t.Fatal("the second member received nothing")
 	}
-	a.Close(context.Background())
+	testenv.Close(t, context.Background(), a)
 	a = nil
 	h.produce(2, seq(1000, 1200)...)
 	both(1200)
@@ -443,7 +444,7 @@ func TestRebalanceMidway(t *testing.T) {
 	if dups > 2*4*maxPoll {
 		t.Errorf("%d records received twice; at most a poll's worth per moved partition expected", dups)
 	}
-	b.Close(context.Background())
+	testenv.Close(t, context.Background(), b)
 }
 
 func distinct(ss ...*seen) int {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,7 +38,7 @@ func TestDowngradeTopicOfNewTopic(t *testing.T) {
 	b, err := NewBridge(context.Background(), WithMetadata(meta), WithLoader(goLoader(0)), WithBrokers(c.ListenAddrs()...),
 		WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	must(t, err)
-	defer b.Close(context.Background())
+	defer testenv.Close(t, context.Background(), b)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 
@@ -66,7 +67,7 @@ func TestDowngradeTopicOfNewTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	select {
 	case err := <-created:
 		must(t, err)

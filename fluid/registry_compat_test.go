@@ -154,7 +154,7 @@ func TestBridgeCompatibleFromRegistry(t *testing.T) {
 		t.Helper()
 		resp, err := http.Get(fmt.Sprintf("%s/fluid/compatible?topic=%s&observed-schema-version=%d&compatible-schema-version=%d", srv, h.topic, o, c))
 		must(t, err)
-		defer resp.Body.Close()
+		defer testenv.Ignore(resp.Body.Close)
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
@@ -180,14 +180,14 @@ func TestBridgeCompatibleFromRegistry(t *testing.T) {
 	// schemas.
 	b, err := NewBridge(ctx, WithMetadata(h.meta), WithBrokers(h.broker.Seeds...), WithStateTopic(h.state), WithLeaderGroup(h.leader+"-2"))
 	must(t, err)
-	defer b.Close(ctx)
+	defer testenv.Close(t, ctx, b)
 	if ok, err := b.compatible(ctx, h.topic, 2, 1); err != nil || ok {
 		t.Fatalf("without the registry: compatible = %v, %v; want false", ok, err)
 	}
 
 	// A v1 consumer reads v2 records as they are, from the main topic.
 	c := h.consumer("v1", 1)
-	defer c.Close(context.Background())
+	defer testenv.Close(t, context.Background(), c)
 	var ids []int
 	for i := 0; i < 6; i++ {
 		ids = append(ids, i)

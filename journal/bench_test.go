@@ -75,7 +75,7 @@ func BenchmarkReplicate(b *testing.B) {
 func benchReplicate(b *testing.B, name string, open func(b *testing.B) *Store, batch, per int) {
 	b.Run(fmt.Sprintf("%s/batch=%d/events-per-append=%d", name, batch, per), func(b *testing.B) {
 		st := open(b)
-		defer st.Close(context.Background())
+		defer testenv.Close(b, context.Background(), st)
 		rep, _ := NewReplicator(st)
 		topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 		recs := appendRecords(topic, 1000, b.N*batch, per)

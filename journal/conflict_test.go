@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/record"
 )
@@ -127,7 +128,7 @@ func TestHandlerConcurrentAppends(t *testing.T) {
 				return
 			}
 			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			switch resp.StatusCode {
 			case 200:
 				res[i] = appendResult{seqNr: int64(i + 1)}
@@ -208,7 +209,7 @@ func TestHandlerConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer testenv.Ignore(resp.Body.Close)
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
@@ -384,7 +385,7 @@ func TestConcurrentAppendsAcrossJournals(t *testing.T) {
 	js := []*Journal{h.j}
 	for range writers - 1 {
 		j := New(h.broker.Client(t), h.store)
-		t.Cleanup(func() { j.Close(context.Background()) })
+		testenv.CloseAtEnd(t, j)
 		js = append(js, j)
 	}
 	stop := replicateUntil(t, h)
@@ -430,7 +431,7 @@ func TestOptimisticWriters(t *testing.T) {
 	js := []*Journal{h.j}
 	for range writers - 1 {
 		j := New(h.broker.Client(t), h.store)
-		t.Cleanup(func() { j.Close(context.Background()) })
+		testenv.CloseAtEnd(t, j)
 		js = append(js, j)
 	}
 	stop := replicateUntil(t, h)
@@ -500,7 +501,7 @@ func TestAppendCheckIndependentOfLag(t *testing.T) {
 	// Another process writes the other journal, so that the checks cannot
 	// rely on knowing every record between (TestAppendCheckLocal).
 	j2 := New(h.broker.Client(t), h.store)
-	t.Cleanup(func() { j2.Close(context.Background()) })
+	testenv.CloseAtEnd(t, j2)
 	next := int64(0)
 	appendOthers := func(n int) {
 		t.Helper()

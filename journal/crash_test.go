@@ -183,7 +183,7 @@ func crashTest(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer testenv.Close(t, context.Background(), st)
 	group := "crash-" + topic
 	var logs bytes.Buffer
 	start := func() *exec.Cmd {

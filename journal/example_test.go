@@ -32,15 +32,23 @@ func Example() {
 	defer client.Close()
 
 	dir, _ := os.MkdirTemp("", "journal-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	store, err := journal.OpenStore(ctx, "sqlite:"+filepath.Join(dir, "journal.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close(ctx)
+	defer func() {
+		if err := store.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	j := journal.New(client, store, journal.WithOrigin("example"))
-	defer j.Close(ctx)
+	defer func() {
+		if err := j.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 	key := journal.Key{Topic: "orders-journal", ID: "order-42"}
 	if _, err := j.Append(ctx, key, []journal.Event{
 		{SeqNr: 1, PayloadType: journal.PayloadJSON, Payload: []byte(`{"created":true}`)},
@@ -87,13 +95,17 @@ func ExampleOpenStore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	st, err := journal.OpenStore(context.Background(), "sqlite:"+filepath.Join(dir, "journal.db"), journal.WithStoreLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer func() {
+		if err := st.Close(context.Background()); err != nil {
+			log.Print(err)
+		}
+	}()
 	fmt.Println("readable:", st.Readable())
 	// Output: readable: true
 }

@@ -45,14 +45,14 @@ func newHarnessOn(t testing.TB, dsn string, partitions int32, opts ...Option) *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	testenv.CloseAtEnd(t, st)
 	rep, err := NewReplicator(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl := b.Client(t)
 	j := New(cl, st, opts...)
-	t.Cleanup(func() { j.Close(context.Background()) })
+	testenv.CloseAtEnd(t, j)
 	return &harness{t: t, ctx: context.Background(), broker: b, client: cl, store: st, rep: rep, j: j, topic: topic, applied: map[int32]int64{}}
 }
 

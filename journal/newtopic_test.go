@@ -79,14 +79,14 @@ func TestAppendTopicVisibleAfterFirstLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer testenv.Close(t, context.Background(), st)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	j := New(cl, st)
-	defer j.Close(context.Background())
+	defer testenv.Close(t, context.Background(), j)
 	key := Key{Topic: topic, ID: "x"}
 	_, appendErr := j.Append(context.Background(), key, ev(1))
 	select {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/generate"
+	"github.com/streamd/streamd/internal/testenv"
 )
 
 // BenchmarkOldBacklog is issue 11's must-show 3: a backlog of old records
@@ -63,14 +64,18 @@ func BenchmarkOldBacklog(b *testing.B) {
 			if _, err := adm.CreateTopics(context.Background(), 4, 1, map[string]*string{"retention.ms": &unlimited}, in, out); err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { adm.DeleteTopics(context.Background(), in, out) })
+			b.Cleanup(func() {
+				if _, err := adm.DeleteTopics(context.Background(), in, out); err != nil {
+					b.Errorf("delete topics: %v", err)
+				}
+			})
 			fillOrdersAt(b, seeds, in, b.N, tc.ts)
 			cfg := benchConfig(b, seeds, in, out, plugin)
 			a, err := app.Build(context.Background(), cfg, benchLogger(b), benchOpen, io.Discard)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close(context.Background())
+			defer testenv.Close(b, context.Background(), a)
 			deadline := time.Now().Add(10 * time.Minute)
 			var late atomic.Bool
 			b.ResetTimer()
@@ -153,6 +158,6 @@ func benchLogger(b *testing.B) *slog.Logger {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { f.Close() })
+	testenv.Cleanup(b, f.Close)
 	return slog.New(slog.NewTextHandler(f, nil))
 }

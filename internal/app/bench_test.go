@@ -25,6 +25,7 @@ import (
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/generate"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
 	"github.com/streamd/streamd/record"
@@ -92,7 +93,7 @@ func BenchmarkKafkaWasmKafka(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close(context.Background())
+			defer testenv.Close(b, context.Background(), a)
 			b.ResetTimer()
 			moved, took, cpu := runUntil(b, a, int64(b.N), 2*time.Millisecond, func(ctx context.Context) (int64, error) {
 				ends, err := adm.ListEndOffsets(ctx, out)
@@ -297,7 +298,9 @@ func downgradePlugin(b testing.TB, lang string) string {
 // cpuTime is the process's user+system CPU time in ns.
 func cpuTime() int64 {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err) // RUSAGE_SELF with a valid pointer does not fail
+	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 

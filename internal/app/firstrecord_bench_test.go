@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/testenv"
 )
 
 // BenchmarkFirstRecord is issue 17's start-up target: the time from
@@ -104,7 +105,7 @@ func firstRecord(b *testing.B, seeds []string, adm *kadm.Client, topic, cache, p
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	a.Close(context.Background())
+	testenv.Close(b, context.Background(), a)
 	b.StartTimer()
 	return took
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/journal"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkJournalReplicator(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close(context.Background())
+			defer testenv.Close(b, context.Background(), a)
 			b.ResetTimer()
 			moved, took, cpu := runUntil(b, a, int64(total), 5*time.Millisecond, func(context.Context) (int64, error) {
 				n, err := gatherSum(a, "streamd_journal_replicator_events_total")
@@ -72,10 +73,10 @@ func fillJournals(b *testing.B, seeds []string, dsn, topic string, journals, app
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close(context.Background())
+	defer testenv.Close(b, context.Background(), st)
 	cl := newClient(b, seeds, kgo.ProducerLinger(time.Millisecond))
 	j := journal.New(cl, st)
-	defer j.Close(context.Background())
+	defer testenv.Close(b, context.Background(), j)
 	const writers = 20 // journals is a multiple
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)

@@ -66,7 +66,7 @@ func TestLintCreatesNoJournalStore(t *testing.T) {
 			if err != nil {
 				t.Fatalf("lint: %v", err)
 			}
-			a.Close(context.Background())
+			testenv.Close(t, context.Background(), a)
 			for _, p := range []string{tc.path, tc.path + "-wal", tc.path + "-shm", filepath.Dir(tc.path)} {
 				if p == dir {
 					continue
@@ -133,7 +133,7 @@ type = "journal"
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close(context.Background())
+	defer testenv.Close(t, context.Background(), a)
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- a.Run(runCtx) }()
@@ -164,9 +164,9 @@ type = "journal"
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close(context.Background())
+	defer testenv.Close(t, context.Background(), ws)
 	j := journal.New(b.Client(t), ws)
-	defer j.Close(context.Background())
+	defer testenv.Close(t, context.Background(), j)
 	key := journal.Key{Topic: topic, ID: "full"}
 	pad := strings.Repeat("0123456789", 100)
 	const appends, per = 60, 10
@@ -217,9 +217,9 @@ type = "journal"
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.Close(context.Background())
+	defer testenv.Close(t, context.Background(), rs)
 	rj := journal.New(b.Client(t), rs)
-	defer rj.Close(context.Background())
+	defer testenv.Close(t, context.Background(), rj)
 	var got int64
 	if _, err := rj.Read(ctx, key, 1, func(e journal.Event) error { got++; return nil }); err != nil {
 		t.Fatal(err)

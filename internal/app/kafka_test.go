@@ -43,13 +43,15 @@ func runDaemon(t *testing.T, b *testenv.Broker, body string) string {
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
-		a.Close(context.Background())
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		testenv.Close(t, context.Background(), a)
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			return addr
 		}
 		if time.Now().After(deadline) {
@@ -150,8 +152,11 @@ func TestGroupProtocolShown(t *testing.T) {
 			Name   string            `json:"name"`
 			Source map[string]string `json:"source"`
 		}
-		json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/v1/status: %v", err)
+		}
 		got := map[string]string{}
 		for _, s := range st {
 			got[s.Name] = s.Source["group_protocol"]

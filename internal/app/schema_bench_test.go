@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -173,7 +174,7 @@ group = "%s-group"
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.Close(context.Background())
+	defer testenv.Close(b, context.Background(), a)
 	b.ResetTimer()
 	moved, took, cpu := runUntil(b, a, int64(b.N), 2*time.Millisecond, func(ctx context.Context) (int64, error) {
 		ends, err := adm.ListEndOffsets(ctx, out)

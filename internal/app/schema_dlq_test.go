@@ -206,7 +206,7 @@ func TestSchemaRegistryOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proxy.Close(context.Background()) })
+	testenv.CloseAtEnd(t, proxy)
 	viaProxy := strings.Replace(u, ru.Host, proxy.Addr(), 1)
 
 	in, out, dlq := testenv.Topic(t, "outage-in"), testenv.Topic(t, "outage-out"), testenv.Topic(t, "outage-dlq")

@@ -50,7 +50,7 @@ func TestFluidMetadataFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close(context.Background())
+	defer testenv.Close(t, context.Background(), a)
 	m, _, err := app.FluidMetadata(a, context.Background(), cfg.Fluid)
 	if err != nil {
 		t.Fatal(err)

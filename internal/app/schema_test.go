@@ -124,7 +124,7 @@ func schemaApp(t *testing.T, src string) *app.App {
 		if err := <-done; err != nil {
 			t.Errorf("app: %v", err)
 		}
-		a.Close(context.Background())
+		testenv.Close(t, context.Background(), a)
 	})
 	return a
 }

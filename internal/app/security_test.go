@@ -28,7 +28,7 @@ func freePort(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer testenv.Ignore(ln.Close)
 	return ln.Addr().String()
 }
 
@@ -71,8 +71,10 @@ store = "sqlite:%s"
 	go func() { done <- a.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
-		a.Close(context.Background())
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		testenv.Close(t, context.Background(), a)
 	}()
 	base := "http://" + addr + "/journal/" + topic + "/order-1"
 	call := func(method, url, token, body string) (int, string) {
@@ -85,14 +87,14 @@ store = "sqlite:%s"
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer testenv.Ignore(resp.Body.Close)
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -202,8 +204,10 @@ type = "drop"
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
-	<-done
-	a.Close(context.Background())
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	testenv.Close(t, context.Background(), a)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) == 0 || got[0] != "Bearer "+tok {

@@ -38,7 +38,7 @@ func BenchmarkTap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { p.Close(ctx) })
+	testenv.CloseAtEnd(b, p)
 	stage := pipeline.Stage{Name: "identity", Transformer: p.(plugins.Transformer), Plugin: "identity"}
 
 	for _, mode := range []string{"none", "observed", "tap"} {
@@ -50,7 +50,7 @@ func BenchmarkTap(b *testing.B) {
 				a.console = console.New(console.WithPipelines(func() []console.Pipeline {
 					return []console.Pipeline{{Name: "bench", Stages: []console.Stage{{Name: "identity", Type: "wasm"}}}}
 				}))
-				defer a.console.Close(context.Background())
+				defer testenv.Close(b, context.Background(), a.console)
 				opts = append(opts, pipeline.WithObserver(a.consoleObserver("bench", stages)))
 			}
 			if mode == "tap" {
@@ -60,7 +60,7 @@ func BenchmarkTap(b *testing.B) {
 				if err != nil || res.StatusCode != 200 {
 					b.Fatalf("tap: %v %v", err, res)
 				}
-				defer res.Body.Close()
+				defer testenv.Ignore(res.Body.Close)
 				go func() { // read the tap as a client would
 					sc := bufio.NewScanner(res.Body)
 					for sc.Scan() {

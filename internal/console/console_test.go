@@ -187,7 +187,7 @@ func TestEvents(t *testing.T) {
 		}
 	}
 
-	c.Close(context.Background())
+	testenv.Close(t, context.Background(), c)
 	select {
 	case _, ok := <-ch:
 		for ok {
@@ -207,7 +207,7 @@ func TestAPIErrors(t *testing.T) {
 		return []console.Pipeline{{Name: "gen", P: p, Policy: "stop"}}
 	}))
 	base := serve(t, c)
-	defer c.Close(context.Background())
+	defer testenv.Close(t, context.Background(), c)
 	tests := []struct {
 		method, path, body string
 		code               int
@@ -260,7 +260,7 @@ func TestAuth(t *testing.T) {
 	p := runPipeline(t, "gen", 10)
 	c := console.New(console.WithPipelines(func() []console.Pipeline { return []console.Pipeline{{Name: "gen", P: p}} }))
 	base := serve(t, c, admin.WithTokens(toks))
-	defer c.Close(context.Background())
+	defer testenv.Close(t, context.Background(), c)
 	call := func(method, path, token string) int {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{}`))
 		if token != "" {

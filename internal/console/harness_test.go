@@ -136,7 +136,7 @@ func startDaemon(t *testing.T, body string) *daemon {
 		case <-time.After(60 * time.Second):
 			t.Errorf("the daemon did not stop within 60 s")
 		}
-		a.Close(context.Background())
+		testenv.Close(t, context.Background(), a)
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", d.log.String())
 		}

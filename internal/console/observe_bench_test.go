@@ -31,7 +31,7 @@ func BenchmarkStageCall(b *testing.B) {
 			c := console.New(console.WithPipelines(func() []console.Pipeline {
 				return []console.Pipeline{{Name: "p", Stages: []console.Stage{{Name: "s"}}}}
 			}))
-			defer c.Close(context.Background())
+			defer testenv.Close(b, context.Background(), c)
 			obs := c.Observer("p", []string{"s"})
 			if tapOpen {
 				srv := httptest.NewServer(c)

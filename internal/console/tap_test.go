@@ -54,7 +54,7 @@ func TestTap(t *testing.T) {
 	obs := c.Observer("p", []string{"upper"})
 	base := serve(t, c)
 	c.Start()
-	defer c.Close(context.Background())
+	defer testenv.Close(t, context.Background(), c)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -81,7 +81,7 @@ type = "journal"
 	}
 	defer testenv.Check(t, ws.Close)
 	j := journal.New(cl, ws, journal.WithOrigin("e2e"))
-	defer j.Close(context.Background())
+	defer testenv.Close(t, context.Background(), j)
 	// Twenty writers, each with its own five ids (so each journal's actions stay
 	// in order), write the actions.
 	const writers = 20

@@ -77,7 +77,7 @@ func TestAssignedLogGeneration(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { cancel(); <-done; src.Close(context.Background()) }()
+	defer func() { cancel(); <-done; testenv.Close(t, context.Background(), src) }()
 	waitFor(t, time.Minute, "the first member's partitions", func() bool { return assignedCount(src.Group()) == 4 })
 	// A second member takes half: the first's cooperative rebalances
 	// assign it nothing new.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/generate"
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -176,7 +177,7 @@ func viaPipeline(b *testing.B, seeds []string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(b, context.Background(), sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs := &countSink{Sink: sink, want: int64(n), cancel: cancel}

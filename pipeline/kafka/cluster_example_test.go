@@ -28,7 +28,11 @@ func ExampleCluster() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer src.Close(context.Background())
+	defer func() {
+		if err := src.Close(context.Background()); err != nil {
+			log.Print(err)
+		}
+	}()
 	if err := src.Ready(context.Background()); err != nil {
 		// e.g. kafka cluster "prod" (broker kafka-1.internal:9094): connect:
 		// authentication failed: the broker refused user "streamd" (SCRAM-SHA-512): ...

@@ -161,14 +161,14 @@ func ready(t *testing.T, c *kafka.Cluster, sink bool, group string) error {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer k.Close(context.Background())
+		defer testenv.Close(t, context.Background(), k)
 		return k.Ready(ctx)
 	}
 	src, err := kafka.NewSource(kafka.SourceConfig{Cluster: c, Topics: []string{"in"}, Group: group, Partitions: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close(context.Background())
+	defer testenv.Close(t, context.Background(), src)
 	return src.Ready(ctx)
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamd/streamd/internal/testenv"
 )
 
 // TestCompression: levels are checked and lz4's are mapped to
@@ -58,7 +60,7 @@ func TestConfigZeroAndNegative(t *testing.T) {
 	if src.partitions != DefaultPartitions || src.lagInterval != DefaultLagInterval {
 		t.Fatalf("zero source config: partitions %d, lag interval %s", src.partitions, src.lagInterval)
 	}
-	src.Close(context.Background())
+	testenv.Close(t, context.Background(), src)
 	for _, tc := range []struct {
 		name string
 		new  func() error

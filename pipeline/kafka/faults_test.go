@@ -157,7 +157,7 @@ func TestSinkOldTimestamps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sink.Close(context.Background())
+			defer testenv.Close(t, context.Background(), sink)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			errs, err := sink.Write(ctx, seqRecords(0, 8, 2, tc.ts))
@@ -209,7 +209,7 @@ func TestPipelineOldBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(t, context.Background(), sink)
 	p := pipeline.New("old", src, sink, pipeline.WithBatch(100, 1<<20, time.Millisecond), pipeline.WithWorkers(2))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -315,12 +315,12 @@ func TestOutageLongerThanClientTimeouts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer sink.Close(context.Background())
+		defer testenv.Close(t, context.Background(), sink)
 		dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: br.seeds(), Topic: "dlq-" + name, Partitions: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer dlq.Close(context.Background())
+		defer testenv.Close(t, context.Background(), dlq)
 		r := &run{name: name, src: newSeqSource(n, 100), done: make(chan error, 1)} // 100 records/s: 30 s of input
 		r.p = pipeline.New(name, r.src, sink, pipeline.WithBatch(50, 1<<20, 5*time.Millisecond),
 			pipeline.WithErrorPolicy(policy, dlq), pipeline.WithRetry(50*time.Millisecond, time.Second, 0), pipeline.WithStallTimeout(5*time.Second))
@@ -483,7 +483,7 @@ func TestShutdownWhileBrokerDown(t *testing.T) {
 		}
 		ran := time.Since(start)
 		closeStart := time.Now()
-		sink.Close(context.Background())
+		testenv.Close(t, context.Background(), sink)
 		t.Logf("broker down: %v; Run returned %s after the cancel, sink closed in %s; status %+v", stopBroker, ran.Round(time.Millisecond), time.Since(closeStart).Round(time.Millisecond), p.Status())
 		if stopBroker && time.Since(closeStart) > 7*time.Second {
 			t.Errorf("sink took %s to close", time.Since(closeStart))
@@ -541,12 +541,12 @@ func TestOversizeRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer sink.Close(context.Background())
+				defer testenv.Close(t, context.Background(), sink)
 				dlq, err := kafka.NewSink(kafka.SinkConfig{Seeds: b.Seeds, Topic: dlqTopic, Partitions: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer dlq.Close(context.Background())
+				defer testenv.Close(t, context.Background(), dlq)
 				p := pipeline.New("big", src, sink, pipeline.WithBatch(100, 8<<20, 20*time.Millisecond), pipeline.WithErrorPolicy(policy, dlq))
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -652,7 +652,7 @@ func TestSinkTopicDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sink.Close(context.Background())
+			defer testenv.Close(t, context.Background(), sink)
 			src := &gatedSource{}
 			p := pipeline.New("deleted", src, sink, pipeline.WithBatch(50, 1<<20, time.Millisecond), pipeline.WithRetry(50*time.Millisecond, time.Second, 0))
 			ctx, cancel := context.WithCancel(context.Background())
@@ -719,7 +719,7 @@ func TestSinkBrokerLostItsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(t, context.Background(), sink)
 	src := &gatedSource{}
 	p := pipeline.New("lost", src, sink, pipeline.WithBatch(50, 1<<20, time.Millisecond), pipeline.WithRetry(50*time.Millisecond, time.Second, 0))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -802,7 +802,7 @@ func TestReadinessDuringBrokerFault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sink.Close(context.Background())
+			defer testenv.Close(t, context.Background(), sink)
 			p := pipeline.New("ready", src, sink, pipeline.WithStallTimeout(2*time.Second))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -48,17 +48,17 @@ func join(t *testing.T, seeds []string, topic, group string, revokeTimeout time.
 			m.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { m.close() })
+	t.Cleanup(func() { m.close(t) })
 	return m
 }
 
-func (m *member) close() {
+func (m *member) close(t testing.TB) {
 	if m.stop == nil {
 		return
 	}
 	m.stop()
 	<-m.done
-	m.src.Close(context.Background())
+	testenv.Close(t, context.Background(), m.src)
 	m.stop = nil
 }
 
@@ -230,7 +230,7 @@ func TestPauseFetchKeepsAssignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close(context.Background())
+	defer testenv.Close(t, context.Background(), src)
 	ctx := context.Background()
 	if err := src.Ready(ctx); err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestFirstAssignmentGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close(context.Background())
+	defer testenv.Close(t, context.Background(), src)
 	ctx := context.Background()
 	if err := src.Ready(ctx); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +14,13 @@ import (
 // new one for a slot written on another host (a copied data dir).
 func TestClaimInstanceID(t *testing.T) {
 	if d := os.Getenv("CLAIM_CHILD"); d != "" { // the child process of the SIGKILL case below
-		ClaimInstanceID(d, "orders/g 1")
-		os.Stdout.WriteString("claimed\n")
+		if _, _, err := ClaimInstanceID(d, "orders/g 1"); err != nil {
+			fmt.Fprintln(os.Stderr, err) // the parent reads EOF
+			os.Exit(1)
+		}
+		if _, err := os.Stdout.WriteString("claimed\n"); err != nil {
+			os.Exit(1)
+		}
 		select {}
 	}
 	dir := t.TempDir()
@@ -51,14 +57,18 @@ func TestClaimInstanceID(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 8)
-	out.Read(buf)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatalf("the child's claim: %v", err)
+	}
 	if c, rel, _ := ClaimInstanceID(dir, "orders/g 1"); c == a {
 		t.Fatalf("claimed slot 0 while the child holds it")
 	} else {
 		rel()
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait() // "killed"
 	if c, rel, _ := ClaimInstanceID(dir, "orders/g 1"); c != a {
 		t.Fatalf("after SIGKILL of the holder: %q, want %q", c, a)
 	} else {

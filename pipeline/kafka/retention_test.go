@@ -137,7 +137,7 @@ func TestRetentionSkipReported(t *testing.T) {
 	for _, s := range skips(log.String()) {
 		t.Fatalf("a skip reported before any deletion: %v", s)
 	}
-	src.Close(context.Background())
+	testenv.Close(t, context.Background(), src)
 	offs, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestRetentionSkipReported(t *testing.T) {
 	}
 	deleteTo(60)
 	src = newSource()
-	defer src.Close(context.Background())
+	defer testenv.Close(t, context.Background(), src)
 	if got := read(src, 60); got[0] != 60 {
 		t.Fatalf("after the deletion read from %d, want 60", got[0])
 	}

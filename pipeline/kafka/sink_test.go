@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/record"
 )
@@ -27,7 +28,7 @@ func TestSinkWritesHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(t, context.Background(), sink)
 	batch := []record.Record{
 		{Key: []byte("a"), Value: []byte("0"), Partition: 0},
 		{Key: []byte("b"), Value: []byte("1"), Partition: 1, Headers: []record.Header{{Key: "h1", Value: []byte("x")}, {Key: "h2"}, {Key: "h1", Value: []byte("y")}}},
@@ -93,7 +94,7 @@ func TestSinkBatchesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close(context.Background())
+	defer testenv.Close(t, context.Background(), sink)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	want := map[string]string{}

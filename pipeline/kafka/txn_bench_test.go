@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
@@ -72,7 +73,7 @@ func deliveryPipeline(b *testing.B, seeds []string, in, out string, eos bool, cs
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { sink.Close(context.Background()) })
+	testenv.CloseAtEnd(b, sink)
 	cs.Sink = sink
 	return pipeline.New("bench", src, cs)
 }

@@ -135,9 +135,11 @@ func startEOS(t *testing.T, seeds []string, in, out, dlq, group, instance string
 	go func() { e.done <- p.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-e.done
-		sink.Close(context.Background())
-		dl.Close(context.Background())
+		if err := <-e.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		testenv.Close(t, context.Background(), sink)
+		testenv.Close(t, context.Background(), dl)
 	})
 	return e
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 )
@@ -23,7 +24,7 @@ func BenchmarkReadInterleaved(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	defer testenv.Close(b, context.Background(), s)
 	const journals, events = 100, 1000
 	payload := []byte(`{"order":"o-1","amount":12.5,"currency":"EUR","items":["sku-1","sku-2"],"pad":"0123456789"}`)
 	off := int64(0)
@@ -53,7 +54,9 @@ func BenchmarkReadInterleaved(b *testing.B) {
 		if err := snap.Events(ctx, key, 1, func(store.Event) error { n++; return nil }); err != nil {
 			b.Fatal(err)
 		}
-		snap.Close()
+		if err := snap.Close(); err != nil {
+			b.Fatal(err)
+		}
 		lat = append(lat, time.Since(start))
 		if n != events {
 			b.Fatalf("read %d events", n)
@@ -104,13 +107,13 @@ func BenchmarkMigrateFromV1(b *testing.B) {
 	if err := toV1(ctx, s); err != nil {
 		b.Fatal(err)
 	}
-	s.Close(context.Background())
+	testenv.Close(b, context.Background(), s)
 	b.ResetTimer()
 	s, err = OpenSQLite(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	defer s.Close(context.Background())
+	defer testenv.Close(b, context.Background(), s)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -34,14 +34,14 @@ func openStores(t *testing.T) map[string]dumper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(context.Background()) })
+	testenv.CloseAtEnd(t, s)
 	out["sqlite"] = s
 	if dsn := os.Getenv("STREAMD_TEST_POSTGRES_DSN"); dsn != "" {
 		p, err := OpenPostgres(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.Close(context.Background()) })
+		testenv.CloseAtEnd(t, p)
 		out["postgres"] = p
 	}
 	return out
@@ -203,7 +203,7 @@ func TestConcurrentOpen(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := <-stores
-				defer s.Close(context.Background())
+				defer testenv.Close(t, context.Background(), s)
 				b := &store.Batch{Topic: testenv.Topic(t, "c"), Pointer: 1, Keys: []store.KeyOps{{ID: "k", Ops: []store.Op{{Kind: action.KindDelete, Offset: 1, DeleteTo: 3}}}}}
 				if err := s.Apply(ctx, b); err != nil {
 					t.Fatal(err)
@@ -255,7 +255,7 @@ func readAll(t *testing.T, s *Store, topic string) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer snap.Close()
+	defer testenv.Check(t, snap.Close)
 	out := map[string]any{}
 	for k := range dump {
 		m, ok, err := snap.Meta(ctx, k)
@@ -296,8 +296,10 @@ func TestMigrateFromV1(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
-				admin.write.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE")
-				admin.Close(context.Background())
+				if _, err := admin.write.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+					t.Errorf("drop schema %s: %v", schema, err)
+				}
+				testenv.Close(t, context.Background(), admin)
 			})
 			sep := "?"
 			if strings.Contains(dsn, "?") {
@@ -340,14 +342,14 @@ func TestMigrateFromV1(t *testing.T) {
 			if err := toV1(ctx, s); err != nil {
 				t.Fatal(err)
 			}
-			s.Close(context.Background())
+			testenv.Close(t, context.Background(), s)
 			logs.Reset()
 
 			s, err = open()
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close(context.Background())
+			defer testenv.Close(t, context.Background(), s)
 			var v string
 			if err := s.read.QueryRowContext(ctx, s.bind(`SELECT value FROM journal_setting WHERE name = ?`), "schema_version").Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
 				t.Fatalf("schema_version %q, %v", v, err)
@@ -440,12 +442,12 @@ func TestMigrateV2RaisesSeqNr(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Close(context.Background())
+	testenv.Close(t, context.Background(), s)
 	s, err = OpenSQLite(ctx, path, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	defer testenv.Close(t, context.Background(), s)
 	d, err := s.Dump(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -491,10 +493,15 @@ func TestPutEventsNeverOverwrites(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "refusing to overwrite") {
 				t.Fatalf("apply over a stored event: %v, want a refusal", err)
 			}
-			snap, _ := s.Snapshot(ctx)
-			defer snap.Close()
+			snap, err := s.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer testenv.Check(t, snap.Close)
 			var got string
-			snap.Events(ctx, store.Key{Topic: topic, ID: "k"}, 1, func(e store.Event) error { got += string(e.Payload); return nil })
+			if err := snap.Events(ctx, store.Key{Topic: topic, ID: "k"}, 1, func(e store.Event) error { got += string(e.Payload); return nil }); err != nil {
+				t.Fatal(err)
+			}
 			if got != "a" {
 				t.Fatalf("stored event payload %q, want the original a", got)
 			}
@@ -514,7 +521,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	defer testenv.Close(t, context.Background(), s)
 	var pages int
 	if err := s.write.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -566,7 +573,7 @@ func TestSQLiteMissingDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open under a missing directory: %v", err)
 	}
-	s.Close(context.Background())
+	testenv.Close(t, context.Background(), s)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
 	}
