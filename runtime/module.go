@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime/internal/abi"
@@ -278,13 +279,9 @@ func (m *Module) Close(ctx context.Context) error {
 	}
 	m.closing = true
 	m.mu.Unlock()
-	done := make(chan struct{})
-	go func() { m.calls.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		// Calls still running will fail when the runtime closes under them.
-	}
+	// Calls still running at ctx's end fail when the runtime closes under
+	// them.
+	_ = wait.Group(ctx, &m.calls)
 	err := m.rt.Close(context.WithoutCancel(ctx))
 	return errors.Join(err, m.closeDirs())
 }

@@ -2,6 +2,7 @@ package wait
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -36,4 +37,18 @@ func WithStop(ctx context.Context, stop <-chan struct{}) (_ context.Context, can
 		}
 	}()
 	return ctx, cancel
+}
+
+// Group waits until wg's counter is zero or ctx is done, whichever comes
+// first, and returns ctx.Err() in the latter case; what wg counts then goes
+// on in the background (and a goroutine waiting for it).
+func Group(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -84,5 +85,31 @@ func TestWithStopCancelEndsWatcher(t *testing.T) {
 		cancel()
 		// synctest.Test fails if the goroutine watching stop is still
 		// blocked when the bubble's function returns.
+	})
+}
+
+func TestGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var wg sync.WaitGroup
+		wg.Go(func() { time.Sleep(time.Second) })
+		start := time.Now()
+		if err := Group(t.Context(), &wg); err != nil || time.Since(start) != time.Second {
+			t.Fatalf("Group = %v after %s, want nil after 1s", err, time.Since(start))
+		}
+	})
+}
+
+func TestGroupContextDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var wg sync.WaitGroup
+		release := make(chan struct{})
+		wg.Go(func() { <-release })
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := Group(ctx, &wg); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+			t.Fatalf("Group = %v after %s, want context.DeadlineExceeded after 1s", err, time.Since(start))
+		}
+		close(release) // the work and the goroutine waiting for it end
 	})
 }

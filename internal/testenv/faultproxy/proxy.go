@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/streamd/streamd/internal/wait"
 )
 
 // Mode is what the proxy does with connections.
@@ -196,14 +198,10 @@ func (p *Proxy) Close(ctx context.Context) error {
 		close(p.healed)
 	}
 	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("faultproxy %s: connections still open at the deadline: %w", p.addr, ctx.Err())
+	if err := wait.Group(ctx, &p.wg); err != nil {
+		return fmt.Errorf("faultproxy %s: connections still open at the deadline: %w", p.addr, err)
 	}
+	return nil
 }
 
 func (p *Proxy) accept(ln net.Listener) {
