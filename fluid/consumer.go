@@ -367,11 +367,12 @@ func (c *Consumer) downgradeOffset(ctx context.Context, p int32, pos, missing in
 	return ans, nil
 }
 
-// Poll returns the next records (possibly none, when ctx ends first). The
-// records of one partition come in order; their Topic is the main topic or
-// the downgrade topic they were read from. When Poll returns an error, the
-// record it could not handle is handled again by the next Poll (a bridge
-// that did not answer is asked again).
+// Poll returns the next records (possibly none, when ctx ends first: also
+// while it asks the bridge where a partition goes on, which the next Poll
+// asks again). The records of one partition come in order; their Topic is
+// the main topic or the downgrade topic they were read from. When Poll
+// returns an error, the record it could not handle is handled again by the
+// next Poll (a bridge that did not answer is asked again).
 func (c *Consumer) Poll(ctx context.Context) ([]record.Record, error) {
 	if len(c.pending) == 0 {
 		var fs kgo.Fetches
@@ -401,6 +402,11 @@ func (c *Consumer) Poll(ctx context.Context) ([]record.Record, error) {
 			rec, keep, err = c.fromDowngrade(ctx, r)
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				// ctx ended first (a poll timeout): what there is, and
+				// r, still pending, is handled by the next Poll.
+				return out, nil
+			}
 			return out, err // r stays pending
 		}
 		c.pending = c.pending[1:]
