@@ -210,14 +210,8 @@ func (p *Pipeline) closeSource(ctx context.Context, log interface{ Warn(string, 
 			log.Warn("closing the source", "err", err)
 		}
 	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		select {
-		case <-done:
-		case <-time.After(closeGrace):
-			log.Warn("the source did not close within the shutdown timeout; leaving it", "grace", closeGrace)
-		}
+	if !wait.Closed(ctx, done, wait.CloseGrace) {
+		log.Warn("the source did not close within the shutdown timeout; leaving it", "grace", wait.CloseGrace)
 	}
 }
 
@@ -227,11 +221,10 @@ func (p *Pipeline) closeSource(ctx context.Context, log interface{ Warn(string, 
 // commit, closing the source (a Kafka source's group leave) and, in
 // streamd, flushing and closing the sinks share the reserve: a fifth of T,
 // from 500 ms to 2 s. A source or worker that ignores its context is
-// waited for closeGrace more, then left behind.
+// waited for wait.CloseGrace more, then left behind.
 const (
 	minCloseReserve = 500 * time.Millisecond
 	maxCloseReserve = 2 * time.Second
-	closeGrace      = 100 * time.Millisecond
 	// finalCommitMin is what the final commit and the close get when the
 	// source ended by itself (no shutdown started): at least 10 s.
 	finalCommitMin = 10 * time.Second

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/metrics"
 	"github.com/streamd/streamd/plugins"
@@ -112,10 +113,6 @@ func (u *unit) closeContext() (context.Context, context.CancelFunc) {
 // closeTimeout bounds closing what has no shutdown deadline of its own.
 const closeTimeout = 10 * time.Second
 
-// closeGrace is how long closeAll waits past ctx's deadline for closers
-// that ignore it.
-const closeGrace = 100 * time.Millisecond
-
 // closeAll runs every closer at once with ctx and waits until they all
 // returned, or ctx is done: a closer still running then (a producer
 // flushing to a broker that does not answer) is left to finish in the
@@ -143,16 +140,10 @@ func closeAll(ctx context.Context, cs []func(context.Context) error) error {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		select {
-		case <-done:
-		case <-time.After(closeGrace):
-			mu.Lock()
-			defer mu.Unlock()
-			return errors.Join(append(errs, fmt.Errorf("closing did not finish by the shutdown deadline; left to finish in the background: %w", ctx.Err()))...)
-		}
+	if !wait.Closed(ctx, done, wait.CloseGrace) {
+		mu.Lock()
+		defer mu.Unlock()
+		return errors.Join(append(errs, fmt.Errorf("closing did not finish by the shutdown deadline; left to finish in the background: %w", ctx.Err()))...)
 	}
 	return errors.Join(errs...)
 }

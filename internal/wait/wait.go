@@ -52,3 +52,28 @@ func Group(ctx context.Context, wg *sync.WaitGroup) error {
 		return ctx.Err()
 	}
 }
+
+// CloseGrace is how long Closed waits past its context for a close that
+// does not watch it (a plugin, a client blocked on a broker) before it
+// leaves that close to finish in the background.
+const CloseGrace = 100 * time.Millisecond
+
+// Closed waits until done is closed or, once ctx is done, grace more has
+// passed, and reports whether done was closed: the wait of a close
+// bounded by a shutdown deadline, which ends by the deadline (plus grace)
+// whatever the close does.
+func Closed(ctx context.Context, done <-chan struct{}, grace time.Duration) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}

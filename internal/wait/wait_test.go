@@ -113,3 +113,37 @@ func TestGroupContextDone(t *testing.T) {
 		close(release) // the work and the goroutine waiting for it end
 	})
 }
+
+// TestClosed: a close that ends before the deadline, one that ends within
+// the grace after it, and one that never ends (left after the grace), on
+// the fake clock.
+func TestClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		closes time.Duration // when done closes; 0: never
+		want   bool
+		took   time.Duration
+	}{
+		{name: "before the deadline", closes: 500 * time.Millisecond, want: true, took: 500 * time.Millisecond},
+		{name: "in the grace", closes: time.Second + 50*time.Millisecond, want: true, took: time.Second + 50*time.Millisecond},
+		{name: "never", want: false, took: time.Second + CloseGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				done := make(chan struct{})
+				if tc.closes > 0 {
+					time.AfterFunc(tc.closes, func() { close(done) })
+				}
+				start := time.Now()
+				if got := Closed(ctx, done, CloseGrace); got != tc.want {
+					t.Errorf("Closed = %v, want %v", got, tc.want)
+				}
+				if took := time.Since(start); took != tc.took {
+					t.Errorf("took %v, want %v", took, tc.took)
+				}
+			})
+		})
+	}
+}
