@@ -520,16 +520,7 @@ func (a *App) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	errs = append(errs, uerrs...)
-	cs := a.closers
-	for _, p := range a.loaded {
-		cs = append(cs, func(ctx context.Context) error {
-			if err := p.Close(ctx); err != nil {
-				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
-			}
-			return nil
-		})
-	}
-	errs = append(errs, closeAll(ctx, cs))
+	errs = append(errs, closeAll(ctx, withPlugins(a.closers, a.loaded)))
 	if a.broker != nil {
 		a.broker.Close()
 	}

@@ -83,15 +83,7 @@ func (u *unit) make(m *metrics.Metrics) {
 // source when Run returned), all at once, by ctx's deadline (see
 // closeContext), and returns what they returned.
 func (u *unit) release(ctx context.Context) error {
-	cs := u.closers
-	for _, p := range u.loaded {
-		cs = append(cs, func(ctx context.Context) error {
-			if err := p.Close(ctx); err != nil {
-				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
-			}
-			return nil
-		})
-	}
+	cs := withPlugins(u.closers, u.loaded)
 	u.closers, u.loaded = nil, nil
 	return closeAll(ctx, cs)
 }
@@ -112,6 +104,20 @@ func (u *unit) closeContext() (context.Context, context.CancelFunc) {
 
 // closeTimeout bounds closing what has no shutdown deadline of its own.
 const closeTimeout = 10 * time.Second
+
+// withPlugins returns cs and a closer for each plugin of loaded, whose
+// error names the plugin.
+func withPlugins(cs []func(context.Context) error, loaded []plugins.Plugin) []func(context.Context) error {
+	for _, p := range loaded {
+		cs = append(cs, func(ctx context.Context) error {
+			if err := p.Close(ctx); err != nil {
+				return fmt.Errorf("plugin %s: %w", p.Manifest().Name, err)
+			}
+			return nil
+		})
+	}
+	return cs
+}
 
 // closeAll runs every closer at once with ctx and waits until they all
 // returned, or ctx is done: a closer still running then (a producer
