@@ -419,6 +419,51 @@ func (b *Bridge) partitions(ctx context.Context, topic string, wait time.Duratio
 	return n, err
 }
 
+// endOffsets returns the end offsets of partitions parts of topic. A
+// partition the client does not know yet (a downgrade topic created a
+// moment ago: brokers apply a new topic some time after CreateTopics
+// answers, and franz-go caches what it was told) is asked about again,
+// with the client's metadata of the topic forgotten, for up to
+// kgox.UnknownTopicWait; then the error names it.
+func (b *Bridge) endOffsets(ctx context.Context, topic string, parts ...int32) (map[int32]int64, error) {
+	var waited time.Duration
+	for backoff := time.Duration(0); ; backoff = max(100*time.Millisecond, 3*backoff) {
+		if backoff > 0 {
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			waited += backoff
+		}
+		ends, err := b.adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int32]int64, len(parts))
+		var missing error
+		for _, p := range parts {
+			e, ok := ends.Lookup(topic, p)
+			switch {
+			case ok && e.Err == nil:
+				out[p] = e.Offset
+				continue
+			case !ok:
+				e.Err = kerr.UnknownTopicOrPartition
+			}
+			missing = fmt.Errorf("end offset of %s/%d: %w", topic, p, e.Err)
+			break
+		}
+		if missing == nil {
+			return out, nil
+		}
+		if waited >= kgox.UnknownTopicWait {
+			return nil, missing
+		}
+		b.cl.PurgeTopicsFromClient(topic)
+	}
+}
+
 // ensureDowngradeTopic creates the downgrade topic of (topic, version) with
 // topic's partition count. errNoTopic: topic is not in Kafka.
 func (b *Bridge) ensureDowngradeTopic(ctx context.Context, topic string, version int) (string, int, error) {

@@ -49,7 +49,11 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 	if err != nil {
 		return err
 	}
-	ends, err := b.adm.ListEndOffsets(ctx, dtopic)
+	all := make([]int32, nparts)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	ends, err := b.endOffsets(ctx, dtopic, all...)
 	if err != nil {
 		return err
 	}
@@ -62,12 +66,9 @@ func (b *Bridge) republish(ctx context.Context, tv topicVersion, spec republishS
 			newest = ss[len(ss)-1]
 		}
 		start, seg := newest.From, newest.ID
-		e, ok := ends.Lookup(dtopic, p)
-		if !ok || e.Err != nil {
-			return fmt.Errorf("end offset of %s/%d: %v", dtopic, p, e.Err)
-		}
-		if e.Offset > 0 {
-			last, err := b.lastBefore(ctx, dtopic, p, e.Offset)
+		end := ends[p]
+		if end > 0 {
+			last, err := b.lastBefore(ctx, dtopic, p, end)
 			if err != nil {
 				return fmt.Errorf("resume %s/%d: %w", dtopic, p, err)
 			}

@@ -74,17 +74,13 @@ func (b *Bridge) downgradeOffset(ctx context.Context, topic, group string, c int
 	if pos >= newest.From && missing < newest.ID {
 		return newest, dtopic, nil
 	}
-	ends, err := b.adm.ListEndOffsets(ctx, dtopic)
+	ends, err := b.endOffsets(ctx, dtopic, p)
 	if err != nil {
 		return segment{}, "", err
 	}
-	e, ok2 := ends.Lookup(dtopic, p)
-	if !ok2 || e.Err != nil {
-		return segment{}, "", fmt.Errorf("end offset of %s/%d: %v", dtopic, p, e.Err)
-	}
 	// Ids grow: larger than the newest, and (so that they keep growing even
 	// if the state topic were lost) not below the clock in milliseconds.
-	sg := segment{ID: max(newest.ID+1, time.Now().UnixMilli()), From: pos, Offset: e.Offset, Group: group}
+	sg := segment{ID: max(newest.ID+1, time.Now().UnixMilli()), From: pos, Offset: ends[p], Group: group}
 	why := "below where the downgrade topic's newest segment began"
 	if missing >= newest.ID {
 		why = "missing from the downgrade topic's newest segment (deleted?)"

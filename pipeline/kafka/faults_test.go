@@ -483,7 +483,13 @@ func TestShutdownWhileBrokerDown(t *testing.T) {
 		}
 		ran := time.Since(start)
 		closeStart := time.Now()
-		testenv.Close(t, context.Background(), sink)
+		// With the broker down the sink says what it could not write
+		// (records the pipeline did not commit: the next run writes them).
+		if err := sink.Close(context.Background()); err != nil && !stopBroker {
+			t.Errorf("close: %v", err)
+		} else if err != nil {
+			t.Logf("close with the broker down: %v", err)
+		}
 		t.Logf("broker down: %v; Run returned %s after the cancel, sink closed in %s; status %+v", stopBroker, ran.Round(time.Millisecond), time.Since(closeStart).Round(time.Millisecond), p.Status())
 		if stopBroker && time.Since(closeStart) > 7*time.Second {
 			t.Errorf("sink took %s to close", time.Since(closeStart))
