@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,15 +57,7 @@ dlq_topic = %q
 	defer d.stop(t)
 
 	adm := kadm.NewClient(b.Client(t))
-	outEnd := func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), out)
-		if err != nil {
-			return -1
-		}
-		var sum int64
-		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-		return sum
-	}
+	outEnd := func() int64 { return endSum(adm, out) }
 	// written waits until the output holds n records at least (its end
 	// offsets count the transaction markers too).
 	written := func(what string, n int) {

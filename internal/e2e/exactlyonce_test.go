@@ -199,15 +199,7 @@ dlq_topic = %q
 `, delivery, in, testenv.Topic(t, "g"), plugin, sd.out, sd.dlq))
 		sides = append(sides, sd)
 	}
-	outEnd := func(topic string) int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), topic)
-		if err != nil {
-			return -1
-		}
-		var sum int64
-		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-		return sum
-	}
+	outEnd := func(topic string) int64 { return endSum(adm, topic) }
 	// Each run is killed a random 50-500 ms after both outputs grew
 	// (aborted transactions' records count: they are in the log), so
 	// every kill lands mid-flow.
@@ -315,27 +307,8 @@ func TestExactlyOnceZombie(t *testing.T) {
 	// take longer on a loaded machine. A fixed 25 s of records ended there
 	// (trial CI run, Kafka 4.1, load ~10) before "c while a is paused" was
 	// checked: c had already caught up and the output could not grow.
-	producer := b.Client(t)
-	stop, prodDone := make(chan struct{}), make(chan struct{})
-	var stopOnce sync.Once
-	stopProducing := func() { stopOnce.Do(func() { close(stop) }) }
-	defer func() { stopProducing(); <-prodDone }()
-	n := 0 // records produced; read after prodDone
-	go func() {
-		defer close(prodDone)
-		for {
-			select {
-			case <-stop:
-				if n >= least || t.Failed() {
-					return
-				}
-			default:
-			}
-			produceOrders(t, producer, in, n, 1000)
-			n += 1000
-			time.Sleep(400 * time.Millisecond)
-		}
-	}()
+	orders := produceUntil(t, b.Client(t), in, least, 1000, 400*time.Millisecond)
+	defer orders.stop()
 	group := testenv.Topic(t, "g")
 	cfgFor := func(name string) string {
 		return writeConfig(t, fmt.Sprintf("data_dir = %q\n", filepath.Join(t.TempDir(), name))+brokersTOML(b)+fmt.Sprintf(`
@@ -361,15 +334,7 @@ dlq_topic = %q
 `, in, group, plugin, out, dlq))
 	}
 	adm := kadm.NewClient(b.Client(t))
-	outEnd := func() int64 {
-		ends, err := adm.ListEndOffsets(context.Background(), out)
-		if err != nil {
-			return -1
-		}
-		var sum int64
-		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-		return sum
-	}
+	outEnd := func() int64 { return endSum(adm, out) }
 	grew := func(what string) {
 		t.Helper()
 		before := outEnd()
@@ -421,8 +386,7 @@ dlq_topic = %q
 	grew("c while a is paused")
 	resumed := time.Now()
 	a.signal(t, syscall.SIGCONT)
-	stopProducing()
-	<-prodDone
+	n := orders.stop()
 	t.Logf("a paused %.1f s; %d records produced", resumed.Sub(paused).Seconds(), n)
 	poison := 0
 	for i := range n {
@@ -517,27 +481,8 @@ dlq_topic = %q
 	// records had all been read and committed by the old pipeline before
 	// the reload in a trial CI run (kfake, load 30), so the new one had
 	// nothing to commit and the wait below could not end.
-	producer := b.Client(t)
-	stop, prodDone := make(chan struct{}), make(chan struct{})
-	var stopOnce sync.Once
-	stopProducing := func() { stopOnce.Do(func() { close(stop) }) }
-	defer func() { stopProducing(); <-prodDone }()
-	n := 0 // records produced; read after prodDone
-	go func() {
-		defer close(prodDone)
-		for {
-			select {
-			case <-stop:
-				if n >= least || t.Failed() {
-					return
-				}
-			default:
-			}
-			produceOrders(t, producer, in, n, 500)
-			n += 500
-			time.Sleep(150 * time.Millisecond)
-		}
-	}()
+	orders := produceUntil(t, b.Client(t), in, least, 500, 150*time.Millisecond)
+	defer orders.stop()
 	d := start(t, cfg)
 	addr := d.adminAddr(t)
 	waitPipeline(t, addr, "orders", "ready and committing transactions", 90*time.Second, func(p *adminPipeline) bool {
@@ -551,8 +496,7 @@ dlq_topic = %q
 		return p.Restarts == 1 && p.Ready && p.Transactions != nil && p.Transactions.Committed > 0
 	})
 	t.Logf("after the reload: delivery %s, transactions %+v", p.Delivery, *p.Transactions)
-	stopProducing()
-	<-prodDone
+	n := orders.stop()
 	poison := 0
 	for i := range n {
 		if isPoison(i) {
@@ -584,4 +528,56 @@ dlq_topic = %q
 		}
 		t.Fatalf("not exactly once across a reload")
 	}
+}
+
+// producer writes orders in the background until stopped (produceUntil).
+type producer struct {
+	stopOnce sync.Once
+	stopped  chan struct{}
+	done     chan struct{}
+	n        int // records produced; read after done
+}
+
+// produceUntil writes orders to topic in batches of batch every pause
+// until stop is called and at least least were written (so that a test's
+// steps, which wait on conditions and take longer on a loaded machine,
+// never outlast the records).
+func produceUntil(t *testing.T, cl *kgo.Client, topic string, least, batch int, pause time.Duration) *producer {
+	p := &producer{stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stopped:
+				if p.n >= least || t.Failed() {
+					return
+				}
+			default:
+			}
+			produceOrders(t, cl, topic, p.n, batch)
+			p.n += batch
+			time.Sleep(pause)
+		}
+	}()
+	return p
+}
+
+// stop ends the producer (after least records) and returns how many it
+// wrote; it may be called again.
+func (p *producer) stop() int {
+	p.stopOnce.Do(func() { close(p.stopped) })
+	<-p.done
+	return p.n
+}
+
+// endSum is the sum of topic's end offsets (transaction markers
+// included), -1 if they cannot be listed.
+func endSum(adm *kadm.Client, topic string) int64 {
+	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum
 }
