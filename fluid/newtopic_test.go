@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -31,11 +29,6 @@ func TestDowngradeTopicOfNewTopic(t *testing.T) {
 	}
 	defer c.Close()
 	const topic = "orders" // the metadata's topic
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
 	meta, err := LoadMetadata(writeMetadata(t, 2))
 	must(t, err)
 	b, err := NewBridge(context.Background(), WithMetadata(meta), WithLoader(goLoader(0)), WithBrokers(c.ListenAddrs()...),
@@ -47,25 +40,7 @@ func TestDowngradeTopicOfNewTopic(t *testing.T) {
 
 	// The first metadata request naming the topic is answered by kfake
 	// (unknown: it does not exist yet); the topic is created right after.
-	created := make(chan error, 1)
-	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
-			if rt.Topic != nil && *rt.Topic == topic {
-				c.DropControl()
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					resp, err := kadm.NewClient(admCl).CreateTopic(ctx, 3, 1, nil, topic)
-					if err == nil {
-						err = resp.Err
-					}
-					created <- err
-				}()
-			}
-		}
-		return nil, nil, false
-	})
+	created := testenv.CreateAfterFirstLookup(t, c, topic, 3)
 	resp, err := http.Get(srv.URL + "/fluid/downgrade-topic?topic=" + topic + "&group=g&compatible-schema-version=1")
 	if err != nil {
 		t.Fatal(err)

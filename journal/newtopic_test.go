@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamd/streamd/internal/testenv"
 )
@@ -49,32 +47,9 @@ func TestAppendTopicVisibleAfterFirstLookup(t *testing.T) {
 	}
 	defer c.Close()
 	topic := testenv.Topic(t, "journal")
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	created := make(chan error, 1)
 	// The first metadata request naming the topic is answered by kfake
 	// (unknown: it does not exist yet); the topic is created right after.
-	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
-			if rt.Topic != nil && *rt.Topic == topic {
-				c.DropControl()
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					resp, err := kadm.NewClient(admCl).CreateTopic(ctx, 1, 1, nil, topic)
-					if err == nil {
-						err = resp.Err
-					}
-					created <- err
-				}()
-			}
-		}
-		return nil, nil, false
-	})
+	created := testenv.CreateAfterFirstLookup(t, c, topic, 1)
 	st, err := OpenStore(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "j.db"))
 	if err != nil {
 		t.Fatal(err)
