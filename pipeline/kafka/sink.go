@@ -435,7 +435,7 @@ func (s *Sink) client() *kgo.Client {
 const sinkCloseTimeout = 5 * time.Second
 
 // Close flushes the producer until ctx is done (for at most 5 s if ctx
-// has no deadline), then closes it, returning when ctx is done at the
+// has no deadline; not at all when nothing is buffered), then closes it, returning when ctx is done at the
 // latest: records still buffered then fail (after a shutdown that ran out
 // of time they belong to batches the pipeline abandoned, never
 // acknowledged), and a close still waiting on the broker (franz-go gives
@@ -452,9 +452,14 @@ func (s *Sink) Close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, sinkCloseTimeout)
 		defer cancel()
 	}
-	err := s.cl.Flush(ctx)
-	if err != nil {
-		err = fmt.Errorf("flush to %s: records not written by the deadline are dropped (their batches were abandoned, not committed): %w", s.topic, err)
+	// Nothing buffered, nothing to flush: franz-go's Flush would answer
+	// an expired ctx (a pipeline that failed long before) with its error
+	// before it looks at its buffer.
+	var err error
+	if n := s.cl.BufferedProduceRecords(); n > 0 {
+		if err = s.cl.Flush(ctx); err != nil {
+			err = fmt.Errorf("flush to %s: %d records not written by the deadline are dropped (their batches were abandoned, not committed): %w", s.topic, s.cl.BufferedProduceRecords(), err)
+		}
 	}
 	closed := make(chan struct{})
 	go func() {
