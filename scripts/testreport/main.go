@@ -66,6 +66,7 @@ func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
 		passed, failed, skipped int
 		pkgFailed               []string
 		badLines                int
+		why                     []string // per failed test: its name and last file:line lines
 	)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -118,6 +119,7 @@ func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
 		case "fail":
 			failed++
 			fmt.Fprint(out, strings.Join(buffered[k], ""))
+			why = append(why, failWhy(k, buffered[k])...)
 			delete(buffered, k)
 		case "skip":
 			skipped++
@@ -136,6 +138,15 @@ func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
 			fmt.Fprintln(out, "  SKIP", s)
 		}
 	}
+	if len(why) > 0 {
+		// Repeated at the end, where a reader of only the last lines of a
+		// long log (CI's excerpt) finds them: a failed test's own output
+		// may be followed by hundreds of lines of its daemon's log.
+		fmt.Fprintf(out, "\n%s: failed tests, each with its last file:line lines (the whole output is above):\n", label)
+		for _, w := range why {
+			fmt.Fprintln(out, w)
+		}
+	}
 	if len(pkgFailed) > 0 {
 		sort.Strings(pkgFailed)
 		fmt.Fprintf(out, "\n%s: %d packages FAILED: %s\n", label, len(pkgFailed), strings.Join(pkgFailed, " "))
@@ -145,6 +156,33 @@ func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
 		return 1
 	}
 	return 0
+}
+
+// whyLines is how many of a failed test's last file:line lines failWhy
+// keeps, and whyWidth how much of each.
+const (
+	whyLines = 4
+	whyWidth = 400
+)
+
+// failWhy returns the failed test k's name and the last whyLines lines of
+// its output that name a source line (t.Fatal, t.Error and t.Log write
+// "    file.go:NN: ..."), each cut to whyWidth.
+func failWhy(k key, lines []string) []string {
+	var at []string
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if i := strings.Index(t, ".go:"); i > 0 && !strings.Contains(t[:i], " ") && strings.Contains(t[i:], ": ") {
+			if len(t) > whyWidth {
+				t = t[:whyWidth] + "..."
+			}
+			at = append(at, "    "+t)
+		}
+	}
+	if len(at) > whyLines {
+		at = at[len(at)-whyLines:]
+	}
+	return append([]string{"  FAIL " + k.pkg + " " + k.test}, at...)
 }
 
 // skipReason picks the message a skipped test printed with t.Skip.
