@@ -16,7 +16,6 @@ import (
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
-	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
 
@@ -25,7 +24,8 @@ import (
 // loop. Each op is one 200-byte record moved from a 4-partition input
 // topic (filled before the timer starts) to an output topic; records/s is
 // reported, with the CPU time per record (user+system, broker included),
-// which stays comparable on a busy machine. Run both with the same
+// which stays comparable on a busy machine, and the produce shape: records
+// per partition batch and per produce request. Run both with the same
 // -benchtime=Nx and compare with benchstat:
 //
 //	go test ./pipeline/kafka -run '^$' -bench Passthrough -benchtime 300000x -count 1
@@ -50,16 +50,37 @@ func BenchmarkPassthrough(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			start := time.Now()
+			var pc produceCount
 			switch mode {
 			case "bare-franz-go":
-				bare(b, seeds, b.N)
+				bare(b, seeds, b.N, &pc)
 			default:
-				viaPipeline(b, seeds, b.N)
+				viaPipeline(b, seeds, b.N, &pc)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
+			if n := pc.batches.Load(); n > 0 {
+				b.ReportMetric(float64(pc.records.Load())/float64(n), "records/produce-batch")
+				b.ReportMetric(float64(b.N)/float64(pc.requests.Load()), "records/produce-request")
+			}
 		})
+	}
+}
+
+// produceCount counts what a producer wrote: partition batches and the
+// records in them, and produce requests, so that the two modes' produce
+// shapes can be compared.
+type produceCount struct{ batches, records, requests atomic.Int64 }
+
+func (c *produceCount) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	c.batches.Add(1)
+	c.records.Add(int64(m.NumRecords))
+}
+
+func (c *produceCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil { // Produce
+		c.requests.Add(1)
 	}
 }
 
@@ -108,7 +129,7 @@ func fill(b *testing.B, seeds []string, topic string, n int) {
 
 // bare is the baseline: one consumer-group client polls, produces every
 // record asynchronously (linger 5 ms) and commits what was produced.
-func bare(b *testing.B, seeds []string, n int) {
+func bare(b *testing.B, seeds []string, n int, pc *produceCount) {
 	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup("bare"), kgo.ConsumeTopics("in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 	if err != nil {
@@ -120,7 +141,7 @@ func bare(b *testing.B, seeds []string, n int) {
 		b.Fatal(err)
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchCompression(codec))
+		kgo.ProducerBatchCompression(codec), kgo.WithHooks(pc))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -148,32 +169,33 @@ func bare(b *testing.B, seeds []string, n int) {
 	}
 }
 
-// countSink wraps a sink and cancels when n records were written.
+// countSink wraps the Kafka sink, keeping its asynchronous write path
+// (pipeline.AsyncSink: several batches in flight per worker, as `streamd
+// run` writes), and cancels when n records were written.
 type countSink struct {
-	plugins.Sink
+	*kafka.Sink
 	n, want int64
 	cancel  context.CancelFunc
 }
 
-func (c *countSink) Write(ctx context.Context, batch []record.Record) ([]error, error) {
-	errs, err := c.Sink.Write(ctx, batch)
-	if err == nil && c.n+int64(len(batch)) >= c.want {
-		defer c.cancel()
-	}
-	if err == nil {
-		atomic.AddInt64(&c.n, int64(len(batch)))
-	}
-	return errs, err
+func (c *countSink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
+	c.Sink.WriteAsync(ctx, batch, func(errs []error, err error) {
+		if err == nil && atomic.AddInt64(&c.n, int64(len(batch))) >= c.want {
+			c.cancel()
+		}
+		done(errs, err)
+	})
 }
 
 // viaPipeline runs what `streamd run` runs for a kafka -> kafka pipeline
 // with no transform and the default batch and worker settings.
-func viaPipeline(b *testing.B, seeds []string, n int) {
+func viaPipeline(b *testing.B, seeds []string, n int, pc *produceCount) {
 	src, err := kafka.NewSource(kafka.SourceConfig{Seeds: seeds, Topics: []string{"in"}, Group: "streamd", Partitions: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out", Partitions: 4, Compression: benchCompression()})
+	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: seeds, Topic: "out", Partitions: 4, Compression: benchCompression(),
+		Opts: []kgo.Opt{kgo.WithHooks(pc)}})
 	if err != nil {
 		b.Fatal(err)
 	}
