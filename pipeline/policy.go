@@ -67,11 +67,11 @@ func (p *Pipeline) finish(ctx context.Context, pd *pending) error {
 			written++
 			continue
 		}
-		if _, bad := failed[pd.origin[i]]; !bad {
+		if _, bad := failed[pd.from(i)]; !bad {
 			if failed == nil {
 				failed = map[int]failure{}
 			}
-			failed[pd.origin[i]] = failure{at: len(p.o.stages), stage: SinkStage, err: e}
+			failed[pd.from(i)] = failure{at: len(p.o.stages), stage: SinkStage, err: e}
 		}
 	}
 	if err := p.handleFailures(ctx, batch, failed); err != nil {

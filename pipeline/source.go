@@ -95,3 +95,14 @@ type Lagger interface {
 type AsyncSink interface {
 	WriteAsync(ctx context.Context, batch []record.Record, done func(errs []error, err error))
 }
+
+// MsgSink is implemented by AsyncSinks that can also write a batch's
+// records where the source put them, in its Msgs: a pipeline with no
+// stage hands a batch to WriteMsgsAsync as it was fetched, instead of
+// copying each record into a []record.Record for WriteAsync first.
+// WriteMsgsAsync writes msgs[i].Record for every i, with WriteAsync's
+// contract (errs[i] answers for msgs[i]); it must not modify msgs.
+type MsgSink interface {
+	AsyncSink
+	WriteMsgsAsync(ctx context.Context, msgs []Msg, done func(errs []error, err error))
+}

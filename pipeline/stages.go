@@ -37,6 +37,11 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 		}
 	}
 
+	if p.msgs != nil {
+		// No stage, and a sink that reads the records in the batch
+		// itself: nothing to copy.
+		return &pending{start: start, batch: batch, direct: true}, nil
+	}
 	recs := make([]record.Record, len(batch))
 	origin := make([]int, len(batch))
 	for i := range batch {

@@ -29,6 +29,7 @@ type Pipeline struct {
 	src   Source
 	sink  plugins.Sink // as given: for Readier, Conditioner, Healther, Describer
 	out   AsyncSink    // the one write path (sink, or sink wrapped)
+	msgs  MsgSink      // sink, if it writes Msgs (for a pipeline with no stage)
 	depth int          // batches a worker may have written and not finished
 	dlq   AsyncSink    // nil without a dead-letter sink
 	o     options
@@ -148,6 +149,9 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 		space: make(chan struct{}, 1), stop: make(chan struct{}), obs: newObservers(o.observers)}
 	p.tx = newTxn(src, o)
 	p.out, p.depth = writePath(sink, o)
+	if ms, ok := sink.(MsgSink); ok && len(o.stages) == 0 {
+		p.msgs = ms
+	}
 	if o.dlq != nil {
 		p.dlq, _ = writePath(o.dlq, o)
 	}

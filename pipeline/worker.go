@@ -126,6 +126,9 @@ type pending struct {
 	batch  []Msg
 	recs   []record.Record // sink input
 	origin []int           // recs[i] came from batch[origin[i]]
+	// direct: the sink input is batch's records themselves, written
+	// through Pipeline.msgs (recs and origin are nil).
+	direct bool
 	failed map[int]failure // input records rejected by a stage
 	// res is the sink's answer for recs, set before done is closed; the
 	// writer turns it into one verdict per record (nil: written).
@@ -133,8 +136,37 @@ type pending struct {
 	res  writeResult
 }
 
-// key is the source partition recs[i] came from: the unit of order.
+// n is how many records pd gives the sink.
+func (pd *pending) n() int {
+	if pd.direct {
+		return len(pd.batch)
+	}
+	return len(pd.recs)
+}
+
+// from is the index in batch of the sink's i-th record's input.
+func (pd *pending) from(i int) int {
+	if pd.direct {
+		return i
+	}
+	return pd.origin[i]
+}
+
+// records returns the sink input (a copy of batch's records when direct).
+func (pd *pending) records() []record.Record {
+	if !pd.direct {
+		return pd.recs
+	}
+	recs := make([]record.Record, len(pd.batch))
+	for i := range pd.batch {
+		recs[i] = pd.batch[i].Record
+	}
+	return recs
+}
+
+// key is the source partition the sink's i-th record came from: the unit
+// of order.
 func (pd *pending) key(i int) partKey {
-	r := &pd.batch[pd.origin[i]].Record
+	r := &pd.batch[pd.from(i)].Record
 	return partKey{r.Topic, r.Partition}
 }

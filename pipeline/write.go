@@ -224,13 +224,17 @@ func (w *writer) submit(ctx context.Context, pd *pending) bool {
 		return false
 	}
 	pd.done = make(chan struct{})
-	if len(pd.recs) == 0 {
+	answer := func(errs []error, err error) {
+		pd.res = writeResult{errs, err}
 		close(pd.done)
-	} else {
-		p.out.WriteAsync(ctx, pd.recs, func(errs []error, err error) {
-			pd.res = writeResult{errs, err}
-			close(pd.done)
-		})
+	}
+	switch {
+	case pd.n() == 0:
+		close(pd.done)
+	case pd.direct:
+		p.msgs.WriteMsgsAsync(ctx, pd.batch, answer)
+	default:
+		p.out.WriteAsync(ctx, pd.recs, answer)
 	}
 	w.queue <- pd // never blocks: slots bound what is queued
 	<-w.gate
@@ -265,7 +269,7 @@ func (w *writer) complete(ctx context.Context) {
 			return
 		}
 		window := []*pending{pd}
-		if !pd.res.settled(len(pd.recs)) {
+		if !pd.res.settled(pd.n()) {
 			select {
 			case w.gate <- struct{}{}:
 			case <-ctx.Done():
@@ -307,13 +311,13 @@ func (p *Pipeline) rewrite(ctx context.Context, window []*pending) error {
 		first []error
 	)
 	for _, pd := range window {
-		errs, err := pd.res.check(SinkStage, len(pd.recs))
+		errs, err := pd.res.check(SinkStage, pd.n())
 		if err != nil {
 			return err
 		}
-		recs = append(recs, pd.recs...)
+		recs = append(recs, pd.records()...)
 		first = append(first, errs...)
-		for i := range pd.recs {
+		for i := range pd.n() {
 			keys = append(keys, pd.key(i))
 		}
 	}
@@ -322,8 +326,9 @@ func (p *Pipeline) rewrite(ctx context.Context, window []*pending) error {
 		return err
 	}
 	for _, pd := range window {
-		pd.res = writeResult{errs: final[:len(pd.recs):len(pd.recs)]}
-		final = final[len(pd.recs):]
+		n := pd.n()
+		pd.res = writeResult{errs: final[:n:n]}
+		final = final[n:]
 	}
 	return nil
 }

@@ -187,6 +187,16 @@ func (c *countSink) WriteAsync(ctx context.Context, batch []record.Record, done 
 	})
 }
 
+// WriteMsgsAsync is WriteAsync for the pipeline's no-stage path.
+func (c *countSink) WriteMsgsAsync(ctx context.Context, msgs []pipeline.Msg, done func([]error, error)) {
+	c.Sink.WriteMsgsAsync(ctx, msgs, func(errs []error, err error) {
+		if err == nil && atomic.AddInt64(&c.n, int64(len(msgs))) >= c.want {
+			c.cancel()
+		}
+		done(errs, err)
+	})
+}
+
 // viaPipeline runs what `streamd run` runs for a kafka -> kafka pipeline
 // with no transform and the default batch and worker settings.
 func viaPipeline(b *testing.B, seeds []string, n int, pc *produceCount) {

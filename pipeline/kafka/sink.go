@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -229,18 +230,29 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) ([]error, error
 // WriteAsync implements pipeline.AsyncSink: it hands every record to the
 // producer, in order, and calls done when each is written or failed.
 func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func([]error, error)) {
-	errs := make([]error, len(batch))
-	if len(batch) == 0 {
+	s.write(ctx, len(batch), func(i int) *record.Record { return &batch[i] }, done)
+}
+
+// WriteMsgsAsync implements pipeline.MsgSink: WriteAsync of the records
+// in msgs, read where they are.
+func (s *Sink) WriteMsgsAsync(ctx context.Context, msgs []pipeline.Msg, done func([]error, error)) {
+	s.write(ctx, len(msgs), func(i int) *record.Record { return &msgs[i].Record }, done)
+}
+
+// write writes the n records at(0) ... at(n-1) (WriteAsync).
+func (s *Sink) write(ctx context.Context, n int, at func(int) *record.Record, done func([]error, error)) {
+	errs := make([]error, n)
+	if n == 0 {
 		done(errs, nil)
 		return
 	}
-	slab := s.slab(len(batch))
+	slab := s.slab(n)
 	recs := *slab
 	var (
 		left   atomic.Int64
 		failed atomic.Bool
 	)
-	left.Store(int64(len(batch)))
+	left.Store(int64(n))
 	// franz-go is done with every record of the batch once the last
 	// promise has run (it reads nothing of a record after its promise), so
 	// the slab goes back to the pool after done.
@@ -253,15 +265,15 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 		// Not on franz-go's callback goroutine: settling may produce
 		// again and repair the topic.
 		go func() {
-			done(s.settle(ctx, batch, recs, errs), nil)
+			done(s.settle(ctx, at, recs, errs), nil)
 			s.putSlab(slab)
 		}()
 	}
 	// One slab for every record's headers: an allocation per batch, not
 	// per record.
 	nh := 0
-	for i := range batch {
-		nh += len(batch[i].Headers)
+	for i := range n {
+		nh += len(at(i).Headers)
 	}
 	hdrs := make([]kgo.RecordHeader, 0, nh)
 	// One promise for the whole batch, not a closure per record: it finds
@@ -277,8 +289,8 @@ func (s *Sink) WriteAsync(ctx context.Context, batch []record.Record, done func(
 		}
 	}
 	cl := s.client()
-	for i := range batch {
-		kgox.SetKgoRecord(&recs[i], &batch[i], s.topic, &hdrs)
+	for i := range n {
+		kgox.SetKgoRecord(&recs[i], at(i), s.topic, &hdrs)
 		cl.Produce(ctx, &recs[i], promise)
 	}
 }
@@ -317,7 +329,7 @@ func recordIndex(recs []kgo.Record, r *kgo.Record) int {
 // gave a whole partition batch is confirmed by writing each record it
 // hit alone, so that only the records at fault get it. An unknown topic
 // is repaired before the records are reported transient.
-func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Record, raw []error) []error {
+func (s *Sink) settle(ctx context.Context, at func(int) *record.Record, recs []kgo.Record, raw []error) []error {
 	out := make([]error, len(raw))
 	unknown, unknownID := false, false
 	for i, err := range raw {
@@ -330,7 +342,7 @@ func (s *Sink) settle(ctx context.Context, batch []record.Record, recs []kgo.Rec
 			r := &recs[i]
 			one := kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
 			if s.same {
-				one.Partition = batch[i].Partition
+				one.Partition = at(i).Partition
 			}
 			err = s.client().ProduceSync(ctx, &one).FirstErr()
 			if err == nil {

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
 
@@ -83,7 +86,9 @@ func headers(hs []kgo.RecordHeader) []string {
 // exactly as given, whatever the sizes of the batches before them: the
 // franz-go records of a written batch are reused for later ones, so a slab
 // handed out again too early, or not cleared, would show here as a record
-// with another's fields.
+// with another's fields. Every other batch is written as Msgs
+// (WriteMsgsAsync, a pipeline's no-stage path), so both paths share the
+// slabs.
 func TestSinkBatchesInFlight(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
 	if err != nil {
@@ -111,12 +116,21 @@ func TestSinkBatchesInFlight(t *testing.T) {
 			want[k] = fmt.Sprint(string(batch[i].Value), headers(kgoHeaders(batch[i].Headers)))
 			next++
 		}
-		sink.WriteAsync(ctx, batch, func(errs []error, err error) {
+		answer := func(errs []error, err error) {
 			if err != nil {
 				errs = append(errs, err)
 			}
 			done <- errs
-		})
+		}
+		if b%2 == 0 {
+			sink.WriteAsync(ctx, batch, answer)
+			continue
+		}
+		msgs := make([]pipeline.Msg, len(batch))
+		for i := range batch {
+			msgs[i].Record = batch[i]
+		}
+		sink.WriteMsgsAsync(ctx, msgs, answer)
 	}
 	for range 64 {
 		for i, e := range <-done {
@@ -190,5 +204,64 @@ func TestSinkCloseLateNothingBuffered(t *testing.T) {
 		if err != nil {
 			t.Fatalf("close %d with nothing buffered, after the deadline: %v", i, err)
 		}
+	}
+}
+
+// TestSinkMsgsAnswerInOrder: WriteMsgsAsync answers for each Msg at its
+// own index, as WriteAsync does for records: a record over the sink's
+// max_record_bytes gets ErrRecordTooLarge at its position, and the others
+// arrive on their partitions (partition = "same"), in order.
+func TestSinkMsgsAnswerInOrder(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: c.ListenAddrs(), Topic: "out", SamePartition: true, Partitions: 2, MaxRecordBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testenv.Close(t, context.Background(), sink)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs := []pipeline.Msg{
+		{Record: record.Record{Key: []byte("a"), Value: []byte("0"), Partition: 1, Offset: 10}},
+		{Record: record.Record{Key: []byte("b"), Value: make([]byte, 2000), Partition: 1, Offset: 11}},
+		{Record: record.Record{Key: []byte("c"), Value: []byte("2"), Partition: 0, Offset: 12, Headers: []record.Header{{Key: "h", Value: []byte("x")}}}},
+		{Record: record.Record{Key: []byte("d"), Value: []byte("3"), Partition: 1, Offset: 13}},
+	}
+	type answer struct {
+		errs []error
+		err  error
+	}
+	ch := make(chan answer, 1)
+	sink.WriteMsgsAsync(ctx, msgs, func(errs []error, err error) { ch <- answer{errs, err} })
+	a := <-ch
+	if a.err != nil || len(a.errs) != len(msgs) {
+		t.Fatalf("answer %v, %v: want %d per-record results", a.errs, a.err, len(msgs))
+	}
+	for i, e := range a.errs {
+		if tooLarge := errors.Is(e, plugins.ErrRecordTooLarge); tooLarge != (i == 1) || (i != 1 && e != nil) {
+			t.Errorf("record %d: %v", i, e)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[int32][]string{}
+	for n := 0; n < 3; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 3 records: %v", n, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			got[r.Partition] = append(got[r.Partition], fmt.Sprintf("%s%v", r.Key, headers(r.Headers)))
+		})
+	}
+	if g, want := fmt.Sprint(got), "map[0:[c[h=x]] 1:[a[] d[]]]"; g != want {
+		t.Fatalf("read %s, want %s", g, want)
 	}
 }
