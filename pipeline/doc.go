@@ -14,6 +14,8 @@
 // the sink fails transiently is written again, followed again by every
 // record of its source partition written after it, so a partition's
 // records end in the sink in order (at worst replayed, never reordered).
+// A pipeline with no stage hands a MsgSink the fetched Msgs themselves,
+// without copying their records.
 //
 // Stages and sinks are plugins.Transformer and plugins.Sink values: the
 // pipeline knows nothing of Wasm or plugin processes. Sources and sinks for

@@ -373,9 +373,10 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		committed = s.cl.CommittedOffsets() // not under s.mu (see Lag)
 	}
 	msgs := make([]pipeline.Msg, 0, got)
-	nh := 0
-	fetches.EachRecord(func(r *kgo.Record) { nh += len(r.Headers) })
-	slab := make([]record.Header, 0, nh) // every record's headers: an allocation per fetch
+	// Every record's headers come from one slab, grown as needed (a
+	// record's headers stay valid when it grows: they are capped), so
+	// that records without headers cost nothing and no pass counts them.
+	var slab []record.Header
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -386,8 +387,10 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 		st.hwm, st.hwmAt = p.HighWatermark, time.Now()
 		s.checkSkip(tp{p.Topic, p.Partition}, st, p, committed)
 		for _, r := range p.Records {
-			msgs = append(msgs, pipeline.Msg{Token: st.epoch})
-			kgox.SetRecord(&msgs[len(msgs)-1].Record, r, &slab)
+			msgs = msgs[:len(msgs)+1] // got is the fetch's records: room for every one
+			m := &msgs[len(msgs)-1]
+			m.Token = st.epoch
+			kgox.SetRecord(&m.Record, r, &slab)
 			st.fetched = r.Offset + 1
 		}
 	})
