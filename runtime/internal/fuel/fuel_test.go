@@ -3,15 +3,18 @@ package fuel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 var errStop = errors.New("stop")
@@ -26,7 +29,14 @@ type env struct {
 func (e *env) runtime(tb testing.TB) wazero.Runtime {
 	tb.Helper()
 	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler())
+	// Tail calls too: the instrumentation must handle them (TestHostile),
+	// though streamd's runtime does not enable them. wazero's own checks
+	// stop a guest whose call's context ends (with an error that is not
+	// errStop): a test of a rewrite that misses a check fails instead of
+	// hanging.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
+		WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesTailCall).
+		WithCloseOnContextDone(true))
 	testenv.CloseAtEnd(tb, rt)
 	_, err := rt.NewHostModuleBuilder("env").
 		NewFunctionBuilder().WithFunc(func(a, b uint32) uint32 { return a + b }).Export("add").
@@ -52,7 +62,7 @@ func (e *env) runtime(tb testing.TB) wazero.Runtime {
 func watModule(tb testing.TB, name string) []byte {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), name+".wasm")
-	testenv.Wat2Wasm(tb, filepath.Join("testdata", name+".wat"), out, "--debug-names")
+	testenv.Wat2Wasm(tb, filepath.Join("testdata", name+".wat"), out, "--debug-names", "--enable-tail-call")
 	bin, err := os.ReadFile(out)
 	if err != nil {
 		tb.Fatal(err)
@@ -153,6 +163,80 @@ func TestStops(t *testing.T) {
 		if !errors.Is(err, errStop) || e.refills != 3 {
 			t.Errorf("%s: err %v after %d refills, want errStop after 3", tc.fn, err, e.refills)
 		}
+	}
+}
+
+// TestHostile runs guests that never return (loops that call, calls
+// through a table, a br_table back edge, mutual recursion, tail calls),
+// which the refill must stop, and guests whose fuel must be counted exactly
+// across calls that leave every way a function can (end, return, br_if and
+// br_table to the function's label, return_call, a trap): fuel is checked
+// every 100 function entries or loop iterations, so each case's refills
+// are its checks / 100.
+func TestHostile(t *testing.T) {
+	bin := watModule(t, "hostile")
+	for _, tc := range []struct {
+		fn      string
+		args    []uint64
+		stop    int    // the refill that stops the guest; 0: none
+		refills int    // refills when the call ends
+		trap    string // the error's text, for a trap
+	}{
+		{fn: "spin_calls_leaf", stop: 3, refills: 3},
+		{fn: "spin_calls_looper", stop: 3, refills: 3},
+		{fn: "spin_calls_indirect", stop: 3, refills: 3},
+		{fn: "spin_br_table", stop: 3, refills: 3},
+		{fn: "mutual", stop: 3, refills: 3},
+		{fn: "tail", stop: 3, refills: 3},
+		{fn: "tail_mutual", stop: 3, refills: 3},
+		// 1 + 16*100 checks, 1 + 100 of them in calls itself.
+		{fn: "calls", args: []uint64{100}, refills: 16},
+		{fn: "calls", args: []uint64{1000}, stop: 100, refills: 100},
+		// 1 + 100*(1+10) checks.
+		{fn: "calls_tail", args: []uint64{100}, refills: 11},
+		{fn: "tail_count", args: []uint64{999}, refills: 10},
+		{fn: "trap_after", args: []uint64{250}, refills: 2, trap: "unreachable"},
+	} {
+		name := tc.fn + fmt.Sprint(tc.args)
+		e := &env{stop: tc.stop}
+		mod := instantiate(t, e, bin)
+		err := callWithin(mod, 20*time.Second, tc.fn, tc.args...)
+		if errors.Is(err, errStillRunning) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		switch {
+		case tc.stop > 0 && !errors.Is(err, errStop):
+			t.Errorf("%s: err %v, want errStop", name, err)
+		case tc.trap != "" && (err == nil || !contains(err.Error(), tc.trap)):
+			t.Errorf("%s: err %v, want a trap (%s)", name, err, tc.trap)
+		case tc.stop == 0 && tc.trap == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		}
+		if e.refills != tc.refills {
+			t.Errorf("%s: %d refills, want %d", name, e.refills, tc.refills)
+		}
+	}
+}
+
+var errStillRunning = errors.New("still running: a check is missing")
+
+// callWithin calls fn, and gives up on it after d: wazero's own checks
+// (env.runtime) stop a loop when the context ends, and a call that does not
+// return even so (recursion or tail calls without checks, which wazero does
+// not check) is left running.
+func callWithin(mod api.Module, d time.Duration, fn string, args ...uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction(fn).Call(ctx, args...)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d + 10*time.Second):
+		return errStillRunning
 	}
 }
 
