@@ -358,6 +358,27 @@ func fill(t *testing.T, path string) {
 	}
 }
 
+// lastGrowth returns the time of the last sample in ss at which the
+// output of one of pipelines had grown since the sample before, or from
+// when there is none.
+func lastGrowth(ss []sample, pipelines []string, from time.Time) time.Time {
+	at := from
+	last := map[string]int64{}
+	for _, s := range ss {
+		for _, name := range pipelines {
+			ps, ok := s.pipelines[name]
+			if !ok {
+				continue
+			}
+			if prev, seen := last[name]; seen && ps.Out != prev {
+				at = s.at
+			}
+			last[name] = ps.Out
+		}
+	}
+	return at
+}
+
 // fullDisk fills the filesystem of data_dir (a tmpfs) while the quickstart
 // layout runs: streamd run with its embedded broker persisting under
 // data_dir/broker and the Wasm downgrade compiled into data_dir's cache.
@@ -405,8 +426,27 @@ func fullDisk(t *testing.T) {
 	}()
 	// 20 s: over stall_timeout + stallSlack, so that /readyz's verdict
 	// shows; the sink's retry backoff reaches its cap (retry_max, 10 s).
-	// No client timeout matters: the broker answers at once.
+	// No client timeout matters: the broker answers at once. Longer while
+	// a pipeline of ride still writes: a full tmpfs takes appends that fit
+	// in a file's last page, and one of a pipeline's two workers went on
+	// writing for 11 s into the full disk in a CI run (kfake, load ~6), so
+	// its stall had lasted 9 s, under stall_timeout, when the disk was
+	// freed at 20 s and /readyz rightly said 200. The disk is freed once
+	// no ride pipeline's output has grown for stall_timeout + stallSlack
+	// and a second, at most 45 s into the fault.
 	time.Sleep(time.Until(start.Add(20 * time.Second)))
+	var ridePipes []string
+	for _, pp := range r.pipes {
+		if pp.d == ride {
+			ridePipes = append(ridePipes, pp.name)
+		}
+	}
+	for time.Since(lastGrowth(ride.samplesIn(start, time.Now()), ridePipes, start)) < stallTimeout+stallSlack+time.Second &&
+		time.Since(start) < 45*time.Second {
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("the disk is freed %.1fs into the fault; ride's output last grew at +%.1fs",
+		time.Since(start).Seconds(), lastGrowth(ride.samplesIn(start, time.Now()), ridePipes, start).Sub(start).Seconds())
 	if err := os.Remove(filepath.Join(base, "filler")); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +476,7 @@ func fullDisk(t *testing.T) {
 		}
 	}
 	for _, pp := range ps {
-		res := &result{Backend: e.backend, Case: r.name, Fault: "disk under data_dir full (tmpfs; embedded broker and Wasm cache on it) (20 s)",
+		res := &result{Backend: e.backend, Case: r.name, Fault: fmt.Sprintf("disk under data_dir full (tmpfs; embedded broker and Wasm cache on it) (%.0f s)", end.Sub(start).Seconds()),
 			Policy: pp.policy, Role: pp.role}
 		res.fill(t, accounts[pp], 2)
 		switch pp.d {
