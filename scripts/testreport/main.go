@@ -161,18 +161,20 @@ func run(in io.Reader, out io.Writer, label, logPath string) (rc int) {
 // whyLines is how many of a failed test's last file:line lines failWhy
 // keeps, and whyWidth how much of each.
 const (
-	whyLines = 4
+	whyLines = 6
 	whyWidth = 400
 )
 
 // failWhy returns the failed test k's name and the last whyLines lines of
 // its output that name a source line (t.Fatal, t.Error and t.Log write
-// "    file.go:NN: ..."), each cut to whyWidth.
+// "    file.go:NN: ...") and do not end in ":", each cut to whyWidth.
 func failWhy(k key, lines []string) []string {
 	var at []string
 	for _, l := range lines {
 		t := strings.TrimSpace(l)
-		if i := strings.Index(t, ".go:"); i > 0 && !strings.Contains(t[:i], " ") && strings.Contains(t[i:], ": ") {
+		// A line that ends in ":" introduces what follows it (a log
+		// tail), which is not a reason.
+		if i := strings.Index(t, ".go:"); i > 0 && !strings.Contains(t[:i], " ") && strings.Contains(t[i:], ": ") && !strings.HasSuffix(t, ":") {
 			if len(t) > whyWidth {
 				t = t[:whyWidth] + "..."
 			}

@@ -14,6 +14,7 @@ func TestRun(t *testing.T) {
 {"Action":"pass","Package":"p","Test":"TestA"}
 {"Action":"run","Package":"p","Test":"TestB"}
 {"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:9: boom\n"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:12: daemon log:\n"}
 {"Action":"output","Package":"p","Test":"TestB","Output":"        time=2026-12-01T18:22:22.349Z level=INFO msg=\"a daemon's log line\"\n"}
 {"Action":"fail","Package":"p","Test":"TestB"}
 {"Action":"run","Package":"p","Test":"TestC"}
@@ -32,7 +33,7 @@ func TestRun(t *testing.T) {
 		dontWant []string
 	}{
 		{"mixed", stream, 1,
-			[]string{"b_test.go:9: boom", "failed tests, each with its last file:line lines (the whole output is above):\n  FAIL p TestB\n    b_test.go:9: boom\n", "SKIP p TestC: c_test.go:3: SKIP (not available here): kcat", "1 packages FAILED: p", "x: 1 passed, 1 failed, 1 skipped\n"},
+			[]string{"b_test.go:9: boom", "failed tests, each with its last file:line lines (the whole output is above):\n  FAIL p TestB\n    b_test.go:9: boom\n\nx: 1 packages FAILED", "SKIP p TestC: c_test.go:3: SKIP (not available here): kcat", "1 packages FAILED: p", "x: 1 passed, 1 failed, 1 skipped\n"},
 			[]string{"secret-of-passing-test", "PASS\n"}},
 		{"all pass", `{"Action":"pass","Package":"q","Test":"TestA"}` + "\n" + `{"Action":"output","Package":"q","Output":"ok  \tq\t0.1s\n"}` + "\n", 0,
 			[]string{"ok  \tq", "x: 1 passed, 0 failed, 0 skipped\n"}, nil},
