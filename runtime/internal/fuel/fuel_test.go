@@ -189,9 +189,11 @@ func TestHostile(t *testing.T) {
 		{fn: "mutual", stop: 3, refills: 3},
 		{fn: "tail", stop: 3, refills: 3},
 		{fn: "tail_mutual", stop: 3, refills: 3},
-		// 1 + 16*100 checks, 1 + 100 of them in calls itself.
-		{fn: "calls", args: []uint64{100}, refills: 16},
-		{fn: "calls", args: []uint64{1000}, stop: 100, refills: 100},
+		// 1 + k*(1 + 4n + 3) checks, 1 + k of them in calls itself.
+		{fn: "calls", args: []uint64{100, 3}, refills: 16},
+		{fn: "calls", args: []uint64{10, 30}, refills: 12},
+		{fn: "calls", args: []uint64{10, 1}, refills: 0},
+		{fn: "calls", args: []uint64{1000, 3}, stop: 100, refills: 100},
 		// 1 + 100*(1+10) checks.
 		{fn: "calls_tail", args: []uint64{100}, refills: 11},
 		{fn: "tail_count", args: []uint64{999}, refills: 10},

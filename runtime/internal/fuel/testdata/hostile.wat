@@ -46,14 +46,15 @@
   (func $tail_b (return_call_indirect (type $v) (i32.const 2)))
   (elem (i32.const 2) $tail_a)
 
-  ;; calls(k): 1 entry check + k times (1 loop head + 3 + 3 + 3 + 3 + 3)
-  ;; = 1 + 16k checks, all but 1 + k of them in the functions it calls.
-  (func (export "calls") (param $k i32)
+  ;; calls(k, n): 1 entry check + k times (1 loop head + 4n + 3) checks,
+  ;; all but 1 + k of them in the functions it calls. (With n large, fuel
+  ;; a callee used but did not give back shows as fewer refills.)
+  (func (export "calls") (param $k i32) (param $n i32)
     (loop $l
-      (call $exit_br_table (i32.const 3))
-      (call $exit_br_if (i32.const 3))
-      (call $exit_return (i32.const 3))
-      (call $looper (i32.const 3))
+      (call $exit_br_table (local.get $n))
+      (call $exit_br_if (local.get $n))
+      (call $exit_return (local.get $n))
+      (call $looper (local.get $n))
       (call_indirect (type $v) (i32.const 1))
       (br_if $l (local.tee $k (i32.sub (local.get $k) (i32.const 1))))))
   ;; tail_count(n): n+1 entries, each checked (it calls).
