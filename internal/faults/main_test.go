@@ -96,6 +96,15 @@ func theKafka(t *testing.T) *realKafka {
 			realErr = "STREAMD_FAULT_KAFKA_PORT is not a port number"
 			return
 		}
+		// The proxies close their sockets for net-refused and listen
+		// again: a port the kernel may give an outgoing connection
+		// meanwhile fails that ("address already in use", in a trial CI
+		// run with STREAMD_KAFKA_PORT=33092).
+		if lo, hi := faultproxy.EphemeralRange(); port+2+2*nProxies-1 >= lo && port <= hi {
+			realErr = fmt.Sprintf("STREAMD_FAULT_KAFKA_PORT=%d: the suite's ports %d-%d overlap the kernel's ephemeral port range %d-%d (set STREAMD_KAFKA_PORT or STREAMD_FAULT_KAFKA_PORT below %d)",
+				port, port, port+2+2*nProxies-1, lo, hi, lo-2-2*nProxies)
+			return
+		}
 		if _, err := exec.LookPath("java"); err != nil {
 			realErr = "java (scripts/install-tools kafka)"
 			return

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,12 +77,17 @@ type Stats struct {
 	BytesUp, BytesDown int64
 }
 
-// Listen returns a proxy listening on addr (host:port; port 0 picks one)
-// that forwards each connection to target, in mode Pass.
+// Listen returns a proxy listening on addr (host:port; port 0 picks one
+// outside the kernel's ephemeral port range) that forwards each
+// connection to target, in mode Pass.
+//
+// A port the kernel hands out for outgoing connections could be taken by
+// one while Refuse has the proxy's socket closed, and the proxy could not
+// listen on it again; a port outside that range cannot.
 func Listen(addr, target string) (*Proxy, error) {
 	p := &Proxy{target: target, conns: map[*link]struct{}{}, healed: make(chan struct{})}
 	close(p.healed)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +96,52 @@ func Listen(addr, target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept(ln)
 	return p, nil
+}
+
+// listen listens on addr; for port 0, on a free port outside the
+// kernel's ephemeral range when one is found in a few tries.
+func listen(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	lo, hi := EphemeralRange()
+	for range 64 {
+		// Above the range when there is room, else below it (from 10000).
+		var n int
+		if hi < 65535-1000 {
+			n = hi + 1 + rand.IntN(65535-hi)
+		} else {
+			n = 10000 + rand.IntN(max(lo-10000, 1))
+		}
+		if n >= lo && n <= hi {
+			continue
+		}
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(n))); err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", addr)
+}
+
+// EphemeralRange returns the kernel's range of ports for outgoing
+// connections (Linux's ip_local_port_range; its default elsewhere).
+func EphemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return lo, hi
+	}
+	l, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || l > h {
+		return lo, hi
+	}
+	return l, h
 }
 
 // Addr returns the address the proxy listens on (it keeps it across

@@ -3,9 +3,11 @@ package faultproxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -248,4 +250,25 @@ func TestAdvertise(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestListenOutsideEphemeralRange: a proxy asked for port 0 listens
+// outside the kernel's range for outgoing connections, so that no
+// connection made while Refuse has its socket closed can take its port
+// (a trial CI run's net-refused case failed with "listen again: address
+// already in use" on a port in that range).
+func TestListenOutsideEphemeralRange(t *testing.T) {
+	lo, hi := EphemeralRange()
+	for range 20 {
+		p, err := Listen("127.0.0.1:0", "127.0.0.1:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(p.Addr())
+		n, _ := strconv.Atoi(port)
+		testenv.Close(t, context.Background(), p)
+		if n >= lo && n <= hi {
+			t.Fatalf("port %d is in the ephemeral range %d-%d", n, lo, hi)
+		}
+	}
 }
