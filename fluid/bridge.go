@@ -426,22 +426,13 @@ func (b *Bridge) partitions(ctx context.Context, topic string, wait time.Duratio
 // with the client's metadata of the topic forgotten, for up to
 // kgox.UnknownTopicWait; then the error names it.
 func (b *Bridge) endOffsets(ctx context.Context, topic string, parts ...int32) (map[int32]int64, error) {
-	var waited time.Duration
-	for backoff := time.Duration(0); ; backoff = max(100*time.Millisecond, 3*backoff) {
-		if backoff > 0 {
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			waited += backoff
-		}
+	var out map[int32]int64
+	err := kgox.AskAgain(ctx, kgox.UnknownTopicWait, func() (bool, error) {
 		ends, err := b.adm.ListEndOffsets(ctx, topic)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		out := make(map[int32]int64, len(parts))
-		var missing error
+		out = make(map[int32]int64, len(parts))
 		for _, p := range parts {
 			e, ok := ends.Lookup(topic, p)
 			switch {
@@ -451,17 +442,17 @@ func (b *Bridge) endOffsets(ctx context.Context, topic string, parts ...int32) (
 			case !ok:
 				e.Err = kerr.UnknownTopicOrPartition
 			}
-			missing = fmt.Errorf("end offset of %s/%d: %w", topic, p, e.Err)
-			break
+			// Asked again with the client's metadata of the topic
+			// forgotten.
+			b.cl.PurgeTopicsFromClient(topic)
+			return true, fmt.Errorf("end offset of %s/%d: %w", topic, p, e.Err)
 		}
-		if missing == nil {
-			return out, nil
-		}
-		if waited >= kgox.UnknownTopicWait {
-			return nil, missing
-		}
-		b.cl.PurgeTopicsFromClient(topic)
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // ensureDowngradeTopic creates the downgrade topic of (topic, version) with

@@ -26,21 +26,33 @@ const UnknownTopicWait = time.Second
 // kerr.UnknownTopicOrPartition (or kerr.LeaderNotAvailable). The request
 // creates nothing.
 func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string, wait time.Duration) (int, error) {
+	var n int
+	err := AskAgain(ctx, wait, func() (bool, error) {
+		var err error
+		n, err = topicPartitions(ctx, cl, topic)
+		return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable), err
+	})
+	return n, err
+}
+
+// AskAgain calls ask, and again while it answers again = true, after
+// waits of 0.1, 0.3, 0.9 s... (each three times the last) until the waits
+// add up to wait; it returns ask's last error, or ctx's if ctx ends during
+// a wait. The shape of asking a broker about a topic created a moment
+// ago, which it may not know yet.
+func AskAgain(ctx context.Context, wait time.Duration, ask func() (again bool, err error)) error {
 	var waited time.Duration
-	for backoff := time.Duration(0); ; backoff = max(100*time.Millisecond, 3*backoff) {
-		if backoff > 0 {
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-			waited += backoff
+	for backoff := 100 * time.Millisecond; ; backoff *= 3 {
+		again, err := ask()
+		if !again || waited >= wait {
+			return err
 		}
-		n, err := topicPartitions(ctx, cl, topic)
-		if (errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable)) && waited < wait {
-			continue
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return n, err
+		waited += backoff
 	}
 }
 

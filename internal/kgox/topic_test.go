@@ -3,7 +3,9 @@ package kgox
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -52,5 +54,46 @@ func TestTopicPartitions(t *testing.T) {
 	start = time.Now()
 	if n, err := TopicPartitions(ctx, cl, "t", UnknownTopicWait); err != nil || n != 3 || time.Since(start) > UnknownTopicWait {
 		t.Fatalf("a topic just created: %d, %v after %v; want 3 at once", n, err, time.Since(start))
+	}
+}
+
+// TestAskAgain: when ask is called again, and what AskAgain returns.
+func TestAskAgain(t *testing.T) {
+	errBusy := errors.New("busy")
+	for _, tc := range []struct {
+		name    string
+		wait    time.Duration
+		againN  int // ask answers again for its first againN calls
+		cancel  time.Duration
+		wantAt  []time.Duration
+		wantErr error
+	}{
+		{"answered at once", time.Second, 0, 0, []time.Duration{0}, nil},
+		{"answered the third time", time.Second, 2, 0, []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}, nil},
+		{"never answered", time.Second, 99, 0, []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, 1300 * time.Millisecond}, errBusy},
+		{"no wait", 0, 99, 0, []time.Duration{0}, errBusy},
+		{"ctx ends during a wait", time.Second, 99, 200 * time.Millisecond, []time.Duration{0, 100 * time.Millisecond}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tc.cancel > 0 {
+					time.AfterFunc(tc.cancel, cancel)
+				}
+				start := time.Now()
+				var at []time.Duration
+				err := AskAgain(ctx, tc.wait, func() (bool, error) {
+					at = append(at, time.Since(start))
+					if len(at) <= tc.againN {
+						return true, errBusy
+					}
+					return false, nil
+				})
+				if !errors.Is(err, tc.wantErr) || !slices.Equal(at, tc.wantAt) {
+					t.Fatalf("asked at %v, returned %v; want %v, %v", at, err, tc.wantAt, tc.wantErr)
+				}
+			})
+		})
 	}
 }
