@@ -98,15 +98,24 @@ func SetKgoRecord(out *kgo.Record, r *record.Record, topic string, slab *[]kgo.R
 // partition ("commit TOPIC/PARTITION: ...").
 func Commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
 	var cerr error
-	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return
 		}
 		for _, t := range resp.Topics {
+			name := t.Topic
+			if name == "" { // OffsetCommit v10+ answers by topic id only
+				for _, rt := range req.Topics {
+					if rt.TopicID == t.TopicID {
+						name = rt.Topic
+						break
+					}
+				}
+			}
 			for _, p := range t.Partitions {
 				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
-					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, e)
+					cerr = fmt.Errorf("commit %s/%d: %w", name, p.Partition, e)
 				}
 			}
 		}

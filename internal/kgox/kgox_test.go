@@ -87,7 +87,7 @@ func TestCommitErrors(t *testing.T) {
 		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 		for _, rt := range r.Topics {
 			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID // v10 answers by id
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewOffsetCommitResponseTopicPartition()
 				sp.Partition = rp.Partition
