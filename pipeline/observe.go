@@ -46,7 +46,9 @@ type BatchObserver interface {
 type StageCall struct {
 	Pipeline string
 	Stage    string
-	// In is the records the stage was given.
+	// In is the records the stage was given. In and Out are valid only
+	// during ObserveStage: the pipeline writes the outputs over In after
+	// it (copy what you keep).
 	In []record.Record
 	// Out is its results, one per record of In; nil when Err failed the
 	// call.

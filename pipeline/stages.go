@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/plugins"
@@ -43,16 +44,30 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 		return &pending{start: start, batch: batch, direct: true}, nil
 	}
 	recs := make([]record.Record, len(batch))
-	origin := make([]int, len(batch))
 	for i := range batch {
 		recs[i] = batch[i].Record
-		origin[i] = i
 	}
+	var origin []int           // recs[i] came from batch[origin[i]]; nil while that is i
 	var failed map[int]failure // allocated on the first failure
 	for si, st := range p.o.stages {
 		results, err := p.transform(ctx, st, recs)
 		if err != nil {
 			return nil, err
+		}
+		if oneToOne(results, recs, origin, failed) {
+			// One output per input and none failed (the usual answer,
+			// KEEP or a changed record): the outputs take the inputs'
+			// places, and the origins stay as they are.
+			for i := range results {
+				recs[i] = results[i].Records[0]
+			}
+			continue
+		}
+		if origin == nil {
+			origin = make([]int, len(recs))
+			for i := range origin {
+				origin[i] = i
+			}
 		}
 		next := make([]record.Record, 0, len(results))
 		nextOrigin := make([]int, 0, len(results))
@@ -91,6 +106,38 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 	return &pending{start: start, batch: batch, recs: recs, origin: origin, failed: failed}, nil
 }
 
+// oneToOne reports whether results, a stage's answer for recs, hold exactly
+// one record per input, none of an input that failed at an earlier stage,
+// and none that is another element of recs than its own input (a KEEP
+// answer is recs[i:i+1] itself): then the outputs can be written over
+// recs in place, in order, without changing a record still to be read.
+func oneToOne(results []plugins.Result, recs []record.Record, origin []int, failed map[int]failure) bool {
+	if len(results) != len(recs) || len(recs) == 0 {
+		return false
+	}
+	first := uintptr(unsafe.Pointer(&recs[0]))
+	end := first + uintptr(len(recs))*unsafe.Sizeof(recs[0])
+	for i := range results {
+		r := &results[i]
+		if r.Err != nil || len(r.Records) != 1 {
+			return false
+		}
+		if at := uintptr(unsafe.Pointer(&r.Records[0])); at >= first && at < end && at != uintptr(unsafe.Pointer(&recs[i])) {
+			return false
+		}
+		if failed != nil {
+			o := i
+			if origin != nil {
+				o = origin[i]
+			}
+			if _, bad := failed[o]; bad {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // transform runs recs through st: one Result per record, or an error that
 // fails the pipeline. A batch error marked plugins.Transient retries the
 // batch; any other batch error runs the records one by one so that only a
@@ -98,7 +145,7 @@ func (p *Pipeline) prepare(ctx context.Context, batch []Msg) (*pending, error) {
 // record. Retries back off as sink writes do, until ctx is done or
 // retry_attempts is used up.
 func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record) ([]plugins.Result, error) {
-	out := make([]plugins.Result, len(recs))
+	var out []plugins.Result // made when a first answer has a transient error
 	todo := recs
 	var idx []int // todo[i] is recs[idx[i]]; nil: todo is recs
 	backoff := p.o.retryInitial
@@ -122,6 +169,12 @@ func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record
 			}
 		}
 		cause := err // transient batch error, or nil
+		if cause == nil && out == nil && !anyTransient(res) {
+			return res, nil // the first answer, for every record: as it is
+		}
+		if out == nil {
+			out = make([]plugins.Result, len(recs))
+		}
 		if cause == nil {
 			var next []record.Record
 			var nextIdx []int
@@ -157,6 +210,16 @@ func (p *Pipeline) transform(ctx context.Context, st Stage, recs []record.Record
 		}
 		backoff = min(backoff*2, p.o.retryMax)
 	}
+}
+
+// anyTransient reports whether a Result of res has a transient error.
+func anyTransient(res []plugins.Result) bool {
+	for i := range res {
+		if res[i].Err != nil && errors.Is(res[i].Err, plugins.ErrTransient) {
+			return true
+		}
+	}
+	return false
 }
 
 // isolate runs a failed batch's records one at a time, so that only the

@@ -125,7 +125,7 @@ type pending struct {
 	start  time.Time
 	batch  []Msg
 	recs   []record.Record // sink input
-	origin []int           // recs[i] came from batch[origin[i]]
+	origin []int           // recs[i] came from batch[origin[i]]; nil: from batch[i]
 	// direct: the sink input is batch's records themselves, written
 	// through Pipeline.msgs (recs and origin are nil).
 	direct bool
@@ -146,7 +146,7 @@ func (pd *pending) n() int {
 
 // from is the index in batch of the sink's i-th record's input.
 func (pd *pending) from(i int) int {
-	if pd.direct {
+	if pd.direct || pd.origin == nil {
 		return i
 	}
 	return pd.origin[i]

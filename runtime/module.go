@@ -95,8 +95,9 @@ type instance struct {
 	memory                               *guestMemory
 
 	// reply is the reply of the current call, a copy of guest memory in
-	// replyBuf, which every call of the instance reuses: it is valid until
-	// the next call (the result decoder copies what it keeps).
+	// replyBuf, which the instance's calls reuse until one answers with
+	// output records: those point into it, so the instance lets it go to
+	// them (process) and the next reply gets a new buffer.
 	reply, replyBuf []byte
 	replyErr        error
 	replied         bool // reply was called during the current call
@@ -663,9 +664,15 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 		return nil, fmt.Errorf("plugin %s: %s: %w: the guest returned OK without calling reply (a result batch has one entry per record, docs/abi.md section 8)",
 			m.manifest.Name, op, ErrBatch)
 	}
-	res, err := abi.DecodeResult(reply, recs, inst.reject)
+	// The reply is the instance's own copy of guest memory (hostReply):
+	// the output records point into it, and the next call copies its reply
+	// into a new buffer, rather than copying this one once more.
+	res, kept, err := abi.DecodeResultOwned(reply, recs, inst.reject)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch, err)
+	}
+	if kept {
+		inst.replyBuf = nil
 	}
 	return res, nil
 }

@@ -182,11 +182,24 @@ const keepEntry = uint64(wire.Keep) << 32
 // their byte fields and header names share one copy of buf, their headers
 // one array and the records one array.
 func DecodeResult(buf []byte, in []record.Record, reject func(reason string) error) ([]plugins.Result, error) {
+	res, _, err := decodeResult(buf, in, reject, false)
+	return res, err
+}
+
+// DecodeResultOwned is DecodeResult for a caller that gives buf up: the
+// output records point into buf itself instead of a copy of it. kept says
+// whether they do (the batch had output records); the caller must then not
+// write to buf again. When kept is false nothing refers to buf.
+func DecodeResultOwned(buf []byte, in []record.Record, reject func(reason string) error) (res []plugins.Result, kept bool, err error) {
+	return decodeResult(buf, in, reject, true)
+}
+
+func decodeResult(buf []byte, in []record.Record, reject func(reason string) error, owned bool) ([]plugins.Result, bool, error) {
 	if len(buf) < 4 {
-		return nil, &MalformedError{0, "short count"}
+		return nil, false, &MalformedError{0, "short count"}
 	}
 	if count := le.Uint32(buf); uint64(count) != uint64(len(in)) {
-		return nil, &MalformedError{0, fmt.Sprintf("count %d, want %d", count, len(in))}
+		return nil, false, &MalformedError{0, fmt.Sprintf("count %d, want %d", count, len(in))}
 	}
 	results := make([]plugins.Result, len(in))
 	// One pass validates every entry and answers KEEP and ERR_RECORD; it
@@ -201,16 +214,20 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 		}
 		var err error
 		if p, err = decodeEntry(buf, p, i, in, results, reject, &nrec, &nhdr); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if p != len(buf) {
-		return nil, &MalformedError{p, fmt.Sprintf("%d bytes after the last entry", len(buf)-p)}
+		return nil, false, &MalformedError{p, fmt.Sprintf("%d bytes after the last entry", len(buf)-p)}
 	}
-	if nrec > 0 {
-		decodeRecords(bytes.Clone(buf), in, results, nrec, nhdr)
+	if nrec == 0 {
+		return results, false, nil
 	}
-	return results, nil
+	if !owned {
+		buf = bytes.Clone(buf)
+	}
+	decodeRecords(buf, in, results, nrec, nhdr)
+	return results, true, nil
 }
 
 // decodeEntry validates the entry for in[i] at buf[p:], answers KEEP and

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime/internal/abi"
@@ -86,6 +87,42 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("record %d:\n got  %+v\n want %+v", i, out, in[i])
 			}
 		}
+	}
+}
+
+// TestDecodeResultOwned: given the reply to keep, the decoder makes the
+// output records point into it rather than into a copy (kept true), and
+// says so; a batch with no output records keeps nothing of it.
+func TestDecodeResultOwned(t *testing.T) {
+	in := sample()
+	_, reply := streamd.Process(encode(t, streamd.OpTransform, in))
+	reply = bytes.Clone(reply)
+	res, kept, err := abi.DecodeResultOwned(reply, in, errors.New)
+	if err != nil || !kept {
+		t.Fatalf("kept %v, err %v; want the reply kept", kept, err)
+	}
+	start, end := &reply[0], &reply[len(reply)-1]
+	n := 0
+	for i, r := range res {
+		for _, out := range r.Records {
+			if !same(out, in[i]) {
+				t.Fatalf("record %d:\n got  %+v\n want %+v", i, out, in[i])
+			}
+			if len(out.Value) > 0 && &out.Value[0] != &in[i].Value[0] {
+				if p := &out.Value[0]; uintptr(unsafe.Pointer(p)) < uintptr(unsafe.Pointer(start)) || uintptr(unsafe.Pointer(p)) > uintptr(unsafe.Pointer(end)) {
+					t.Fatalf("record %d: its value is not in the reply it was given", i)
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no output record to check")
+	}
+	keep := []byte{1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff} // one KEEP
+	res, kept, err = abi.DecodeResultOwned(keep, in[:1], errors.New)
+	if err != nil || kept || len(res) != 1 || &res[0].Records[0] != &in[0] {
+		t.Fatalf("KEEP: %+v, kept %v, err %v; want the input itself and nothing kept", res, kept, err)
 	}
 }
 
