@@ -4,6 +4,7 @@
 #include "downgrade.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -76,9 +77,78 @@ static int nested(int levels, char *buf, size_t cap) {
     return 0;
 }
 
+/*
+ * Each byte class str treats apart from plain bytes, at every position of
+ * strings of 0-19 bytes: str reads eight bytes at a time while none of
+ * them needs a look, so a byte at each position of a word, and a word cut
+ * short by the end of the value, must be seen.
+ */
+static const struct {
+    const char *in, *out; /* out NULL: an error containing err */
+    const char *err;
+} special[] = {
+    {" ", " ", NULL},             /* 0x20: plain */
+    {"\x7f", "\x7f", NULL},       /* plain */
+    {"\xc3\xa9", "\xc3\xa9", NULL}, /* UTF-8 */
+    {"\\n", "\\n", NULL},         /* an escape */
+    {"\\\"", "\\\"", NULL},       /* an escaped quote */
+    {"\x1f", NULL, "control character"},
+    {"\x80", NULL, "invalid UTF-8"},
+    {"\"", NULL, "expected ','"}, /* the string ends early */
+};
+
+static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf *err) {
+    int failures = 0;
+    char in[192], want[192], s[64], w[64];
+    for (size_t c = 0; c < sizeof special / sizeof special[0]; c++) {
+        for (int len = 0; len < 20; len++) {
+            for (int k = 0; k <= len; k++) {
+                snprintf(s, sizeof s, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].in, len - k,
+                         "ABCDEFGHIJKLMNOPQRST");
+                snprintf(in, sizeof in,
+                         "{\"order_id\":\"%s\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\"}", s);
+                /* exactly the value's bytes, so that a read past them is caught (ASan) */
+                size_t n = strlen(in);
+                char *v = malloc(n);
+                if (!v) {
+                    return failures + 1;
+                }
+                memcpy(v, in, n);
+                out->len = 0;
+                int rc = downgrade_value(out, scratch, streamd_bytes_of(v, n), err);
+                free(v);
+                if (special[c].out) {
+                    snprintf(w, sizeof w, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].out, len - k,
+                             "ABCDEFGHIJKLMNOPQRST");
+                    snprintf(want, sizeof want,
+                             "{\"order_id\":\"%s\",\"customer_id\":\"b\",\"amount_cents\":1,\"currency\":\"c\"}", w);
+                    if (rc != 0 || out->len != strlen(want) || memcmp(out->data, want, out->len) != 0) {
+                        fprintf(stderr, "special %zu at %d of %d: rc %d, got %.*s\n  want %s\n", c, k, len, rc,
+                                (int)out->len, out->data, want);
+                        failures++;
+                    }
+                    continue;
+                }
+                int found = 0;
+                size_t el = strlen(special[c].err);
+                for (size_t j = 0; rc == -1 && j + el <= err->len; j++) {
+                    found |= memcmp(err->data + j, special[c].err, el) == 0;
+                }
+                if (!found) {
+                    fprintf(stderr, "special %zu at %d of %d: rc %d, error %.*s, want one containing %s\n", c, k,
+                            len, rc, (int)err->len, err->data, special[c].err);
+                    failures++;
+                }
+            }
+        }
+    }
+    return failures;
+}
+
 int main(void) {
     int failures = 0;
     streamd_buf out = {0}, scratch = {0}, err = {0};
+    failures += special_positions(&out, &scratch, &err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         streamd_bytes in = cases[i].in ? streamd_bytes_of(cases[i].in, strlen(cases[i].in)) : STREAMD_NULL;
         out.len = 0;
