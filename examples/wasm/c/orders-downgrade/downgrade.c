@@ -40,23 +40,37 @@ static void err_num(streamd_buf *e, uint64_t v) {
 
 /* ---- key sets (duplicate detection) -------------------------------------- */
 
+/*
+ * A key is looked up where it is: a key without escapes is its raw bytes in
+ * the input (already checked to be valid UTF-8), so it is neither copied nor
+ * decoded; only a key with an escape is decoded, into the arena. A slot is in
+ * use when its gen is the set's: resetting the set for the next object is
+ * one increment, not a memset of the table.
+ */
 typedef struct key_entry {
-    uint32_t off, len, hash; /* hash 0: empty slot */
+    uint32_t off, len, hash; /* the key is input[off:off+len], or arena's if in_arena */
+    uint32_t gen;            /* in use when == keyset.gen */
+    uint32_t in_arena;
 } key_entry;
 
-/* keyset holds the decoded keys of one object in an arena, hashed. */
+/* keyset holds the keys of one object, hashed. */
 typedef struct keyset {
-    streamd_buf arena;
+    streamd_buf arena;     /* decoded keys that had escapes */
+    const uint8_t *input;  /* the value being parsed */
     key_entry *slots;
-    uint32_t cap, n;
+    uint32_t cap, n, gen;
 } keyset;
 
-static void keyset_reset(keyset *k) {
+static void keyset_reset(keyset *k, const uint8_t *input) {
     k->arena.len = 0;
-    if (k->n) {
-        memset(k->slots, 0, k->cap * sizeof *k->slots);
-    }
+    k->input = input;
     k->n = 0;
+    if (++k->gen == 0) { /* wrapped: clear the slots once every 2^32 objects */
+        if (k->cap) {
+            memset(k->slots, 0, k->cap * sizeof *k->slots);
+        }
+        k->gen = 1;
+    }
 }
 
 static uint32_t hash_bytes(const uint8_t *p, size_t n) {
@@ -64,27 +78,32 @@ static uint32_t hash_bytes(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         h = (h ^ p[i]) * 16777619u;
     }
-    return h ? h : 1;
+    return h;
+}
+
+static const uint8_t *key_bytes(const keyset *k, const key_entry *e) {
+    return (e->in_arena ? k->arena.data : k->input) + e->off;
 }
 
 /*
- * keyset_add adds the key at arena[off:] (the arena's tail) and reports 1 if
- * it is new, 0 if it is a duplicate, -1 when memory runs out.
+ * keyset_add adds the key at input[off:off+len] (or, if in_arena, at the
+ * arena's tail arena[off:]) and reports 1 if it is new, 0 if it is a
+ * duplicate, -1 when memory runs out.
  */
-static int keyset_add(keyset *k, uint32_t off) {
-    uint32_t len = (uint32_t)(k->arena.len - off);
-    const uint8_t *key = k->arena.data ? k->arena.data + off : (const uint8_t *)"";
-    uint32_t h = hash_bytes(key, len);
+static int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
+    key_entry e = {off, len, 0, k->gen, in_arena};
+    const uint8_t *key = len ? key_bytes(k, &e) : (const uint8_t *)"";
+    e.hash = hash_bytes(key, len);
     if ((k->n + 1) * 2 > k->cap) {
         uint32_t cap = k->cap ? k->cap * 2 : 16;
-        key_entry *s = calloc(cap, sizeof *s);
+        key_entry *s = calloc(cap, sizeof *s); /* gen 0: free (k->gen is never 0) */
         if (s == NULL) {
             return -1;
         }
         for (uint32_t i = 0; i < k->cap; i++) {
-            if (k->slots[i].hash) {
+            if (k->slots[i].gen == k->gen) {
                 uint32_t j = k->slots[i].hash & (cap - 1);
-                while (s[j].hash) {
+                while (s[j].gen == k->gen) {
                     j = (j + 1) & (cap - 1);
                 }
                 s[j] = k->slots[i];
@@ -94,18 +113,18 @@ static int keyset_add(keyset *k, uint32_t off) {
         k->slots = s;
         k->cap = cap;
     }
-    uint32_t j = h & (k->cap - 1);
-    while (k->slots[j].hash) {
-        key_entry *e = &k->slots[j];
-        if (e->hash == h && e->len == len && memcmp(k->arena.data + e->off, key, len) == 0) {
-            k->arena.len = off; /* drop the duplicate */
+    uint32_t j = e.hash & (k->cap - 1);
+    while (k->slots[j].gen == k->gen) {
+        const key_entry *o = &k->slots[j];
+        if (o->hash == e.hash && o->len == len && (len == 0 || memcmp(key_bytes(k, o), key, len) == 0)) {
+            if (in_arena) {
+                k->arena.len = off; /* drop the duplicate */
+            }
             return 0;
         }
         j = (j + 1) & (k->cap - 1);
     }
-    k->slots[j].off = off;
-    k->slots[j].len = len;
-    k->slots[j].hash = h;
+    k->slots[j] = e;
     k->n++;
     return 1;
 }
@@ -118,6 +137,7 @@ typedef struct parser {
     streamd_buf *s;   /* decoded strings that are kept */
     streamd_buf *err; /* the reason, when a function returns -1 */
     int oom;
+    int esc; /* set by str when a string has an escape */
 } parser;
 
 /* The wanted fields, as ranges into parser.s. */
@@ -250,18 +270,45 @@ static int put_rune(streamd_buf *s, uint32_t r) {
 }
 
 /*
- * special8 reports whether any of the eight bytes in w ends a run of plain
- * string bytes: '"', '\\', a control byte (< 0x20) or a non-ASCII byte
- * (>= 0x80). Each term is the classic "has a byte less than n" word test,
- * exact as a yes/no answer when no byte has its high bit set, and a byte
- * with its high bit set makes the answer yes anyway. One 8-byte load and a
- * few word operations replace eight loads and 32 compares: under wazero,
- * which checks the bounds of every load, that is most of a string's cost.
+ * special_bytes returns a word whose byte k has its high bit set when byte k
+ * of w (little-endian: the k-th byte in memory) is '"', '\\', below 0x20 or
+ * 0x80 and up: a byte a string's plain run stops at. The tests are the
+ * classic SWAR ones ("has a zero byte", "has a byte less than n"): a borrow
+ * may flag a byte above (after) a flagged one, never below, so the lowest
+ * flagged byte is always a true stop and the word is 0 only if it has none.
  */
-static inline int special8(uint64_t w) {
-    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
-    uint64_t q = w ^ (ones * '"'), s = w ^ (ones * '\\');
-    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((s - ones) & ~s) | w) & high ? 1 : 0;
+static inline uint64_t special_bytes(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = w ^ (ones * '"');   /* 0 where w has '"' */
+    uint64_t bs = w ^ (ones * '\\'); /* 0 where w has '\\' */
+    return (((q - ones) & ~q)     /* '"' */
+            | ((bs - ones) & ~bs) /* '\\' */
+            | (w - ones * 0x20)   /* below 0x20 (and 0xA0 and up: next line) */
+            | w)                  /* 0x80 and up */
+           & high;
+}
+
+/*
+ * plain_run returns the index of the first byte at or after i in b[0:n] that
+ * is not plain string content (see special_bytes), or n. It tests eight
+ * bytes per step with one 64-bit load: under wazero every load is bounds
+ * checked, so one wide load instead of eight byte loads also saves seven
+ * checks. The rest (fewer than eight bytes) goes byte by byte.
+ */
+static size_t plain_run(const uint8_t *b, size_t i, size_t n) {
+    while (n - i >= 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8); /* one unaligned little-endian load */
+        uint64_t m = special_bytes(w);
+        if (m) {
+            return i + (size_t)(__builtin_ctzll(m) >> 3);
+        }
+        i += 8;
+    }
+    while (i < n && b[i] >= 0x20 && b[i] < 0x80 && b[i] != '"' && b[i] != '\\') {
+        i++;
+    }
+    return i;
 }
 
 /*
@@ -273,20 +320,7 @@ static int str(parser *p, streamd_buf *dst) {
     p->i++; /* opening quote */
     for (;;) {
         size_t start = p->i;
-        /* Eight plain bytes at a time, then byte by byte from the first
-         * word that holds a byte to look at. */
-        while (p->n - p->i >= 8) {
-            uint64_t w;
-            memcpy(&w, b + p->i, 8);
-            if (special8(w)) {
-                break;
-            }
-            p->i += 8;
-        }
-        while (p->i < p->n && b[p->i] >= 0x20 && b[p->i] < 0x80 && b[p->i] != '"' &&
-               b[p->i] != '\\') {
-            p->i++;
-        }
+        p->i = plain_run(b, p->i, p->n);
         if (dst && streamd_buf_append(dst, b + start, p->i - start) != STREAMD_OK) {
             return fail_oom(p);
         }
@@ -313,6 +347,7 @@ static int str(parser *p, streamd_buf *dst) {
             continue;
         }
         /* backslash */
+        p->esc = 1;
         if (p->i + 1 >= p->n) {
             return fail_at(p, "unterminated string");
         }
@@ -455,14 +490,28 @@ static int object(parser *p, int depth, keyset *keys, member_fn member, void *ct
             return fail_at(p, "expected a string key");
         }
         if (keys) {
-            uint32_t off = (uint32_t)keys->arena.len;
-            if (str(p, &keys->arena) != 0) {
+            /* Validate the key in place; decode it only if it has an escape. */
+            size_t at = p->i;
+            p->esc = 0;
+            if (str(p, NULL) != 0) {
                 return -1;
             }
+            uint32_t off = (uint32_t)(at + 1), in_arena = (uint32_t)p->esc;
+            const uint8_t *key = p->b + off;
+            size_t klen = p->i - 1 - off;
+            if (in_arena) {
+                size_t end = p->i;
+                off = (uint32_t)keys->arena.len;
+                p->i = at;
+                if (str(p, &keys->arena) != 0) { /* only out of memory */
+                    return -1;
+                }
+                p->i = end;
+                key = keys->arena.data + off;
+                klen = keys->arena.len - off;
+            }
             /* keyset_add never moves the arena, so key stays valid. */
-            const uint8_t *key = keys->arena.data ? keys->arena.data + off : (const uint8_t *)"";
-            size_t klen = keys->arena.len - off;
-            int added = keyset_add(keys, off);
+            int added = keyset_add(keys, off, (uint32_t)klen, in_arena);
             if (added < 0) {
                 return fail_oom(p);
             }
@@ -640,7 +689,7 @@ static int customer(parser *p, order *o) {
     if (p->i >= p->n || p->b[p->i] != '{') {
         return fail_at(p, "customer is not an object");
     }
-    keyset_reset(&customer_keys);
+    keyset_reset(&customer_keys, p->b);
     int rc = object(p, 2, &customer_keys, customer_member, o);
     if (rc == -2) {
         err_str(p->err, " in customer");
@@ -686,7 +735,7 @@ static int top(parser *p, order *o) {
     if (p->b[p->i] != '{') {
         return fail_at(p, "value is not a JSON object");
     }
-    keyset_reset(&top_keys);
+    keyset_reset(&top_keys, p->b);
     int rc = object(p, 1, &top_keys, top_member, o);
     if (rc != 0) {
         return -1; /* -2 (duplicate) already has its message */
@@ -786,7 +835,7 @@ int downgrade_value(streamd_buf *dst, streamd_buf *scratch, streamd_bytes in, st
         return -1;
     }
     scratch->len = 0;
-    parser p = {in.data, in.len, 0, scratch, err, 0};
+    parser p = {in.data, in.len, 0, scratch, err, 0, 0};
     order o;
     memset(&o, 0, sizeof o);
     if (top(&p, &o) != 0) {
