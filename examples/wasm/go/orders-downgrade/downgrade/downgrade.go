@@ -20,7 +20,9 @@
 package downgrade
 
 import (
+	"bytes"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -61,6 +63,14 @@ func Value(dst, in []byte) ([]byte, error) {
 // appendRaw appends the JSON string whose validated body (between the
 // quotes) is raw, re-escaped minimally.
 func appendRaw(dst, raw []byte) []byte {
+	// Fast path: a validated body without a backslash holds no '"', no '\\'
+	// and no control character, so AppendString would copy it unchanged.
+	// (bytes.IndexByte is hand-written assembly, also in Go's Wasm port.)
+	if bytes.IndexByte(raw, '\\') < 0 {
+		dst = append(dst, '"')
+		dst = append(dst, raw...)
+		return append(dst, '"')
+	}
 	var tmp [64]byte
 	dec := tmp[:0]
 	if len(raw) > len(tmp) {
@@ -145,6 +155,7 @@ type parser struct {
 	i   int
 	key []byte // the last key read, decoded
 	dec []byte // storage for keys with escapes, reused
+	esc bool   // whether the last string read had a backslash escape
 }
 
 // errf returns "at byte N: msg". (No fmt: it would add ~30% to a Go Wasm
@@ -153,7 +164,17 @@ func (p *parser) errf(msg string) error {
 	return errors.New("at byte " + strconv.Itoa(p.i) + ": " + msg)
 }
 
+// ws skips whitespace. It is small enough to be inlined: the common case,
+// compact JSON, costs one compare and no call (a call is a trip through
+// the dispatch loop of every function in Go's Wasm code).
 func (p *parser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return
+	}
+	p.wsSlow()
+}
+
+func (p *parser) wsSlow() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -195,13 +216,10 @@ func (p *parser) objKey() error {
 		return err
 	}
 	p.key = p.b[start : p.i-1]
-	for _, c := range p.key {
-		if c == '\\' {
-			k := parser{b: p.b, i: start - 1}
-			p.key, _ = k.str(p.dec[:0], true) // validated above
-			p.dec = p.key
-			break
-		}
+	if p.esc {
+		k := parser{b: p.b, i: start - 1}
+		p.key, _ = k.str(p.dec[:0], true) // validated above
+		p.dec = p.key
 	}
 	p.ws()
 	if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -495,11 +513,23 @@ func (p *parser) number() (isInt bool, err error) {
 func (p *parser) str(dst []byte, keep bool) ([]byte, error) {
 	b := p.b
 	p.i++ // opening quote
+	p.esc = false
 	for {
 		start := p.i
+		// Skip plain bytes 8 at a time: one loop iteration per word instead
+		// of per byte (each backward branch is a trip through the dispatch
+		// loop in Go's Wasm code), then at most 7 bytes one by one.
+		for p.i+8 <= len(b) {
+			if m := special(load64(b[p.i : p.i+8])); m != 0 {
+				p.i += bits.TrailingZeros64(m) >> 3 // the first special byte
+				goto stop
+			}
+			p.i += 8
+		}
 		for p.i < len(b) && b[p.i] >= 0x20 && b[p.i] < 0x80 && b[p.i] != '"' && b[p.i] != '\\' {
 			p.i++
 		}
+	stop:
 		if keep {
 			dst = append(dst, b[start:p.i]...)
 		}
@@ -523,6 +553,7 @@ func (p *parser) str(dst []byte, keep bool) ([]byte, error) {
 			}
 			p.i += n
 		default: // backslash
+			p.esc = true
 			if p.i+1 >= len(b) {
 				return dst, p.errf("unterminated string")
 			}
@@ -559,6 +590,31 @@ func (p *parser) str(dst []byte, keep bool) ([]byte, error) {
 			p.i += 2
 		}
 	}
+}
+
+// Word-at-a-time helpers for str (SWAR: SIMD within a register).
+const (
+	ones  = 0x0101010101010101 // 0x01 in every byte
+	highs = 0x8080808080808080 // 0x80 in every byte
+)
+
+// load64 reads 8 bytes little-endian; the compiler turns it into one
+// 64-bit load (encoding/binary would pull reflect into the plugin).
+func load64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// special returns a mask with bit 7 of each byte of w set where that byte
+// ends a plain run in a string: '"', '\\', a control character (< 0x20) or
+// a non-ASCII byte (>= 0x80). It is zero exactly when w has none, and its
+// lowest set bit is in the first such byte (a borrow can only mark bytes
+// above a true one).
+func special(w uint64) uint64 {
+	q := w ^ (ones * '"')  // zero bytes where w has '"'
+	s := w ^ (ones * '\\') // zero bytes where w has '\\'
+	return ((q-ones)&^q | (s-ones)&^s | (w - ones*0x20) | w) & highs
 }
 
 // unicodeEscape reads \uXXXX (and a following low surrogate escape) at p.i.
