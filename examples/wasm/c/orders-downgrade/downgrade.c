@@ -171,7 +171,11 @@ static int fail_oom(parser *p) {
     return fail(p, "out of memory");
 }
 
-static void ws(parser *p) {
+static inline void ws(parser *p) {
+    /* Most values are compact: a byte above ' ' ends it at once. */
+    if (p->i < p->n && p->b[p->i] > ' ') {
+        return;
+    }
     while (p->i < p->n) {
         uint8_t c = p->b[p->i];
         if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
@@ -770,6 +774,29 @@ int downgrade_append_string(streamd_buf *dst, const uint8_t *s, size_t n) {
     uint8_t *w = dst->data + dst->len;
     *w++ = '"';
     for (size_t i = 0; i < n; i++) {
+        /* Eight bytes at a time while none needs an escape (a '"', '\\' or
+         * byte below 0x20; see special_bytes, here without the >= 0x80 term:
+         * non-ASCII is copied raw). There is room: 6 * n were reserved. */
+        while (n - i >= 8) {
+            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            uint64_t q = v ^ (ones * '"'), bs = v ^ (ones * '\\');
+            uint64_t m = (((q - ones) & ~q) | ((bs - ones) & ~bs) | ((v - ones * 0x20) & ~v)) & high;
+            if (m) {
+                size_t k = (size_t)(__builtin_ctzll(m) >> 3); /* the first that does */
+                memcpy(w, s + i, k);
+                w += k;
+                i += k;
+                break;
+            }
+            memcpy(w, &v, 8);
+            w += 8;
+            i += 8;
+        }
+        if (i == n) {
+            break;
+        }
         uint8_t c = s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             *w++ = c;

@@ -92,6 +92,8 @@ static const struct {
     {"\xc3\xa9", "\xc3\xa9", NULL}, /* UTF-8 */
     {"\\n", "\\n", NULL},         /* an escape */
     {"\\\"", "\\\"", NULL},       /* an escaped quote */
+    {"\\\\", "\\\\", NULL},       /* an escaped backslash (escaped again on output) */
+    {"\\u0001", "\\u0001", NULL},   /* a control byte, escaped again on output */
     {"\x1f", NULL, "control character"},
     {"\x80", NULL, "invalid UTF-8"},
     {"\"", NULL, "expected ','"}, /* the string ends early */
