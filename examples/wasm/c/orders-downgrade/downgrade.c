@@ -140,9 +140,13 @@ typedef struct parser {
     int esc; /* set by str when a string has an escape */
 } parser;
 
-/* The wanted fields, as ranges into parser.s. */
+/*
+ * The wanted fields: {start, end, in_scratch}, a range of the input (a
+ * string without escapes: its bytes are the decoded string) or, with
+ * in_scratch, of parser.s (a string with an escape, decoded).
+ */
 typedef struct order {
-    size_t order_id[2], customer_id[2], currency[2];
+    size_t order_id[3], customer_id[3], currency[3];
     int64_t amount;
     unsigned seen;
 } order;
@@ -616,8 +620,11 @@ static int value(parser *p, int depth) {
     }
 }
 
-/* kept_string reads a string value into p->s and sets r to its range. */
-static int kept_string(parser *p, const char *field, size_t r[2]) {
+/*
+ * kept_string reads a string value and sets r to its range: of the input
+ * when it has no escape (no copy), else of p->s, where it is decoded.
+ */
+static int kept_string(parser *p, const char *field, size_t r[3]) {
     ws(p);
     if (p->i >= p->n || p->b[p->i] != '"') {
         if (value(p, 2) != 0) {
@@ -628,11 +635,26 @@ static int kept_string(parser *p, const char *field, size_t r[2]) {
         err_str(p->err, " is not a string");
         return -1;
     }
+    size_t at = p->i;
+    p->esc = 0;
+    if (str(p, NULL) != 0) {
+        return -1;
+    }
+    if (!p->esc) {
+        r[0] = at + 1;
+        r[1] = p->i - 1;
+        r[2] = 0;
+        return 0;
+    }
+    /* It has an escape: decode it (a second pass, which can only run out of
+     * memory: the first one validated it). */
+    p->i = at;
     r[0] = p->s->len;
     if (str(p, p->s) != 0) {
         return -1;
     }
     r[1] = p->s->len;
+    r[2] = 1;
     return 0;
 }
 
@@ -868,16 +890,18 @@ int downgrade_value(streamd_buf *dst, streamd_buf *scratch, streamd_bytes in, st
     if (top(&p, &o) != 0) {
         return p.oom ? -2 : -1;
     }
-    const uint8_t *s = scratch->data ? scratch->data : (const uint8_t *)"";
+    /* A field's bytes: in the input, or decoded in scratch. */
+#define FIELD(f) (f[2] ? scratch->data : in.data) + f[0], f[1] - f[0]
     int rc = streamd_buf_append(dst, "{\"order_id\":", 12);
-    rc |= downgrade_append_string(dst, s + o.order_id[0], o.order_id[1] - o.order_id[0]);
+    rc |= downgrade_append_string(dst, FIELD(o.order_id));
     rc |= streamd_buf_append(dst, ",\"customer_id\":", 15);
-    rc |= downgrade_append_string(dst, s + o.customer_id[0], o.customer_id[1] - o.customer_id[0]);
+    rc |= downgrade_append_string(dst, FIELD(o.customer_id));
     rc |= streamd_buf_append(dst, ",\"amount_cents\":", 16);
     rc |= append_int(dst, o.amount);
     rc |= streamd_buf_append(dst, ",\"currency\":", 12);
-    rc |= downgrade_append_string(dst, s + o.currency[0], o.currency[1] - o.currency[0]);
+    rc |= downgrade_append_string(dst, FIELD(o.currency));
     rc |= streamd_buf_append_byte(dst, '}');
+#undef FIELD
     if (rc != STREAMD_OK) {
         err->len = 0;
         err_str(err, "out of memory");
