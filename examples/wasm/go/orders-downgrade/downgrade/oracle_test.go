@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
-	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade/internal/oracle"
 )
 
 // sameAsOracle fails unless downgrade.Value and the frozen pre-session-5
@@ -16,7 +15,7 @@ import (
 func sameAsOracle(t *testing.T, in []byte) {
 	t.Helper()
 	got, err := downgrade.Value(nil, in)
-	want, werr := oracle.Value(nil, in)
+	want, werr := oracleValue(nil, in)
 	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
 		t.Fatalf("input %q: error %v, the oracle's %v", in, err, werr)
 	}
@@ -96,7 +95,7 @@ func BenchmarkOracle(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
 		var err error
-		if dst, err = oracle.Value(dst[:0], in); err != nil {
+		if dst, err = oracleValue(dst[:0], in); err != nil {
 			b.Fatal(err)
 		}
 	}

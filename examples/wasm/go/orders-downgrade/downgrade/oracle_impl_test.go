@@ -1,28 +1,12 @@
-// Package oracle is the orders downgrade as it was before session 5 (main
-// 4e7cd96), frozen as the test oracle of package downgrade: FuzzOracle
-// checks that the faster reader gives the same output and errors. Do not
-// change it; it is not used by the plugin.
-//
-// The original package doc: the orders-v2 -> orders-v1 downgrade used as the
-// conformance example of every plugin SDK: a strict JSON reader for one
-// order object and a compact, minimally escaped writer for the v1 shape.
-//
-// It is plain Go with no dependencies, so the same code runs in the Wasm
-// plugin (examples/wasm/go/orders-downgrade) and natively in tests and
-// benchmarks.
-//
-// The rules (examples/wasm/testdata/README.md has them in full):
-//
-//   - the value is exactly one JSON object (RFC 8259), whitespace around it;
-//   - it has order_id (string), customer (object with id string),
-//     amount_cents (integer literal that fits int64) and currency (string);
-//     other fields are ignored but must be valid JSON;
-//   - a duplicate key in the top-level object or in customer, invalid UTF-8,
-//     an unpaired surrogate escape, nesting deeper than 64 (the top-level
-//     object is level 1) or a null value is an error;
-//   - the output is {"order_id":S,"customer_id":S,"amount_cents":N,"currency":S},
-//     compact, strings escaped minimally with lowercase \u00xx.
-package oracle
+// The orders downgrade as it was before session 5 (main 4e7cd96), frozen
+// as the test oracle of package downgrade: TestOracle and FuzzOracle check
+// that the faster reader gives the same output and errors. Do not change
+// it. It lives in a _test.go file so that it is never built into the plugin
+// (nor counted as a second copy of downgrade.go). Its names are this file's:
+// oracleValue is the old downgrade.Value, oracleAppendString the old
+// AppendString; the rest keep their old names.
+
+package downgrade_test
 
 import (
 	"errors"
@@ -39,10 +23,10 @@ const SchemaHeader = "fluid-schema-version"
 // ErrNull is returned for a null record value.
 var ErrNull = errors.New("null value")
 
-// Value downgrades one orders-v2 JSON value to the orders-v1 shape, appending
+// oracleValue downgrades one orders-v2 JSON value to the orders-v1 shape, appending
 // the result to dst. A nil in means a null value. It allocates nothing but
 // the growth of dst.
-func Value(dst, in []byte) ([]byte, error) {
+func oracleValue(dst, in []byte) ([]byte, error) {
 	if in == nil {
 		return dst, ErrNull
 	}
@@ -100,17 +84,17 @@ func appendRaw(dst, raw []byte) []byte {
 			dec, p.i = append(dec, e), p.i+2
 		}
 	}
-	return AppendString(dst, dec)
+	return oracleAppendString(dst, dec)
 }
 
 // shortEscape holds the letter of each byte AppendString escapes as a
 // backslash and one letter; zero for the others.
 var shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
 
-// AppendString appends s as a JSON string with minimal escaping: '"', '\\',
+// oracleAppendString appends s as a JSON string with minimal escaping: '"', '\\',
 // \b \f \n \r \t, other U+0000..U+001F as \u00xx (lowercase hex), and every
 // other byte raw. s must be valid UTF-8.
-func AppendString(dst, s []byte) []byte {
+func oracleAppendString(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
