@@ -52,11 +52,15 @@ function failPlain(msg: string): bool {
 // @ts-ignore: decorator
 @inline
 function skipWS(): void {
-  while (pos < end) {
-    const c = load<u8>(pos);
+  // pos and end are globals (a global.get/set each in wazero): work on locals.
+  let p = pos;
+  const e = end;
+  while (p < e) {
+    const c = load<u8>(p);
     if (c != 0x20 && c != 0x0A && c != 0x0D && c != 0x09) break;
-    pos++;
+    p++;
   }
+  pos = p;
 }
 
 // ---------------------------------------------------------------------------
@@ -240,68 +244,98 @@ function utf8Len(p: usize): usize {
 
 // scanString validates the string whose opening quote is at pos, leaving
 // pos after the closing quote and the contents in strStart/strEnd/strEsc.
+//
+// The hot loop of the plugin: it works on locals (the globals pos and end
+// each cost a load or store per use under wazero) and writes pos back only
+// when it leaves, and its failures are out of line (failAt), so that it has
+// no managed values and the incremental runtime gives it no shadow-stack
+// frame to push and pop per call.
 function scanString(): bool {
-  pos++; // opening quote
-  strStart = pos;
-  strEsc = false;
+  const e = end;
+  let p = pos + 1; // after the opening quote
+  strStart = p;
+  let esc = false;
   while (true) {
     // Fast path, 8 bytes at a time: skip words with no '"', '\', control
     // or non-ASCII byte (SWAR: a byte b < k sets bit 7 of (b - k) & ~b).
-    while (pos + 8 <= end) {
-      const x = load<u64>(pos);
+    while (p + 8 <= e) {
+      const x = load<u64>(p);
       const q = x ^ 0x2222222222222222;
       const b = x ^ 0x5C5C5C5C5C5C5C5C;
       const special = (x | ((x - 0x2020202020202020) & ~x) | ((q - 0x0101010101010101) & ~q) | ((b - 0x0101010101010101) & ~b)) & 0x8080808080808080;
       if (special != 0) break;
-      pos += 8;
+      p += 8;
     }
     // Then byte by byte: printable ASCII other than '"' and '\'.
-    while (pos < end) {
-      const c = load<u8>(pos);
+    while (p < e) {
+      const c = load<u8>(p);
       if (c < 0x20 || c >= 0x80 || c == 0x22 || c == 0x5C) break;
-      pos++;
+      p++;
     }
-    if (pos >= end) return fail("unterminated string");
-    const c = <u32>load<u8>(pos);
+    if (p >= e) return failAt(p, ERR_UNTERMINATED);
+    const c = <u32>load<u8>(p);
     if (c == 0x22) {
-      strEnd = pos;
-      pos++;
+      strEnd = p;
+      strEsc = esc;
+      pos = p + 1;
       return true;
     }
-    if (c < 0x20) return fail("control character in string");
+    if (c < 0x20) return failAt(p, ERR_CONTROL);
     if (c >= 0x80) {
-      const n = utf8Len(pos);
-      if (n == 0) return fail("invalid UTF-8 in string");
-      pos += n;
+      const n = utf8Len(p);
+      if (n == 0) return failAt(p, ERR_UTF8);
+      p += n;
       continue;
     }
     // Backslash.
-    strEsc = true;
-    if (pos + 1 >= end) return fail("unterminated string");
-    const e = <u32>load<u8>(pos + 1);
-    switch (e) {
+    esc = true;
+    if (p + 1 >= e) return failAt(p, ERR_UNTERMINATED);
+    const x = <u32>load<u8>(p + 1);
+    switch (x) {
       case 0x22: case 0x5C: case 0x2F: case 0x62: case 0x66: case 0x6E: case 0x72: case 0x74:
-        pos += 2;
+        p += 2;
         break;
       case 0x75: {
-        const r = hex4(pos + 2);
-        if (r < 0) return fail("invalid \\u escape");
-        if (r >= 0xDC00 && r <= 0xDFFF) return fail("unpaired surrogate escape");
+        const r = hex4(p + 2);
+        if (r < 0) return failAt(p, ERR_U_ESCAPE);
+        if (r >= 0xDC00 && r <= 0xDFFF) return failAt(p, ERR_SURROGATE);
         if (r >= 0xD800 && r <= 0xDBFF) {
-          if (pos + 12 > end || load<u8>(pos + 6) != 0x5C || load<u8>(pos + 7) != 0x75) return fail("unpaired surrogate escape");
-          const lo = hex4(pos + 8);
-          if (lo < 0xDC00 || lo > 0xDFFF) return fail("unpaired surrogate escape");
-          pos += 12;
+          if (p + 12 > e || load<u8>(p + 6) != 0x5C || load<u8>(p + 7) != 0x75) return failAt(p, ERR_SURROGATE);
+          const lo = hex4(p + 8);
+          if (lo < 0xDC00 || lo > 0xDFFF) return failAt(p, ERR_SURROGATE);
+          p += 12;
         } else {
-          pos += 6;
+          p += 6;
         }
         break;
       }
       default:
-        return fail("invalid escape \\" + String.fromCharCode(<i32>e));
+        return failAt(p, ERR_ESCAPE);
     }
   }
   return false; // unreachable: the loop only exits by return
+}
+
+// String errors, reported by failAt.
+const ERR_UNTERMINATED: i32 = 0;
+const ERR_CONTROL: i32 = 1;
+const ERR_UTF8: i32 = 2;
+const ERR_U_ESCAPE: i32 = 3;
+const ERR_SURROGATE: i32 = 4;
+const ERR_ESCAPE: i32 = 5;
+
+// failAt records string error code at byte p (kept out of line: it builds
+// the message); always returns false.
+function failAt(p: usize, code: i32): bool {
+  pos = p;
+  switch (code) {
+    case ERR_UNTERMINATED: return fail("unterminated string");
+    case ERR_CONTROL: return fail("control character in string");
+    case ERR_UTF8: return fail("invalid UTF-8 in string");
+    case ERR_U_ESCAPE: return fail("invalid \\u escape");
+    case ERR_SURROGATE: return fail("unpaired surrogate escape");
+  }
+  return fail("invalid escape \\" + String.fromCharCode(<i32>load<u8>(p + 1)));
 }
 
 // Writes code point cp at d as UTF-8; returns the new end.
@@ -488,6 +522,12 @@ function value(depth: i32): bool {
     case 0x6E: return literal(0x6C6C756E, 4); // null
   }
   if (c == 0x2D || isDigit(c)) return number();
+  return failUnexpected(c);
+}
+
+// failUnexpected is out of line: building its message needs a shadow-stack
+// frame, which value() then does not have.
+function failUnexpected(c: u32): bool {
   return fail("unexpected character " + quoteByte(c));
 }
 
@@ -553,12 +593,12 @@ function object(depth: i32, role: i32): bool {
     if (pos >= end || load<u8>(pos) != 0x3A) return fail("expected ':'");
     pos++;
     if (role == OBJ_TOP) {
-      if (!topKeys.add(keyPtr, keyLen)) return failPlain("duplicate key " + quoteKey());
+      if (!topKeys.add(keyPtr, keyLen)) return failDuplicate("");
       if (!topMember(depth)) return false;
     } else if (role == OBJ_CUSTOMER) {
-      if (!custKeys.add(keyPtr, keyLen)) return failPlain("duplicate key " + quoteKey() + " in customer");
+      if (!custKeys.add(keyPtr, keyLen)) return failDuplicate(" in customer");
       if (keyIs(K_ID)) {
-        if (!keptString("customer.id")) return false;
+        if (!keptString(FIELD_CUSTOMER_ID)) return false;
         custStart = strStart;
         custEnd = strEnd;
         custEsc = strEsc;
@@ -583,16 +623,34 @@ function object(depth: i32, role: i32): bool {
   }
 }
 
+// failDuplicate reports the key in keyPtr/keyLen as a duplicate (out of
+// line, like failUnexpected, to keep object() free of a shadow-stack frame).
+function failDuplicate(where: string): bool {
+  return failPlain("duplicate key " + quoteKey() + where);
+}
+
 function quoteKey(): string {
   return '"' + String.UTF8.decodeUnsafe(keyPtr, <usize>keyLen) + '"';
 }
 
-// keptString reads a value that must be a string.
-function keptString(field: string): bool {
+// The kept string fields, for keptString's error.
+const FIELD_ORDER_ID: i32 = 0;
+const FIELD_CURRENCY: i32 = 1;
+const FIELD_CUSTOMER_ID: i32 = 2;
+
+function failNotString(field: i32): bool {
+  if (field == FIELD_ORDER_ID) return failPlain("order_id is not a string");
+  if (field == FIELD_CURRENCY) return failPlain("currency is not a string");
+  return failPlain("customer.id is not a string");
+}
+
+// keptString reads a value that must be a string. field is a FIELD_ number,
+// not a name: a string argument live across value() would need a frame.
+function keptString(field: i32): bool {
   skipWS();
   if (pos >= end || load<u8>(pos) != 0x22) {
     if (!value(2)) return false;
-    return failPlain(field + " is not a string");
+    return failNotString(field);
   }
   return scanString();
 }
@@ -602,7 +660,7 @@ function topMember(depth: i32): bool {
   const which = topKey();
   if (which == KEY_OTHER) return value(depth + 1);
   if (which == KEY_ORDER_ID) {
-    if (!keptString("order_id")) return false;
+    if (!keptString(FIELD_ORDER_ID)) return false;
     orderStart = strStart;
     orderEnd = strEnd;
     orderEsc = strEsc;
@@ -610,7 +668,7 @@ function topMember(depth: i32): bool {
     return true;
   }
   if (which == KEY_CURRENCY) {
-    if (!keptString("currency")) return false;
+    if (!keptString(FIELD_CURRENCY)) return false;
     curStart = strStart;
     curEnd = strEnd;
     curEsc = strEsc;
@@ -697,41 +755,77 @@ export function parseError(): string {
 // ---------------------------------------------------------------------------
 // Output.
 
-const V_ORDER_ID = String.UTF8.encode('{"order_id":');
-const V_CUSTOMER_ID = String.UTF8.encode(',"customer_id":');
+// The constant parts of the v1 value, each padded with spaces to 16 bytes so
+// that putConst copies it with two 8-byte loads and stores; the _LEN is the
+// part's real length (the padding is overwritten by what follows).
+const V_ORDER_ID = String.UTF8.encode('{"order_id":    ');
+const V_ORDER_ID_LEN: usize = 12;
+const V_CUSTOMER_ID = String.UTF8.encode(',"customer_id": ');
+const V_CUSTOMER_ID_LEN: usize = 15;
 const V_AMOUNT = String.UTF8.encode(',"amount_cents":');
-const V_CURRENCY = String.UTF8.encode(',"currency":');
+const V_AMOUNT_LEN: usize = 16;
+const V_CURRENCY = String.UTF8.encode(',"currency":    ');
+const V_CURRENCY_LEN: usize = 12;
 
-// writeString writes the kept string [s, e) as a minimally escaped JSON
-// string. Without escapes the source bytes are already minimal (valid JSON
-// strings hold no raw '"', '\' or control characters).
-function writeString(out: Output, s: usize, e: usize, esc: bool): void {
-  const n = e - s;
-  // The output never exceeds the source: every escape decodes to at most its
-  // own length, raw bytes copy one for one.
-  const d = out.reserve(n + 2);
-  store<u8>(d, 0x22);
-  let w: usize;
-  if (!esc) {
-    memory.copy(d + 1, s, n);
-    w = d + 1 + n;
-  } else {
-    w = decodeTo(s, e, d + 1, true);
-  }
-  store<u8>(w, 0x22);
-  out.commit(w + 1 - d);
+// putConst writes the first n bytes of the 16-byte constant k at d (and up
+// to 16 - n bytes of padding after them); returns d + n.
+// @ts-ignore: decorator
+@inline
+function putConst(d: usize, k: ArrayBuffer, n: usize): usize {
+  const p = changetype<usize>(k);
+  store<u64>(d, load<u64>(p));
+  store<u64>(d, load<u64>(p, 8), 8);
+  return d + n;
 }
 
-/** Writes the v1 value of the last successful parse as the streamed value. */
+// putString writes the kept string [s, e) at d as a minimally escaped JSON
+// string and returns the new end. Without escapes the source bytes are
+// already minimal (valid JSON strings hold no raw '"', '\' or control
+// characters) and are copied 8 bytes at a time (no memory.copy: under wazero
+// it is a call out of the guest, dearer than a few words); with escapes the
+// output never exceeds the source either (every escape decodes to at most
+// its own length, raw bytes copy one for one).
+function putString(d: usize, s: usize, e: usize, esc: bool): usize {
+  store<u8>(d, 0x22);
+  let w = d + 1;
+  if (esc) {
+    w = decodeTo(s, e, w, true);
+  } else {
+    let p = s;
+    while (p + 8 <= e) {
+      store<u64>(w, load<u64>(p));
+      p += 8;
+      w += 8;
+    }
+    while (p < e) {
+      store<u8>(w, load<u8>(p));
+      p++;
+      w++;
+    }
+  }
+  store<u8>(w, 0x22);
+  return w + 1;
+}
+
+/**
+ * Writes the v1 value of the last successful parse as the streamed value:
+ * one reserve and one commit for the whole value, written with raw stores
+ * (each Output call costs a call and the SDK's checks).
+ */
 export function writeValue(out: Output): void {
-  out.writeBuffer(V_ORDER_ID);
-  writeString(out, orderStart, orderEnd, orderEsc);
-  out.writeBuffer(V_CUSTOMER_ID);
-  writeString(out, custStart, custEnd, custEsc);
-  out.writeBuffer(V_AMOUNT);
-  const d = out.reserve(20);
-  out.commit(writeDecimal(amount, d));
-  out.writeBuffer(V_CURRENCY);
-  writeString(out, curStart, curEnd, curEsc);
-  out.writeByte(0x7D);
+  // The most it can take: the three strings (never longer decoded) and
+  // their quotes, the constants with their 16-byte copies, 20 digits and
+  // '}'.
+  const max = (orderEnd - orderStart) + (custEnd - custStart) + (curEnd - curStart) + 6 + 4 * 16 + 20 + 1;
+  const d = out.reserve(max);
+  let w = putConst(d, V_ORDER_ID, V_ORDER_ID_LEN);
+  w = putString(w, orderStart, orderEnd, orderEsc);
+  w = putConst(w, V_CUSTOMER_ID, V_CUSTOMER_ID_LEN);
+  w = putString(w, custStart, custEnd, custEsc);
+  w = putConst(w, V_AMOUNT, V_AMOUNT_LEN);
+  w += writeDecimal(amount, w);
+  w = putConst(w, V_CURRENCY, V_CURRENCY_LEN);
+  w = putString(w, curStart, curEnd, curEsc);
+  store<u8>(w, 0x7D);
+  out.commit(w + 1 - d);
 }
