@@ -101,15 +101,17 @@ static const struct {
 
 static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf *err) {
     int failures = 0;
-    char in[192], want[192], s[64], w[64];
+    char in[256], want[256], s[64], w[64];
     for (size_t c = 0; c < sizeof special / sizeof special[0]; c++) {
         for (int len = 0; len < 20; len++) {
             for (int k = 0; k <= len; k++) {
                 snprintf(s, sizeof s, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].in, len - k,
                          "ABCDEFGHIJKLMNOPQRST");
                 snprintf(in, sizeof in,
-                         "{\"order_id\":\"%s\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\"}", s);
-                /* exactly the value's bytes, so that a read past them is caught (ASan) */
+                         "{\"order_id\":\"%s\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"%s\"}", s, s);
+                /* exactly the value's bytes, so that a read past them is caught
+                 * (ASan): the currency, the same string, ends 2 bytes before
+                 * the value does, so every word read near the end is tried */
                 size_t n = strlen(in);
                 char *v = malloc(n);
                 if (!v) {
@@ -123,7 +125,7 @@ static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf
                     snprintf(w, sizeof w, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].out, len - k,
                              "ABCDEFGHIJKLMNOPQRST");
                     snprintf(want, sizeof want,
-                             "{\"order_id\":\"%s\",\"customer_id\":\"b\",\"amount_cents\":1,\"currency\":\"c\"}", w);
+                             "{\"order_id\":\"%s\",\"customer_id\":\"b\",\"amount_cents\":1,\"currency\":\"%s\"}", w, w);
                     if (rc != 0 || out->len != strlen(want) || memcmp(out->data, want, out->len) != 0) {
                         fprintf(stderr, "special %zu at %d of %d: rc %d, got %.*s\n  want %s\n", c, k, len, rc,
                                 (int)out->len, out->data, want);
