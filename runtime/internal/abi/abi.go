@@ -352,6 +352,23 @@ func (d *decoder) u32(what string) uint32 {
 	return v
 }
 
+// length reads the 4-byte length of the field what. It is u32(what+"
+// length") without building that string for every field it reads: the
+// message is made only when the length is short (the concatenation was
+// ~2% of a C guest call's CPU, plus its garbage).
+func (d *decoder) length(what string) uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf)-d.p < 4 {
+		d.fail(d.p, "short "+what+" length")
+		return 0
+	}
+	v := le.Uint32(d.buf[d.p:])
+	d.p += 4
+	return v
+}
+
 func (d *decoder) bytes(what string, n uint32) {
 	if d.err != nil {
 		return
@@ -365,7 +382,7 @@ func (d *decoder) bytes(what string, n uint32) {
 
 // nullableBytes skips a length-prefixed field where -1 means null.
 func (d *decoder) nullableBytes(what string) {
-	n := d.u32(what + " length")
+	n := d.length(what)
 	if d.err != nil || n == math.MaxUint32 {
 		return
 	}

@@ -218,6 +218,7 @@ func TestMalformed(t *testing.T) {
 		{"record past end", u32(1, 0, 1, 100), "at byte 12: record size 100 past the end"},
 		{"trailing", append(u32(1, 0, 0xFFFFFFFF), 0), "at byte 12: 1 bytes after the last entry"},
 		{"size mismatch", append(u32(1, 0, 1, 33), make([]byte, 33)...), "record size 33 but its fields take 32"},
+		{"short value len", append(append(append(u32(1, 0, 1, 26), make([]byte, 20)...), u32(0xFFFFFFFF)...), 0, 0), "at byte 40: short value length"},
 		{"negative key len", append(append(u32(1, 0, 1, 32), make([]byte, 20)...), u32(0xFFFFFFF0, 0, 0)...), "key length -16 is negative"},
 	}
 	for _, tt := range tests {
