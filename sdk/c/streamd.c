@@ -132,23 +132,29 @@ int streamd_error_setf(streamd_error *err, const char *fmt, ...) {
 
 /* ---- little-endian encoding -------------------------------------------- */
 
-static void put32(uint8_t *p, uint32_t v) {
+#if defined(__GNUC__) || defined(__clang__)
+#define STREAMD_INLINE static inline __attribute__((always_inline))
+#else
+#define STREAMD_INLINE static inline
+#endif
+
+STREAMD_INLINE void put32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
 }
 
-static void put64(uint8_t *p, uint64_t v) {
+STREAMD_INLINE void put64(uint8_t *p, uint64_t v) {
     put32(p, (uint32_t)v);
     put32(p + 4, (uint32_t)(v >> 32));
 }
 
-static uint32_t get32(const uint8_t *p) {
+STREAMD_INLINE uint32_t get32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+STREAMD_INLINE uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 static int append32(streamd_buf *b, uint32_t v) {
     if (streamd_buf_reserve(b, 4) != STREAMD_OK) {
@@ -187,6 +193,68 @@ static int append_nbytes(streamd_buf *b, streamd_bytes s) {
     return STREAMD_OK;
 }
 
+/*
+ * copy_bytes copies n bytes from s to d (which do not overlap). Short ones
+ * (most keys, header names and header values) take two overlapping moves of
+ * 16, 8 or 4 bytes, or three single bytes, instead of a memcpy: with bulk
+ * memory a memcpy is a memory.copy, which wazero compiles to a call into
+ * Go's memmove (registers spilled around it).
+ */
+STREAMD_INLINE void copy_bytes(uint8_t *d, const uint8_t *s, size_t n) {
+    if (n > 32) {
+        memcpy(d, s, n);
+    } else if (n >= 16) {
+        uint8_t a[16], b[16];
+        memcpy(a, s, 16);
+        memcpy(b, s + n - 16, 16);
+        memcpy(d, a, 16);
+        memcpy(d + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
+        d[0] = a;
+        d[n >> 1] = b;
+        d[n - 1] = c;
+    }
+}
+
+/* put_nbytes writes a nullable byte string at p (room reserved) and returns
+ * the end. */
+STREAMD_INLINE uint8_t *put_nbytes(uint8_t *p, streamd_bytes s) {
+    if (s.data == NULL) {
+        put32(p, UINT32_MAX);
+        return p + 4;
+    }
+    put32(p, (uint32_t)s.len);
+    copy_bytes(p + 4, s.data, s.len);
+    return p + 4 + s.len;
+}
+
+/* nlen is the length put_nbytes writes after the length field (0 for null). */
+STREAMD_INLINE size_t nlen(streamd_bytes s) { return s.data ? s.len : 0; }
+
+/* room makes room for n more bytes in b: the common case inline. */
+STREAMD_INLINE int room(streamd_buf *b, uint64_t n) {
+    if (n <= b->cap - b->len) {
+        return STREAMD_OK;
+    }
+    if (n > SIZE_MAX / 2) {
+        return -1;
+    }
+    return streamd_buf_reserve(b, (size_t)n);
+}
+
 /* ---- the instance's state ---------------------------------------------- */
 
 static uint8_t *in_buf;
@@ -219,8 +287,15 @@ static int emitter_fail(streamd_emitter *e, const char *why) {
     return -1;
 }
 
-int streamd_emit_begin(streamd_emitter *e, int64_t timestamp_ms, streamd_bytes key,
-                       streamd_bytes value) {
+/*
+ * The emit functions below have a fast path, taken when the emitter is in
+ * order and one reservation of the record's (or header's) whole size
+ * succeeds; anything else (misuse, a length over 2 GiB, out of memory) goes
+ * to the *_checked version, which writes field by field and fails with the
+ * message of the step that fails.
+ */
+static int emit_begin_checked(streamd_emitter *e, int64_t timestamp_ms, streamd_bytes key,
+                              streamd_bytes value) {
     if (e->failed) {
         return -1;
     }
@@ -256,7 +331,7 @@ int streamd_emit_begin(streamd_emitter *e, int64_t timestamp_ms, streamd_bytes k
     return STREAMD_OK;
 }
 
-int streamd_emit_header(streamd_emitter *e, streamd_bytes name, streamd_bytes value) {
+static int emit_header_checked(streamd_emitter *e, streamd_bytes name, streamd_bytes value) {
     if (e->failed) {
         return -1;
     }
@@ -290,7 +365,7 @@ int streamd_emit_end(streamd_emitter *e) {
     return STREAMD_OK;
 }
 
-int streamd_emit(streamd_emitter *e, const streamd_record *r) {
+static int emit_checked(streamd_emitter *e, const streamd_record *r) {
     if (streamd_emit_begin(e, r->timestamp_ms, r->key, r->value) != STREAMD_OK) {
         return -1;
     }
@@ -300,6 +375,83 @@ int streamd_emit(streamd_emitter *e, const streamd_record *r) {
         }
     }
     return streamd_emit_end(e);
+}
+
+/* put_head writes a record's size, offset -1, timestamp, partition -1, key
+ * and value at p and returns the end. */
+STREAMD_INLINE uint8_t *put_head(uint8_t *p, uint32_t size, int64_t timestamp_ms, streamd_bytes key,
+                                 streamd_bytes value) {
+    put32(p, size);
+    put64(p + 4, UINT64_MAX); /* offset -1 */
+    put64(p + 12, (uint64_t)timestamp_ms);
+    put32(p + 20, UINT32_MAX); /* partition -1 */
+    return put_nbytes(put_nbytes(p + 24, key), value);
+}
+
+int streamd_emit_begin(streamd_emitter *e, int64_t timestamp_ms, streamd_bytes key,
+                       streamd_bytes value) {
+    streamd_buf *b = e->buf;
+    uint64_t n = 24 + 4 + (uint64_t)nlen(key) + 4 + (uint64_t)nlen(value) + 4;
+    if ((e->failed | e->kept | e->open) || nlen(key) > INT32_MAX || nlen(value) > INT32_MAX ||
+        room(b, n) != STREAMD_OK) {
+        return emit_begin_checked(e, timestamp_ms, key, value);
+    }
+    size_t start = b->len;
+    uint8_t *p = put_head(b->data + start, 0, timestamp_ms, key, value);
+    put32(p, 0); /* header count, patched by streamd_emit_end */
+    e->rec_start = start;
+    e->hcount_pos = start + (size_t)n - 4;
+    e->hcount = 0;
+    e->open = 1;
+    b->len = start + (size_t)n;
+    return STREAMD_OK;
+}
+
+int streamd_emit_header(streamd_emitter *e, streamd_bytes name, streamd_bytes value) {
+    streamd_buf *b = e->buf;
+    uint64_t n = 4 + (uint64_t)name.len + 4 + (uint64_t)nlen(value);
+    if (e->failed || !e->open || name.len > INT32_MAX || nlen(value) > INT32_MAX ||
+        room(b, n) != STREAMD_OK) {
+        return emit_header_checked(e, name, value);
+    }
+    uint8_t *p = b->data + b->len;
+    put32(p, (uint32_t)name.len);
+    copy_bytes(p + 4, name.data, name.len);
+    put_nbytes(p + 4 + name.len, value);
+    b->len += (size_t)n;
+    e->hcount++;
+    return STREAMD_OK;
+}
+
+int streamd_emit(streamd_emitter *e, const streamd_record *r) {
+    if ((e->failed | e->kept | e->open) || nlen(r->key) > INT32_MAX || nlen(r->value) > INT32_MAX) {
+        return emit_checked(e, r);
+    }
+    /* The whole record's size, then one reservation. */
+    uint64_t n = 24 + 4 + (uint64_t)nlen(r->key) + 4 + (uint64_t)nlen(r->value) + 4;
+    for (uint32_t i = 0; i < r->header_count; i++) {
+        const streamd_header *h = &r->headers[i];
+        if (h->name.len > INT32_MAX || nlen(h->value) > INT32_MAX) {
+            return emit_checked(e, r);
+        }
+        n += 4 + (uint64_t)h->name.len + 4 + (uint64_t)nlen(h->value);
+    }
+    streamd_buf *b = e->buf;
+    if (n - 4 > UINT32_MAX || room(b, n) != STREAMD_OK) {
+        return emit_checked(e, r);
+    }
+    uint8_t *p = put_head(b->data + b->len, (uint32_t)(n - 4), r->timestamp_ms, r->key, r->value);
+    put32(p, r->header_count);
+    p += 4;
+    for (uint32_t i = 0; i < r->header_count; i++) {
+        const streamd_header *h = &r->headers[i];
+        put32(p, (uint32_t)h->name.len);
+        copy_bytes(p + 4, h->name.data, h->name.len);
+        p = put_nbytes(p + 4 + h->name.len, h->value);
+    }
+    b->len += (size_t)n;
+    e->count++;
+    return STREAMD_OK;
 }
 
 int streamd_keep(streamd_emitter *e) {
@@ -463,6 +615,70 @@ static streamd_bytes rdbytes(reader *r, int32_t len, int nullable) {
     return b;
 }
 
+/*
+ * read_record_fast decodes a well-formed record body p[0:n] into rec with
+ * one bounds test per field and no reader state; it returns -1 for anything
+ * else (a bad length, a null name, more headers than hdrs holds), for which
+ * read_record decodes it again and says what is wrong.
+ */
+STREAMD_INLINE int read_record_fast(const uint8_t *p, size_t n, streamd_record *rec) {
+    if (n < 36) { /* the fixed fields and the three counts */
+        return -1;
+    }
+    rec->offset = (int64_t)get64(p);
+    rec->timestamp_ms = (int64_t)get64(p + 8);
+    rec->partition = (int32_t)get32(p + 16);
+    size_t q = 24;
+    uint32_t len = get32(p + 20);
+    if (len == UINT32_MAX) {
+        rec->key = STREAMD_NULL;
+    } else if (len > n - 32) { /* room for it, the value's length and the count */
+        return -1;
+    } else {
+        rec->key = streamd_bytes_of(p + q, len);
+        q += len;
+    }
+    len = get32(p + q);
+    q += 4;
+    if (len == UINT32_MAX) {
+        rec->value = STREAMD_NULL;
+    } else if (len > n - q - 4) {
+        return -1;
+    } else {
+        rec->value = streamd_bytes_of(p + q, len);
+        q += len;
+    }
+    uint32_t count = get32(p + q);
+    q += 4;
+    if (count > hdrs_cap) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (n - q < 8) {
+            return -1;
+        }
+        len = get32(p + q);
+        if (len > n - q - 8) {
+            return -1;
+        }
+        hdrs[i].name = streamd_bytes_of(p + q + 4, len);
+        q += 4 + len;
+        len = get32(p + q);
+        q += 4;
+        if (len == UINT32_MAX) {
+            hdrs[i].value = STREAMD_NULL;
+        } else if (len > n - q) {
+            return -1;
+        } else {
+            hdrs[i].value = streamd_bytes_of(p + q, len);
+            q += len;
+        }
+    }
+    rec->headers = hdrs;
+    rec->header_count = count;
+    return q == n ? 0 : -1;
+}
+
 /* read_record decodes one record body in r->[pos, end) into rec. */
 static int read_record(reader *r, streamd_record *rec) {
     rec->offset = (int64_t)rd64(r);
@@ -584,7 +800,10 @@ STREAMD_EXPORT("streamd_process") int32_t streamd_process(int32_t len) {
         reader body = {in_buf, rq.pos, rq.pos + size, 0};
         rq.pos += size;
         streamd_record rec;
-        int rrc = read_record(&body, &rec);
+        int rrc = read_record_fast(in_buf + body.pos, size, &rec);
+        if (rrc != 0) {
+            rrc = read_record(&body, &rec);
+        }
         if (rrc == -2) {
             return reply_text(STREAMD_STATUS_ERR_INTERNAL, "streamd_process: out of memory");
         }

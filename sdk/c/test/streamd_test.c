@@ -325,6 +325,14 @@ static int t(const streamd_record *in, streamd_emitter *out, streamd_error *err)
         streamd_emit(out, in);
         return streamd_keep(out);
     }
+    if (in->value.data && in->value.len > 0 && in->value.data[0] == '#') {
+        /* the same copy, field by field (test_lengths) */
+        streamd_emit_begin(out, in->timestamp_ms, in->key, in->value);
+        for (uint32_t i = 0; i < in->header_count; i++) {
+            streamd_emit_header(out, in->headers[i].name, in->headers[i].value);
+        }
+        return streamd_emit_end(out);
+    }
     if (eq_str(in->value, "two")) {
         streamd_emit_begin(out, 5, STREAMD_NULL, STREAMD_LIT("first"));
         streamd_emit_header(out, STREAMD_LIT("x"), STREAMD_NULL);
@@ -335,7 +343,80 @@ static int t(const streamd_record *in, streamd_emitter *out, streamd_error *err)
 }
 STREAMD_TRANSFORM("t", "1.0.0", t)
 
+/*
+ * test_lengths: records whose key, value, header names and header values
+ * have every length from 0 to 40 (across the 4-, 8-, 16- and 32-byte steps
+ * of the decoder's and encoder's fast paths; each byte distinct, so a byte
+ * copied from the wrong place shows) or are null, copied by streamd_emit and
+ * by streamd_emit_begin/header/end: the reply must hold each record exactly
+ * as the test's own encoder writes it (offset and partition -1).
+ */
+static void test_lengths(void) {
+    uint8_t bytes[4][64];
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 64; i++) {
+            bytes[k][i] = (uint8_t)(k * 64 + i + 1);
+        }
+    }
+    for (int begin = 0; begin < 2; begin++) {
+        for (int len = -1; len <= 40; len++) {
+            streamd_buf req = {0}, want = {0};
+            streamd_header h[3];
+            streamd_record recs[3];
+            uint32_t nrec = 0;
+            /* one record with everything len long, one with each header
+             * value len long and the key null, one with no headers */
+            for (int shape = 0; shape < 3; shape++) {
+                size_t n = len < 0 ? 0 : (size_t)len;
+                streamd_bytes v = len < 0 ? STREAMD_NULL : streamd_bytes_of(bytes[1], n);
+                if (begin) {
+                    bytes[1][0] = '#'; /* the transform copies field by field */
+                    v = streamd_bytes_of(bytes[1], n + 1);
+                }
+                streamd_record r = {0};
+                r.offset = 1000 + len;
+                r.timestamp_ms = -5 - len;
+                r.partition = 3;
+                r.key = shape == 1 || len < 0 ? STREAMD_NULL : streamd_bytes_of(bytes[0], n);
+                r.value = v;
+                h[shape].name = streamd_bytes_of(bytes[2], n);
+                h[shape].value = len < 0 ? STREAMD_NULL : streamd_bytes_of(bytes[3] + shape, n);
+                r.headers = h;
+                r.header_count = shape == 2 ? 0 : (uint32_t)shape + 1;
+                if (shape == 1) {
+                    h[1].value = streamd_bytes_of(bytes[3], n);
+                }
+                recs[nrec++] = r;
+            }
+            w32(&req, STREAMD_OP_TRANSFORM);
+            w32(&req, nrec);
+            w32(&want, nrec);
+            for (uint32_t i = 0; i < nrec; i++) {
+                wrecord(&req, &recs[i]);
+                streamd_record o = recs[i];
+                o.offset = -1;
+                o.partition = -1;
+                w32(&want, 0);
+                w32(&want, 1);
+                wrecord(&want, &o);
+            }
+            CHECK(call_process(&req) == 0, "lengths %d begin %d: status", len, begin);
+            streamd_bytes got = streamd_test_reply();
+            size_t at = 0;
+            while (at < got.len && at < want.len && got.data[at] == want.data[at]) {
+                at++;
+            }
+            CHECK(got.len == want.len && at == want.len,
+                  "lengths %d begin %d: reply of %zu bytes differs from the %zu wanted at byte %zu", len,
+                  begin, got.len, want.len, at);
+            streamd_buf_free(&req);
+            streamd_buf_free(&want);
+        }
+    }
+}
+
 static void run(void) {
+    test_lengths();
     test_manifest("{\"name\":\"t\",\"kind\":\"transform\",\"version\":\"1.0.0\",\"abi\":1}");
     CHECK(streamd_init(0) == 0, "init without a config function");
 
