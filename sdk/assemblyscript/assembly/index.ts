@@ -447,6 +447,8 @@ function replyString(msg: string): void {
  * single Record for every call; its fields and the raw pointers are valid only
  * while the plugin function runs. Lengths of -1 mean null.
  */
+// @ts-ignore: decorator
+@unmanaged
 export class Record {
   /** Where the record was read, or -1. */
   offset: i64 = -1;
@@ -616,6 +618,8 @@ const PH_HEADERS: i32 = 4; // value written; headers, then end
  * end(). A skipped key or value is null. The value can be streamed:
  * beginValue(), then write/reserve+commit, then endValue().
  */
+// @ts-ignore: decorator
+@unmanaged
 export class Output {
   private entryOff: u32 = 0; // offset of this entry's status word
   private count: u32 = 0; // records emitted for this entry
@@ -626,7 +630,12 @@ export class Output {
   private hdrCountOff: u32 = 0; // offset of the open record's header count
   private hdrCount: u32 = 0;
   /** Set by fail(): the whole batch fails with this message. */
-  failMsg: string | null = null;
+  get failMsg(): string | null {
+    return batchFailMsg;
+  }
+  set failMsg(msg: string | null) {
+    batchFailMsg = msg;
+  }
 
   /** @internal Starts the entry for one input record. */
   startEntry(): void {
@@ -705,7 +714,7 @@ export class Output {
    * batch one record at a time. For sinks whose destination is unavailable.
    */
   fail(msg: string): void {
-    this.failMsg = msg;
+    batchFailMsg = msg;
   }
 
   /** Begins an output record with the given timestamp. */
@@ -948,6 +957,12 @@ export function writeDecimal(v: i64, d: usize): usize {
   return p + n - d;
 }
 
+// The message of Output.fail for the batch being processed: a module global,
+// so the GC sees it (Record and Output are unmanaged: not traced, and never
+// spilled to the shadow stack around calls, which a managed object passed to
+// every plugin call would be, at each call it makes).
+let batchFailMsg: string | null = null;
+
 const theOutput = new Output();
 
 // ---------------------------------------------------------------------------
@@ -1029,7 +1044,7 @@ export function streamd_process(len: i32): i32 {
   outU32(count);
   const rec = theRecord;
   const out = theOutput;
-  out.failMsg = null;
+  batchFailMsg = null;
   let p = base + 8;
   for (let i: u32 = 0; i < count; i++) {
     const at = <i32>(p - base);
@@ -1053,8 +1068,9 @@ export function streamd_process(len: i32): i32 {
     } else {
       fn(rec, out);
     }
-    if (out.failMsg !== null) {
-      replyString(out.failMsg!);
+    const failed = batchFailMsg;
+    if (failed !== null) {
+      replyString(failed);
       return STATUS_ERR_BATCH;
     }
     const n = out.finishEntry();
