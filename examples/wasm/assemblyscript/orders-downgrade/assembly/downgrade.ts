@@ -89,6 +89,10 @@ function arenaReset(need: usize): void {
 // SMALL keys, an open-addressing table of indexes into it.
 const SMALL: i32 = 8;
 
+// Unmanaged: not a GC object, so the parser's functions that use one need
+// no shadow-stack frame.
+// @ts-ignore: decorator
+@unmanaged
 class KeySet {
   keys: usize = 0; // 12 bytes per key: ptr u32, len u32, hash u32
   keyCap: i32 = 0;
