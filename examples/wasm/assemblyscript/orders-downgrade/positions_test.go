@@ -1,0 +1,81 @@
+package ordersdowngrade_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamd/streamd/record"
+)
+
+// classes are the kinds of byte a string scanner must tell apart: the bytes
+// around each special range (controls, '"', '\', DEL, the non-ASCII lead and
+// continuation bytes), whole UTF-8 characters of 2-4 bytes, and escapes.
+var classes = []string{
+	"\x00", "\x01", "\x1f", " ", "!", "\"", "#", "[", "\\", "]", "~", "\x7f",
+	"\x80", "\xbf", "\xc0", "\xc2", "\xe2\x82", "\xf0\x9f\x98", "\xff",
+	"é", "€", "😀", `\n`, `\"`, `\\`, `\u0041`, `\ud83d\ude00`, `\x`, `\u12`,
+}
+
+// placements put a string body s in each place the plugin scans one: the
+// three kept strings (order_id well inside the value, currency ending 2
+// bytes before the value's end, customer.id inside the nested object), an
+// object key and a skipped string at the value's end, and a value that ends
+// inside the string (shorter and longer than 16 bytes: unterminated).
+var placements = []func(s string) string{
+	func(s string) string {
+		return `{"order_id":"` + s + `","customer":{"id":"c"},"amount_cents":1,"currency":"EUR"}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"` + s + `"}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"` + s + `","n":1},"amount_cents":1,"currency":"E"}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","` + s + `":1}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","x":"` + s + `"}`
+	},
+	func(s string) string { return `{"` + s },
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","x":"` + s
+	},
+}
+
+// TestEveryPosition checks the plugin's string scanning against the Go
+// reference with each byte class at every position 0-39 of a string, with
+// 0-19 plain bytes after it: so the class falls in the first, second and
+// third 16-byte block, on each side of their boundaries, and in the last
+// block of the value, which the scanner reads as the 16 bytes ending at the
+// value's end.
+func TestEveryPosition(t *testing.T) {
+	tr := open(t)
+	var recs []record.Record
+	for _, place := range placements {
+		for _, c := range classes {
+			for k := range 40 {
+				for tail := range 20 {
+					s := strings.Repeat("a", k) + c + strings.Repeat("b", tail)
+					recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(place(s)), Timestamp: time.UnixMilli(1)})
+				}
+			}
+		}
+	}
+	const batch = 1000
+	for i := 0; i < len(recs); i += batch {
+		part := recs[i:min(i+batch, len(recs))]
+		res, err := tr.Transform(context.Background(), part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(part) {
+			t.Fatalf("%d results for %d records", len(res), len(part))
+		}
+		for j := range part {
+			compare(t, part[j], res[j])
+		}
+	}
+}
