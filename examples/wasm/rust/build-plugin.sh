@@ -4,9 +4,20 @@
 # rustc (no cargo, no network): the system rustc with its wasm32-wasi
 # standard library (Debian: rustc and libstd-rust-dev-wasm32).
 #
+# build-plugin.sh --native-bench CRATE_DIR OUT - builds the same crate and
+# SDK for the host, with the same optimization flags, into the benchmark
+# CRATE_DIR/bench_native.rs (docs/benchmarks.md, issue 17: the same code
+# compiled natively).
+#
 # Environment: RUSTC (default /usr/bin/rustc if it exists, else rustc);
 # WASM_TARGET (default: wasm32-wasip1 if RUSTC knows it, else wasm32-wasi).
 set -eu
+native=
+if [ "${1:-}" = --native-bench ]; then
+	native=1
+	shift
+	[ $# -eq 2 ] || { echo "usage: $0 --native-bench CRATE_DIR OUT" >&2; exit 2; }
+fi
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: $0 CRATE_DIR [OUT.wasm]" >&2
 	exit 2
@@ -22,6 +33,24 @@ command -v "$RUSTC" >/dev/null 2>&1 || {
 	echo "$0: $RUSTC not found: install rustc and libstd-rust-dev-wasm32 (Debian)" >&2
 	exit 1
 }
+name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate/Cargo.toml" | head -1 | tr - _)
+root=$(cd "$here/../../.." && pwd)
+# --remap-path-prefix: the output does not depend on where the repo is.
+opt="--edition 2021 -C opt-level=3 -C panic=abort -C codegen-units=1 --remap-path-prefix=$root=."
+if [ -n "$native" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	# shellcheck disable=SC2086 # opt is a list
+	"$RUSTC" $opt --crate-type rlib --crate-name streamd "$sdk/src/lib.rs" -o "$tmp/libstreamd.rlib"
+	# shellcheck disable=SC2086
+	"$RUSTC" $opt --crate-type rlib --crate-name "$name" --extern streamd="$tmp/libstreamd.rlib" \
+		"$crate/src/lib.rs" -o "$tmp/lib$name.rlib"
+	# shellcheck disable=SC2086
+	"$RUSTC" $opt -C lto --crate-type bin --extern streamd="$tmp/libstreamd.rlib" \
+		--extern "$name=$tmp/lib$name.rlib" -L "$tmp" "$crate/bench_native.rs" -o "$out"
+	echo "built $out (native)"
+	exit 0
+fi
 if [ -z "${WASM_TARGET:-}" ]; then
 	if "$RUSTC" --print target-list | grep -qx wasm32-wasip1; then
 		WASM_TARGET=wasm32-wasip1
@@ -34,15 +63,12 @@ if [ ! -d "$sysroot/lib/rustlib/$WASM_TARGET" ]; then
 	echo "$0: $RUSTC has no standard library for $WASM_TARGET ($sysroot/lib/rustlib/$WASM_TARGET): install libstd-rust-dev-wasm32 (Debian) or add the target" >&2
 	exit 1
 fi
-name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate/Cargo.toml" | head -1 | tr - _)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-root=$(cd "$here/../../.." && pwd)
-# --remap-path-prefix: the output does not depend on where the repo is.
 # target-feature: the Wasm features wazero runs (docs/abi.md "Wasm
 # features"): memory.copy/fill for copies, SIMD for LLVM's vectorizer
 # (docs/benchmarks.md, issue 17).
-flags="--edition 2021 --target $WASM_TARGET -C opt-level=3 -C panic=abort -C codegen-units=1 -C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint --remap-path-prefix=$root=."
+flags="$opt --target $WASM_TARGET -C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint"
 # shellcheck disable=SC2086 # flags is a list
 "$RUSTC" $flags --crate-type rlib --crate-name streamd "$sdk/src/lib.rs" -o "$tmp/libstreamd.rlib"
 # shellcheck disable=SC2086
