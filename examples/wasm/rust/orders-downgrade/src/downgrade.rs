@@ -9,6 +9,13 @@
 //! A duplicate key in the top-level object or in customer, invalid UTF-8, an
 //! unpaired surrogate escape, nesting deeper than 64 (the top-level object
 //! is level 1) or a null value is an error.
+//!
+//! Speed (docs/benchmarks.md, issue 17): strings are scanned 16 bytes at a
+//! time ([`plain_run`]: Wasm SIMD in the plugin, SSE2 natively, one load and
+//! one bounds check per 16 bytes under wazero); a string without a
+//! backslash is not copied (keys are compared and kept strings written
+//! straight from the input); only escaped strings are decoded, into
+//! scratch buffers that are reused, so a record allocates nothing.
 
 use std::collections::HashSet;
 
@@ -18,7 +25,8 @@ pub const MAX_DEPTH: usize = 64;
 /// The header that carries the Fluid schema version.
 pub const SCHEMA_HEADER: &[u8] = b"fluid-schema-version";
 
-/// Reusable buffers for [`value`]; keep one to avoid allocating per record.
+/// Reusable buffers for [`parse`] and [`value`]; keep one to avoid
+/// allocating per record.
 #[derive(Default)]
 pub struct Scratch {
     s: Vec<u8>,
@@ -30,6 +38,12 @@ pub struct Scratch {
 /// `None` is a null value. The error is a short reason.
 pub fn value(dst: &mut Vec<u8>, input: Option<&[u8]>, scratch: &mut Scratch) -> Result<(), String> {
     let input = input.ok_or_else(|| "null value".to_string())?;
+    parse(input, scratch)?.write(dst);
+    Ok(())
+}
+
+/// Reads one orders-v2 JSON value; [`Order::write`] writes its v1 JSON.
+pub fn parse<'a>(input: &'a [u8], scratch: &'a mut Scratch) -> Result<Order<'a>, String> {
     let Scratch { s, top, customer } = scratch;
     s.clear();
     let mut p = Parser {
@@ -38,30 +52,70 @@ pub fn value(dst: &mut Vec<u8>, input: Option<&[u8]>, scratch: &mut Scratch) -> 
         s,
         top,
         customer,
-        o: Order::default(),
+        o: Fields::default(),
     };
     p.top()?;
     let o = p.o;
-    let s = &p.s[..];
-    dst.extend_from_slice(b"{\"order_id\":");
-    append_string(dst, &s[o.order_id.0..o.order_id.1]);
-    dst.extend_from_slice(b",\"customer_id\":");
-    append_string(dst, &s[o.customer_id.0..o.customer_id.1]);
-    dst.extend_from_slice(b",\"amount_cents\":");
-    append_int(dst, o.amount);
-    dst.extend_from_slice(b",\"currency\":");
-    append_string(dst, &s[o.currency.0..o.currency.1]);
-    dst.push(b'}');
-    Ok(())
+    let s: &'a [u8] = &scratch.s[..];
+    let text = |sp: Span| -> &'a [u8] {
+        if sp.decoded {
+            &s[sp.a..sp.b]
+        } else {
+            &input[sp.a..sp.b]
+        }
+    };
+    Ok(Order {
+        order_id: text(o.order_id),
+        customer_id: text(o.customer_id),
+        currency: text(o.currency),
+        amount: o.amount,
+    })
+}
+
+/// A parsed order: the v1 fields, decoded (views of the input where it had
+/// no escapes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Order<'a> {
+    /// order_id.
+    pub order_id: &'a [u8],
+    /// customer.id.
+    pub customer_id: &'a [u8],
+    /// currency.
+    pub currency: &'a [u8],
+    /// amount_cents.
+    pub amount: i64,
+}
+
+impl Order<'_> {
+    /// The most bytes [`Order::write`] appends.
+    pub fn max_len(&self) -> usize {
+        // 58 bytes of names and punctuation, 20 of the integer, each string
+        // byte at most 6 (\u00xx).
+        80 + 6 * (self.order_id.len() + self.customer_id.len() + self.currency.len())
+    }
+
+    /// Appends the v1 JSON.
+    pub fn write(&self, dst: &mut Vec<u8>) {
+        dst.reserve(self.max_len());
+        dst.extend_from_slice(b"{\"order_id\":");
+        append_string(dst, self.order_id);
+        dst.extend_from_slice(b",\"customer_id\":");
+        append_string(dst, self.customer_id);
+        dst.extend_from_slice(b",\"amount_cents\":");
+        append_int(dst, self.amount);
+        dst.extend_from_slice(b",\"currency\":");
+        append_string(dst, self.currency);
+        dst.push(b'}');
+    }
 }
 
 fn append_int(dst: &mut Vec<u8>, v: i64) {
     let mut d = [0u8; 20];
-    let mut n = 0;
+    let mut n = 20;
     let mut u = v.unsigned_abs();
     loop {
+        n -= 1;
         d[n] = b'0' + (u % 10) as u8;
-        n += 1;
         u /= 10;
         if u == 0 {
             break;
@@ -70,7 +124,87 @@ fn append_int(dst: &mut Vec<u8>, v: i64) {
     if v < 0 {
         dst.push(b'-');
     }
-    dst.extend(d[..n].iter().rev());
+    dst.extend_from_slice(&d[n..]);
+}
+
+/// The mask of the bytes of b[i..i+16] (bit k for b[i+k]) that end a plain
+/// run of a JSON string: '"', '\\', below 0x20 or from 0x80 on. One Wasm
+/// SIMD (or SSE2) compare per class: a signed byte below 0x20 is either a
+/// control byte or one from 0x80 on. Only this step differs per target.
+#[inline(always)]
+fn special16(b: &[u8], i: usize) -> u32 {
+    let c = &b[i..i + 16];
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use core::arch::wasm32::*;
+        // SAFETY: c is 16 readable bytes; v128_load has no alignment need.
+        let v = unsafe { v128_load(c.as_ptr() as *const v128) };
+        let m = v128_or(
+            v128_or(i8x16_eq(v, i8x16_splat(b'"' as i8)), i8x16_eq(v, i8x16_splat(b'\\' as i8))),
+            i8x16_lt(v, i8x16_splat(0x20)),
+        );
+        i8x16_bitmask(m) as u32
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::*;
+        // SAFETY: c is 16 readable bytes (an unaligned load); SSE2 is part
+        // of x86_64.
+        unsafe {
+            let v = _mm_loadu_si128(c.as_ptr() as *const __m128i);
+            let m = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+                ),
+                _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+            );
+            _mm_movemask_epi8(m) as u32 & 0xffff
+        }
+    }
+    #[cfg(not(any(all(target_arch = "wasm32", target_feature = "simd128"), target_arch = "x86_64")))]
+    {
+        let mut m = 0;
+        for (k, &x) in c.iter().enumerate() {
+            if is_special(x) {
+                m |= 1 << k;
+            }
+        }
+        m
+    }
+}
+
+/// Whether x ends a plain run of a string (see [`special16`]).
+#[inline(always)]
+fn is_special(x: u8) -> bool {
+    !(0x20..0x80).contains(&x) || x == b'"' || x == b'\\'
+}
+
+/// The position of the first byte at or after i that ends a plain run of
+/// a JSON string ('"', '\\', below 0x20 or from 0x80 on), or b.len().
+#[inline]
+pub fn plain_run(b: &[u8], mut i: usize) -> usize {
+    let n = b.len();
+    while i + 16 <= n {
+        let m = special16(b, i);
+        if m != 0 {
+            return i + m.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    if i >= n {
+        return n;
+    }
+    if n >= 16 {
+        // The last 16 bytes, without those before i.
+        let base = n - 16;
+        let m = special16(b, base) >> (i - base);
+        return if m != 0 { i + m.trailing_zeros() as usize } else { n };
+    }
+    while i < n && !is_special(b[i]) {
+        i += 1;
+    }
+    i
 }
 
 /// Appends `s` (valid UTF-8) as a JSON string with minimal escaping: '"',
@@ -81,8 +215,16 @@ pub fn append_string(dst: &mut Vec<u8>, s: &[u8]) {
     dst.reserve(s.len() + 2);
     dst.push(b'"');
     let mut start = 0;
-    for (i, &c) in s.iter().enumerate() {
-        if c >= 0x20 && c != b'"' && c != b'\\' {
+    let mut i = 0;
+    loop {
+        i = plain_run(s, i);
+        if i == s.len() {
+            break;
+        }
+        let c = s[i];
+        if c >= 0x80 {
+            // Raw UTF-8: part of the run.
+            i += 1;
             continue;
         }
         dst.extend_from_slice(&s[start..i]);
@@ -103,18 +245,28 @@ pub fn append_string(dst: &mut Vec<u8>, s: &[u8]) {
                 HEX[(c & 15) as usize],
             ]),
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     dst.extend_from_slice(&s[start..]);
     dst.push(b'"');
 }
 
-/// The wanted fields, as ranges into the decoded strings.
+/// A string's text: input[a..b], or the decoded bytes at a..b of its
+/// buffer (the kept strings, or the object's key arena) when it had escapes.
 #[derive(Clone, Copy, Default)]
-struct Order {
-    order_id: (usize, usize),
-    customer_id: (usize, usize),
-    currency: (usize, usize),
+struct Span {
+    a: usize,
+    b: usize,
+    decoded: bool,
+}
+
+/// The wanted fields.
+#[derive(Clone, Copy, Default)]
+struct Fields {
+    order_id: Span,
+    customer_id: Span,
+    currency: Span,
     amount: i64,
     seen: u8,
 }
@@ -125,12 +277,53 @@ const SEEN_AMOUNT: u8 = 4;
 const SEEN_CURRENCY: u8 = 8;
 const SEEN_CUSTOMER_ID: u8 = 16;
 
-/// The decoded keys of one object, to find duplicates; it allocates only for
-/// objects with many keys (after its buffers have grown once).
+/// Reads 8 bytes at i as a little-endian word.
+#[inline(always)]
+fn word(b: &[u8], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Reads 4 bytes at i as a little-endian word.
+#[inline(always)]
+fn word4(b: &[u8], i: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[i..i + 4]);
+    u32::from_le_bytes(w)
+}
+
+/// a == b, a word at a time (no call: memcmp is a byte loop in wasi-libc).
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            if word(a, i) != word(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        return word(a, n - 8) == word(b, n - 8);
+    }
+    if n >= 4 {
+        return word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4);
+    }
+    a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The keys of one object (top level or customer), to find duplicates: the
+/// keys' spans (views of the input, or of `arena` for keys with escapes);
+/// past 8 keys, a hash set of copies. Its buffers are reused, so it
+/// allocates only for objects with many keys.
 #[derive(Default)]
 struct KeySet {
     arena: Vec<u8>,
-    small: Vec<(usize, usize)>,
+    small: Vec<Span>,
     big: Option<HashSet<Vec<u8>>>,
 }
 
@@ -141,34 +334,40 @@ impl KeySet {
         self.big = None;
     }
 
-    /// Adds the key at arena[start..]; false if it was there already (the
-    /// key is then left at arena[start..] for the error message).
-    fn add(&mut self, start: usize) -> bool {
-        let end = self.arena.len();
-        if let Some(big) = &mut self.big {
-            if big.contains(&self.arena[start..end]) {
+    fn text<'k>(&'k self, input: &'k [u8], k: Span) -> &'k [u8] {
+        if k.decoded {
+            &self.arena[k.a..k.b]
+        } else {
+            &input[k.a..k.b]
+        }
+    }
+
+    /// Adds key k; false if it was there already.
+    fn add(&mut self, input: &[u8], k: Span) -> bool {
+        if let Some(big) = &self.big {
+            let key = self.text(input, k);
+            if big.contains(key) {
                 return false;
             }
-            big.insert(self.arena[start..end].to_vec());
-            self.arena.truncate(start);
+            let key = key.to_vec();
+            self.big.as_mut().map(|b| b.insert(key));
             return true;
         }
-        let key = &self.arena[start..end];
-        if self.small.iter().any(|&(a, b)| &self.arena[a..b] == key) {
+        let key = self.text(input, k);
+        if self.small.iter().any(|&o| same(self.text(input, o), key)) {
             return false;
         }
         if self.small.len() < 8 {
-            self.small.push((start, end));
+            self.small.push(k);
             return true;
         }
         let big: HashSet<Vec<u8>> = self
             .small
             .iter()
-            .map(|&(a, b)| self.arena[a..b].to_vec())
+            .map(|&o| self.text(input, o).to_vec())
             .chain(std::iter::once(key.to_vec()))
             .collect();
         self.big = Some(big);
-        self.arena.clear();
         self.small.clear();
         true
     }
@@ -186,12 +385,20 @@ enum Field {
 }
 
 fn classify(kind: Obj, key: &[u8]) -> Field {
-    match (kind, key) {
-        (Obj::Top, b"order_id") => Field::OrderId,
-        (Obj::Top, b"customer") => Field::Customer,
-        (Obj::Top, b"amount_cents") => Field::Amount,
-        (Obj::Top, b"currency") => Field::Currency,
-        (Obj::Customer, b"id") => Field::Id,
+    const ORDER_ID: u64 = u64::from_le_bytes(*b"order_id");
+    const CUSTOMER: u64 = u64::from_le_bytes(*b"customer");
+    const CURRENCY: u64 = u64::from_le_bytes(*b"currency");
+    const AMOUNT_CE: u64 = u64::from_le_bytes(*b"amount_c");
+    const NTS: u32 = u32::from_le_bytes(*b"ents");
+    match (kind, key.len()) {
+        (Obj::Top, 8) => match word(key, 0) {
+            ORDER_ID => Field::OrderId,
+            CUSTOMER => Field::Customer,
+            CURRENCY => Field::Currency,
+            _ => Field::Other,
+        },
+        (Obj::Top, 12) if word(key, 0) == AMOUNT_CE && word4(key, 8) == NTS => Field::Amount,
+        (Obj::Customer, 2) if key[0] == b'i' && key[1] == b'd' => Field::Id,
         _ => Field::Other,
     }
 }
@@ -209,7 +416,7 @@ struct Parser<'a, 's> {
     s: &'s mut Vec<u8>,
     top: &'s mut KeySet,
     customer: &'s mut KeySet,
-    o: Order,
+    o: Fields,
 }
 
 fn hexval(c: u8) -> Option<u32> {
@@ -250,7 +457,7 @@ fn push_rune(dst: &mut Vec<u8>, r: u32) {
     dst.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
 }
 
-/// Where a decoded string goes.
+/// Where a string with escapes is decoded to.
 #[derive(Clone, Copy)]
 enum Dst {
     None,
@@ -264,8 +471,14 @@ impl<'a, 's> Parser<'a, 's> {
         format!("at byte {}: {}", self.i, what)
     }
 
+    #[inline(always)]
     fn ws(&mut self) {
-        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+        let b = self.b;
+        while self.i < b.len() {
+            let c = b[self.i];
+            if c > b' ' || !(c == b' ' || c == b'\t' || c == b'\n' || c == b'\r') {
+                return;
+            }
             self.i += 1;
         }
     }
@@ -339,16 +552,20 @@ impl<'a, 's> Parser<'a, 's> {
                     self.value(depth + 1)?;
                 }
                 Obj::Top | Obj::Customer => {
-                    let start = self.keys(kind).arena.len();
-                    self.string(if kind == Obj::Top {
+                    let k = self.string(if kind == Obj::Top {
                         Dst::TopKey
                     } else {
                         Dst::CustomerKey
                     })?;
-                    let ks = self.keys(kind);
-                    let field = classify(kind, &ks.arena[start..]);
-                    if !ks.add(start) {
-                        let key = &ks.arena[start..];
+                    let input = self.b;
+                    let ks: &mut KeySet = if kind == Obj::Top {
+                        self.top
+                    } else {
+                        self.customer
+                    };
+                    let field = classify(kind, ks.text(input, k));
+                    if !ks.add(input, k) {
+                        let key = ks.text(input, k);
                         let mut msg = b"duplicate key ".to_vec();
                         append_string(&mut msg, &key[..key.len().min(64)]);
                         if kind == Obj::Customer {
@@ -382,14 +599,6 @@ impl<'a, 's> Parser<'a, 's> {
         Ok(())
     }
 
-    fn keys(&mut self, kind: Obj) -> &mut KeySet {
-        if kind == Obj::Top {
-            self.top
-        } else {
-            self.customer
-        }
-    }
-
     fn member(&mut self, field: Field, depth: usize) -> Result<(), String> {
         match field {
             Field::OrderId => {
@@ -417,18 +626,15 @@ impl<'a, 's> Parser<'a, 's> {
         Ok(())
     }
 
-    /// Reads a string value into the kept strings and returns its range.
-    fn kept_string(&mut self, field: &str) -> Result<(usize, usize), String> {
+    /// Reads a string value that is kept.
+    fn kept_string(&mut self, field: &str) -> Result<Span, String> {
         self.ws();
         if self.peek() != Some(b'"') {
             self.value(2)?;
             return Err(format!("{} is not a string", field));
         }
-        let start = self.s.len();
-        self.string(Dst::Kept)?;
-        Ok((start, self.s.len()))
+        self.string(Dst::Kept)
     }
-
     /// Reads an integer literal that fits int64.
     fn integer(&mut self) -> Result<i64, String> {
         self.ws();
@@ -498,7 +704,7 @@ impl<'a, 's> Parser<'a, 's> {
                     }
                 }
             }
-            b'"' => self.string(Dst::None),
+            b'"' => self.string(Dst::None).map(|_| ()),
             b't' => self.lit(b"true"),
             b'f' => self.lit(b"false"),
             b'n' => self.lit(b"null"),
@@ -564,22 +770,68 @@ impl<'a, 's> Parser<'a, 's> {
     }
 
     /// Reads a string at self.i (which is '"'), validating UTF-8 and
-    /// escapes, appending the decoded bytes to dst.
-    fn string(&mut self, dst: Dst) -> Result<(), String> {
+    /// escapes. Without escapes its text is the input between the quotes;
+    /// with escapes it is decoded into dst's buffer.
+    #[inline]
+    fn string(&mut self, dst: Dst) -> Result<Span, String> {
         let b = self.b;
         self.i += 1;
+        let start = self.i;
         loop {
-            let start = self.i;
-            while self.i < b.len() {
-                let c = b[self.i];
-                if !(0x20..0x80).contains(&c) || c == b'"' || c == b'\\' {
-                    break;
-                }
+            self.i = plain_run(b, self.i);
+            let c = match self.peek() {
+                None => return Err(self.err_at("unterminated string")),
+                Some(c) => c,
+            };
+            if c == b'"' {
                 self.i += 1;
+                return Ok(Span {
+                    a: start,
+                    b: self.i - 1,
+                    decoded: false,
+                });
             }
+            if c == b'\\' {
+                return self.escaped_string(start, dst);
+            }
+            self.utf8_or_control()?;
+        }
+    }
+
+    /// At a byte below 0x20 (an error) or from 0x80 on in a string: steps
+    /// over a valid UTF-8 sequence.
+    fn utf8_or_control(&mut self) -> Result<(), String> {
+        if self.b[self.i] < 0x20 {
+            return Err(self.err_at("control character in string"));
+        }
+        let n = utf8_len(&self.b[self.i..]);
+        if n == 0 {
+            return Err(self.err_at("invalid UTF-8 in string"));
+        }
+        self.i += n;
+        Ok(())
+    }
+
+    /// The rest of string() from its first backslash (at self.i); the
+    /// string's text starts at start.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize, dst: Dst) -> Result<Span, String> {
+        let b = self.b;
+        let first = self.i;
+        let a = match self.out(dst) {
+            Some(o) => {
+                let a = o.len();
+                o.extend_from_slice(&b[start..first]);
+                a
+            }
+            None => 0,
+        };
+        loop {
+            let run = self.i;
+            self.i = plain_run(b, self.i);
             let end = self.i;
             if let Some(o) = self.out(dst) {
-                o.extend_from_slice(&b[start..end]);
+                o.extend_from_slice(&b[run..end]);
             }
             let c = match self.peek() {
                 None => return Err(self.err_at("unterminated string")),
@@ -587,24 +839,22 @@ impl<'a, 's> Parser<'a, 's> {
             };
             if c == b'"' {
                 self.i += 1;
-                return Ok(());
+                let end = self.out(dst).map_or(0, |o| o.len());
+                return Ok(Span {
+                    a,
+                    b: end,
+                    decoded: true,
+                });
             }
-            if c < 0x20 {
-                return Err(self.err_at("control character in string"));
-            }
-            if c >= 0x80 {
-                let n = utf8_len(&b[self.i..]);
-                if n == 0 {
-                    return Err(self.err_at("invalid UTF-8 in string"));
-                }
+            if c != b'\\' {
                 let at = self.i;
+                self.utf8_or_control()?;
+                let end = self.i;
                 if let Some(o) = self.out(dst) {
-                    o.extend_from_slice(&b[at..at + n]);
+                    o.extend_from_slice(&b[at..end]);
                 }
-                self.i += n;
                 continue;
             }
-            // backslash
             let e = match b.get(self.i + 1) {
                 None => return Err(self.err_at("unterminated string")),
                 Some(&e) => e,
@@ -673,9 +923,106 @@ impl<'a, 's> Parser<'a, 's> {
     }
 }
 
+
+#[cfg(test)]
+#[path = "oracle_test.rs"]
+mod oracle;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The downgrade before session 6: output or error text.
+    fn oracle_run(input: Option<&[u8]>) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        oracle::value(&mut out, input, &mut oracle::Scratch::default()).map(|_| out)
+    }
+
+    /// plain_run against its definition, for every byte value at every
+    /// position of buffers of 0-40 bytes (so across and at the 16-byte
+    /// boundaries of the scan and of its last, overlapping load), from every
+    /// start.
+    #[test]
+    fn plain_run_every_position() {
+        let special = |x: u8| x == b'"' || x == b'\\' || x < 0x20 || x >= 0x80;
+        for n in 0..=40usize {
+            for at in 0..n {
+                for v in 0..=255u8 {
+                    let mut b = vec![b'a'; n];
+                    b[at] = v;
+                    for i in 0..=n {
+                        let want = (i..n).find(|&k| special(b[k])).unwrap_or(n);
+                        assert_eq!(plain_run(&b, i), want, "byte {:#x} at {} of {}, from {}", v, at, n, i);
+                    }
+                }
+            }
+        }
+        // Two stops: the first counts.
+        for n in 2..=40usize {
+            for at in 0..n - 1 {
+                let mut b = vec![b'z'; n];
+                b[at] = b'"';
+                b[n - 1] = 0xff;
+                assert_eq!(plain_run(&b, 0), at);
+                assert_eq!(plain_run(&b, at + 1), n - 1);
+            }
+        }
+    }
+
+    /// Each kind of byte (plain, escapes of every kind, raw UTF-8 of 2-4
+    /// bytes, and the invalid ones: a control byte, bad UTF-8, a truncated
+    /// sequence, a bad escape) at every position of 0-40-byte strings, in
+    /// each kept field, a top-level and a customer key, and an ignored
+    /// value; the value ends 0-2 bytes after the string. Output and error
+    /// text must be the oracle's.
+    #[test]
+    fn oracle_every_position() {
+        let pieces: [&[u8]; 17] = [
+            b"\\\"",
+            b"\\\\",
+            b"\\/",
+            b"\\n",
+            b"\\u0001",
+            b"\\u00e9",
+            b"\\ud83d\\ude00",
+            b"\\ud800x",
+            b"\\q",
+            "\u{e9}".as_bytes(),
+            "\u{65e5}".as_bytes(),
+            "\u{1F600}".as_bytes(),
+            b"\x01",
+            b"\x1f",
+            b"\x7f",
+            b"\xff",
+            b"\xe2\x82",
+        ];
+        let shapes: [(&[u8], &[u8]); 7] = [
+            (b"{\"order_id\":\"", b"\",\"customer\":{\"id\":\"c\"},\"amount_cents\":1,\"currency\":\"c\"}"),
+            (b"{\"order_id\":\"o\",\"customer\":{\"id\":\"", b"\"},\"amount_cents\":1,\"currency\":\"c\"}"),
+            (b"{\"order_id\":\"o\",\"customer\":{\"id\":\"c\"},\"amount_cents\":1,\"currency\":\"", b"\"}"),
+            (b"{\"order_id\":\"o\",\"customer\":{\"id\":\"c\"},\"amount_cents\":1,\"currency\":\"", b"\""),
+            (b"{\"order_id\":\"o\",\"customer\":{\"id\":\"c\"},\"amount_cents\":1,\"currency\":\"c\",\"", b"\":1,\"order_id\":\"x\"}"),
+            (b"{\"order_id\":\"o\",\"customer\":{\"", b"\":1,\"id\":\"c\",\"id\":\"d\"},\"amount_cents\":1,\"currency\":\"c\"}"),
+            (b"{\"order_id\":\"o\",\"customer\":{\"id\":\"c\"},\"amount_cents\":1,\"currency\":\"c\",\"t\":[\"", b"\"]}"),
+        ];
+        let mut n = 0;
+        for (pre, post) in shapes {
+            for len in 0..=40usize {
+                for piece in pieces {
+                    for at in 0..=len {
+                        let mut v = pre.to_vec();
+                        v.extend((0..at).map(|k| b'a' + (k % 26) as u8));
+                        v.extend_from_slice(piece);
+                        v.extend((at..len).map(|k| b'A' + (k % 26) as u8));
+                        v.extend_from_slice(post);
+                        assert_eq!(run(Some(&v)), oracle_run(Some(&v)), "{:?}", String::from_utf8_lossy(&v));
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert!(n > 50_000);
+    }
 
     fn run(input: Option<&[u8]>) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
@@ -772,8 +1119,9 @@ mod tests {
         }
     }
 
-    /// Mutates seed orders at random: the downgrade never panics, and what
-    /// it accepts comes out in the v1 shape. STREAMD_FUZZ_RUNS sets the
+    /// Mutates seed orders at random: the downgrade never panics, what it
+    /// accepts comes out in the v1 shape, and output and error text are the
+    /// oracle's. STREAMD_FUZZ_RUNS sets the
     /// number of runs (default 50000). The byte-for-byte comparison with the
     /// Go reference is FuzzDowngrade in ../conformance.
     #[test]
@@ -835,14 +1183,16 @@ mod tests {
                 }
             }
             out.clear();
-            match value(&mut out, Some(&v), &mut scratch) {
-                Ok(()) => assert!(
+            let got = value(&mut out, Some(&v), &mut scratch).map(|_| out.clone());
+            match &got {
+                Ok(out) => assert!(
                     out.starts_with(b"{\"order_id\":\"") && out.ends_with(b"}"),
                     "{:?}",
                     out
                 ),
                 Err(e) => assert!(!e.is_empty()),
             }
+            assert_eq!(got, oracle_run(Some(&v)), "{:?}", String::from_utf8_lossy(&v));
         }
     }
 }
