@@ -228,16 +228,58 @@ impl<'o> Emitter<'o> {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> RecordWriter<'_, 'o> {
+        let vlen = value.map_or(0, |v| v.len());
+        let start = self.head(timestamp_ms, key, vlen);
+        wire::put_nbytes(self.buf, value);
+        self.headers(start)
+    }
+
+    /// Like [`Emitter::begin`], but `value` writes the record's value: it
+    /// appends it to the buffer it is given (and must not change what is
+    /// there), so that a value need not be built elsewhere and copied.
+    /// `max_len` is what it may append at most, for one reservation of the
+    /// buffer (a larger value is still written whole). The value is never
+    /// null.
+    pub fn begin_with(
+        &mut self,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        max_len: usize,
+        value: impl FnOnce(&mut Vec<u8>),
+    ) -> RecordWriter<'_, 'o> {
+        let start = self.head(timestamp_ms, key, max_len);
+        let at = self.buf.len();
+        wire::put_u32(self.buf, 0); // the value's length, patched below
+        value(self.buf);
+        if self.buf.len() < at + 4 || self.buf[at..at + 4] != [0; 4] {
+            self.misuse = Some("Emitter::begin_with's value changed the buffer");
+            self.buf.truncate(at);
+            self.buf.resize(at + 4, 0);
+        }
+        let n = (self.buf.len() - at - 4) as u32;
+        self.buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        self.headers(start)
+    }
+
+    /// Writes an output record's head up to its key, reserving room for a
+    /// value of vlen bytes and a few headers; returns where it starts.
+    fn head(&mut self, timestamp_ms: i64, key: Option<&[u8]>, vlen: usize) -> usize {
         if self.kept {
             self.misuse = Some("Emitter::begin after Emitter::keep");
         }
+        let klen = key.map_or(0, |k| k.len());
+        self.buf.reserve(24 + 4 + klen + 4 + vlen + 4 + 64);
         let start = self.buf.len();
-        wire::put_u32(self.buf, 0); // size, patched on drop
-        wire::put_u64(self.buf, u64::MAX); // offset -1
-        wire::put_u64(self.buf, timestamp_ms as u64);
-        wire::put_u32(self.buf, u32::MAX); // partition -1
+        // size (patched on drop), offset -1, timestamp, partition -1
+        let mut h = [0xffu8; 24];
+        h[..4].copy_from_slice(&[0; 4]);
+        h[12..20].copy_from_slice(&timestamp_ms.to_le_bytes());
+        self.buf.extend_from_slice(&h);
         wire::put_nbytes(self.buf, key);
-        wire::put_nbytes(self.buf, value);
+        start
+    }
+
+    fn headers(&mut self, start: usize) -> RecordWriter<'_, 'o> {
         let hcount = self.buf.len();
         wire::put_u32(self.buf, 0);
         RecordWriter {

@@ -183,6 +183,19 @@ impl Transform for T {
                 out.begin(5, None, Some(b"first")).header(b"x", None);
                 out.emit(rec);
             }
+            Some(b"with") => {
+                // A value longer than its hint, and one empty.
+                out.begin_with(9, Some(b"kw"), 2, |v| {
+                    v.extend_from_slice(b"written in place")
+                })
+                .header(b"h", Some(b"v"));
+                out.begin_with(10, None, 0, |_| {});
+            }
+            Some(b"with-misuse") => {
+                out.begin_with(9, None, 8, |v| {
+                    v.pop();
+                });
+            }
             _ => out.emit(rec),
         }
         Ok(())
@@ -257,6 +270,7 @@ fn transform_batch() {
         None,
         Some(&big),
         Some(b""),
+        Some(b"with"),
     ];
     let recs: Vec<R<'_>> = values.iter().map(|v| rec(*v)).collect();
     let req = request(op::TRANSFORM, &recs);
@@ -288,6 +302,24 @@ fn transform_batch() {
             Entry::Records(vec![out_of(&recs[4])]),
             Entry::Records(vec![out_of(&recs[5])]),
             Entry::Records(vec![out_of(&recs[6])]),
+            Entry::Records(vec![
+                Out {
+                    off: -1,
+                    ts: 9,
+                    part: -1,
+                    key: Some(b"kw".to_vec()),
+                    value: Some(b"written in place".to_vec()),
+                    headers: vec![(b"h".to_vec(), Some(b"v".to_vec()))],
+                },
+                Out {
+                    off: -1,
+                    ts: 10,
+                    part: -1,
+                    key: None,
+                    value: Some(vec![]),
+                    headers: vec![],
+                },
+            ]),
         ];
         assert_eq!(got, want, "round {}", round);
     }
@@ -301,13 +333,24 @@ fn transform_failures() {
         &request(op::TRANSFORM, &[rec(Some(b"x")), rec(Some(b"batch"))]),
     );
     assert_eq!((st, &reply[..]), (status::ERR_BATCH, &b"whole batch"[..]));
-    let (st, reply) = process(&mut i, &request(op::TRANSFORM, &[rec(Some(b"misuse"))]));
-    assert_eq!(
-        st,
-        status::ERR_INTERNAL,
-        "{}",
-        String::from_utf8_lossy(&reply)
-    );
+    for (v, why) in [
+        (
+            &b"misuse"[..],
+            "plugin t: Emitter::keep after a record was emitted",
+        ),
+        (
+            b"with-misuse",
+            "plugin t: Emitter::begin_with's value changed the buffer",
+        ),
+    ] {
+        let (st, reply) = process(&mut i, &request(op::TRANSFORM, &[rec(Some(v))]));
+        assert_eq!(
+            (st, &reply[..]),
+            (status::ERR_INTERNAL, why.as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
     for op in [op::ENCODE, op::DECODE, op::WRITE, 99] {
         let (st, reply) = process(&mut i, &request(op, &[]));
         assert_eq!(st, status::ERR_UNSUPPORTED, "op {}", op);
@@ -392,7 +435,12 @@ fn codec() {
             &mut i,
             &request(
                 op,
-                &[rec(Some(b"MiXed")), rec(Some(b"bad")), rec(Some(b"")), rec(None)],
+                &[
+                    rec(Some(b"MiXed")),
+                    rec(Some(b"bad")),
+                    rec(Some(b"")),
+                    rec(None),
+                ],
             ),
         );
         assert_eq!(st, status::OK);
@@ -410,7 +458,12 @@ fn codec() {
         assert_eq!(
             got,
             // A null payload (a tombstone) is kept null, not encoded.
-            vec![payload(want), Entry::Err(msg.into()), payload(b""), Entry::Keep]
+            vec![
+                payload(want),
+                Entry::Err(msg.into()),
+                payload(b""),
+                Entry::Keep
+            ]
         );
     }
     for op in [op::TRANSFORM, op::WRITE] {

@@ -72,10 +72,14 @@ impl<'a> Iterator for Headers<'a> {
         }
         self.left -= 1;
         // The headers were checked by decode_record.
-        let mut r = Reader { b: self.b, pos: 0 };
-        let name = r.nbytes(false).ok()?.unwrap_or(&[]);
-        let value = r.nbytes(true).ok()?;
-        self.b = &self.b[r.pos..];
+        let b = self.b;
+        let n = le32(b, 0) as usize;
+        let name = &b[4..4 + n];
+        let (value, end) = match le32(b, 4 + n) {
+            u32::MAX => (None, 8 + n),
+            m => (Some(&b[8 + n..8 + n + m as usize]), 8 + n + m as usize),
+        };
+        self.b = &b[end..];
         Some((name, value))
     }
 
@@ -248,10 +252,19 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The little-endian u32 at b[at..at + 4].
+#[inline(always)]
+fn le32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
 pub(crate) fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());
 }
 
+#[cfg(test)]
 pub(crate) fn put_u64(b: &mut Vec<u8>, v: u64) {
     b.extend_from_slice(&v.to_le_bytes());
 }

@@ -118,7 +118,8 @@ fn main() {
         }
         now = cpu_seconds();
     }
-    let word = |at: usize| u32::from_le_bytes([reply[at], reply[at + 1], reply[at + 2], reply[at + 3]]);
+    let word =
+        |at: usize| u32::from_le_bytes([reply[at], reply[at + 1], reply[at + 2], reply[at + 3]]);
     if reply.len() < 12 || word(0) != BATCH as u32 || word(4) != 0 || word(8) != 1 {
         eprintln!("reply: want {} results, the first OK with 1 record", BATCH);
         std::process::exit(1);

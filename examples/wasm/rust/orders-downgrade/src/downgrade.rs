@@ -140,7 +140,10 @@ fn special16(b: &[u8], i: usize) -> u32 {
         // SAFETY: c is 16 readable bytes; v128_load has no alignment need.
         let v = unsafe { v128_load(c.as_ptr() as *const v128) };
         let m = v128_or(
-            v128_or(i8x16_eq(v, i8x16_splat(b'"' as i8)), i8x16_eq(v, i8x16_splat(b'\\' as i8))),
+            v128_or(
+                i8x16_eq(v, i8x16_splat(b'"' as i8)),
+                i8x16_eq(v, i8x16_splat(b'\\' as i8)),
+            ),
             i8x16_lt(v, i8x16_splat(0x20)),
         );
         i8x16_bitmask(m) as u32
@@ -162,7 +165,10 @@ fn special16(b: &[u8], i: usize) -> u32 {
             _mm_movemask_epi8(m) as u32 & 0xffff
         }
     }
-    #[cfg(not(any(all(target_arch = "wasm32", target_feature = "simd128"), target_arch = "x86_64")))]
+    #[cfg(not(any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "x86_64"
+    )))]
     {
         let mut m = 0;
         for (k, &x) in c.iter().enumerate() {
@@ -199,7 +205,11 @@ pub fn plain_run(b: &[u8], mut i: usize) -> usize {
         // The last 16 bytes, without those before i.
         let base = n - 16;
         let m = special16(b, base) >> (i - base);
-        return if m != 0 { i + m.trailing_zeros() as usize } else { n };
+        return if m != 0 {
+            i + m.trailing_zeros() as usize
+        } else {
+            n
+        };
     }
     while i < n && !is_special(b[i]) {
         i += 1;
@@ -923,7 +933,6 @@ impl<'a, 's> Parser<'a, 's> {
     }
 }
 
-
 #[cfg(test)]
 #[path = "oracle_test.rs"]
 mod oracle;
@@ -952,7 +961,15 @@ mod tests {
                     b[at] = v;
                     for i in 0..=n {
                         let want = (i..n).find(|&k| special(b[k])).unwrap_or(n);
-                        assert_eq!(plain_run(&b, i), want, "byte {:#x} at {} of {}, from {}", v, at, n, i);
+                        assert_eq!(
+                            plain_run(&b, i),
+                            want,
+                            "byte {:#x} at {} of {}, from {}",
+                            v,
+                            at,
+                            n,
+                            i
+                        );
                     }
                 }
             }
@@ -1015,7 +1032,12 @@ mod tests {
                         v.extend_from_slice(piece);
                         v.extend((at..len).map(|k| b'A' + (k % 26) as u8));
                         v.extend_from_slice(post);
-                        assert_eq!(run(Some(&v)), oracle_run(Some(&v)), "{:?}", String::from_utf8_lossy(&v));
+                        assert_eq!(
+                            run(Some(&v)),
+                            oracle_run(Some(&v)),
+                            "{:?}",
+                            String::from_utf8_lossy(&v)
+                        );
                         n += 1;
                     }
                 }
@@ -1192,7 +1214,12 @@ mod tests {
                 ),
                 Err(e) => assert!(!e.is_empty()),
             }
-            assert_eq!(got, oracle_run(Some(&v)), "{:?}", String::from_utf8_lossy(&v));
+            assert_eq!(
+                got,
+                oracle_run(Some(&v)),
+                "{:?}",
+                String::from_utf8_lossy(&v)
+            );
         }
     }
 }

@@ -9,15 +9,15 @@ use streamd::{Emitter, Error, Record, Transform};
 /// The transform; it keeps its buffers between records.
 #[derive(Default)]
 pub struct OrdersDowngrade {
-    value: Vec<u8>,
     scratch: downgrade::Scratch,
 }
 
 impl Transform for OrdersDowngrade {
     fn transform(&mut self, rec: &Record<'_>, out: &mut Emitter<'_>) -> Result<(), Error> {
-        self.value.clear();
-        downgrade::value(&mut self.value, rec.value, &mut self.scratch)?;
-        let mut w = out.begin(rec.timestamp_ms, rec.key, Some(&self.value));
+        let input = rec.value.ok_or("null value")?;
+        let o = downgrade::parse(input, &mut self.scratch)?;
+        // The v1 value is written straight into the reply.
+        let mut w = out.begin_with(rec.timestamp_ms, rec.key, o.max_len(), |v| o.write(v));
         for (name, value) in rec.headers() {
             if name != downgrade::SCHEMA_HEADER {
                 w.header(name, value);

@@ -666,4 +666,3 @@ impl<'a, 's> Parser<'a, 's> {
         }
     }
 }
-
