@@ -297,13 +297,69 @@ static inline uint64_t special_bytes(uint64_t w) {
 }
 
 /*
+ * Sixteen bytes at a time, written once for both targets with the compilers'
+ * vector extensions (clang and GCC): a compare gives a lane mask (0 or -1 per
+ * byte) and only the step from a lane mask to a 16-bit mask differs: Wasm
+ * SIMD's i8x16.bitmask (wazero compiles it to SSE's pmovmskb), SSE2's
+ * _mm_movemask_epi8 natively (x86-64 has SSE2 always), else a loop. Under
+ * wazero one v128.load is one bounds check for sixteen bytes.
+ */
+typedef unsigned char v16u __attribute__((vector_size(16)));
+typedef signed char v16s __attribute__((vector_size(16)));
+#define SPLAT(c) ((v16u){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
+#define SPLATS(c) ((v16s){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c})
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+static inline unsigned lane_bits(v16s m) { return (unsigned)wasm_i8x16_bitmask((v128_t)m); }
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+static inline unsigned lane_bits(v16s m) { return (unsigned)_mm_movemask_epi8((__m128i)m); }
+#else
+static inline unsigned lane_bits(v16s m) {
+    unsigned r = 0;
+    for (int k = 0; k < 16; k++) {
+        r |= (unsigned)(m[k] & 1) << k;
+    }
+    return r;
+}
+#endif
+
+/*
+ * special16 returns a mask whose bit k is set when byte k of p[0:16] is '"',
+ * '\\', below 0x20 or 0x80 and up: a byte a string's plain run stops at. (As
+ * signed bytes, 0x80 and up are negative: one compare finds both ranges.)
+ */
+static inline unsigned special16(const uint8_t *p) {
+    v16u v;
+    memcpy(&v, p, 16); /* one unaligned 16-byte load */
+    v16s m = (v16s)(v == SPLAT('"')) | (v16s)(v == SPLAT('\\')) | ((v16s)v < SPLATS(0x20));
+    return lane_bits(m);
+}
+
+/*
  * plain_run returns the index of the first byte at or after i in b[0:n] that
- * is not plain string content (see special_bytes), or n. It tests eight
- * bytes per step with one 64-bit load: under wazero every load is bounds
- * checked, so one wide load instead of eight byte loads also saves seven
- * checks. The rest (fewer than eight bytes) goes byte by byte.
+ * is not plain string content (see special16), or n. It tests sixteen bytes
+ * per step; the last fewer than sixteen are tested with the value's last
+ * sixteen bytes (never a read past b[n-1]), the lanes before i shifted out;
+ * only a value shorter than sixteen bytes goes eight bytes (special_bytes)
+ * and then one byte at a time.
  */
 static size_t plain_run(const uint8_t *b, size_t i, size_t n) {
+    while (n - i >= 16) {
+        unsigned m = special16(b + i);
+        if (m) {
+            return i + (size_t)__builtin_ctz(m);
+        }
+        i += 16;
+    }
+    if (i == n) {
+        return n;
+    }
+    if (n >= 16) {
+        unsigned m = special16(b + n - 16) >> (16 - (n - i));
+        return m ? i + (size_t)__builtin_ctz(m) : n;
+    }
     while (n - i >= 8) {
         uint64_t w;
         memcpy(&w, b + i, 8); /* one unaligned little-endian load */

@@ -78,10 +78,12 @@ static int nested(int levels, char *buf, size_t cap) {
 }
 
 /*
- * Each byte class str treats apart from plain bytes, at every position of
- * strings of 0-19 bytes: str reads eight bytes at a time while none of
- * them needs a look, so a byte at each position of a word, and a word cut
- * short by the end of the value, must be seen.
+ * Each byte class str treats apart from plain bytes (and the plain bytes
+ * next to them), at every position of strings of 0-39 bytes: str reads
+ * sixteen bytes at a time while none of them needs a look, and the last
+ * sixteen of the value for the rest, so a byte at each position of a
+ * vector, across the 16- and 32-byte steps, and a vector cut short by the
+ * end of the value, must be seen.
  */
 static const struct {
     const char *in, *out; /* out NULL: an error containing err */
@@ -89,6 +91,10 @@ static const struct {
 } special[] = {
     {" ", " ", NULL},             /* 0x20: plain */
     {"\x7f", "\x7f", NULL},       /* plain */
+    {"!", "!", NULL},             /* plain: 0x21, next to '"' */
+    {"#", "#", NULL},             /* plain: 0x23 */
+    {"[", "[", NULL},             /* plain: 0x5b, next to '\\' */
+    {"]", "]", NULL},             /* plain: 0x5d */
     {"\xc3\xa9", "\xc3\xa9", NULL}, /* UTF-8 */
     {"\\n", "\\n", NULL},         /* an escape */
     {"\\\"", "\\\"", NULL},       /* an escaped quote */
@@ -101,12 +107,13 @@ static const struct {
 
 static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf *err) {
     int failures = 0;
-    char in[256], want[256], s[64], w[64];
+    static const char lower[] = "abcdefghijklmnopqrstuvwxyz0123456789abcd",
+                      upper[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ABCD";
+    char in[512], want[512], s[128], w[128];
     for (size_t c = 0; c < sizeof special / sizeof special[0]; c++) {
-        for (int len = 0; len < 20; len++) {
+        for (int len = 0; len < 40; len++) {
             for (int k = 0; k <= len; k++) {
-                snprintf(s, sizeof s, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].in, len - k,
-                         "ABCDEFGHIJKLMNOPQRST");
+                snprintf(s, sizeof s, "%.*s%s%.*s", k, lower, special[c].in, len - k, upper);
                 snprintf(in, sizeof in,
                          "{\"order_id\":\"%s\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"%s\"}", s, s);
                 /* exactly the value's bytes, so that a read past them is caught
@@ -122,8 +129,7 @@ static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf
                 int rc = downgrade_value(out, scratch, streamd_bytes_of(v, n), err);
                 free(v);
                 if (special[c].out) {
-                    snprintf(w, sizeof w, "%.*s%s%.*s", k, "abcdefghijklmnopqrst", special[c].out, len - k,
-                             "ABCDEFGHIJKLMNOPQRST");
+                    snprintf(w, sizeof w, "%.*s%s%.*s", k, lower, special[c].out, len - k, upper);
                     snprintf(want, sizeof want,
                              "{\"order_id\":\"%s\",\"customer_id\":\"b\",\"amount_cents\":1,\"currency\":\"%s\"}", w, w);
                     if (rc != 0 || out->len != strlen(want) || memcmp(out->data, want, out->len) != 0) {
