@@ -914,7 +914,63 @@ int downgrade_append_string(streamd_buf *dst, const uint8_t *s, size_t n) {
     return STREAMD_OK;
 }
 
-static int append_int(streamd_buf *dst, int64_t v) {
+/* copy_short copies n bytes from s to d (no overlap) with two overlapping
+ * moves of 16, 8 or 4 bytes when n is at most 32, never reading past s[n-1]:
+ * a memcpy is a memory.copy, which wazero compiles to a call into Go. */
+static inline void copy_short(uint8_t *d, const uint8_t *s, size_t n) {
+    if (n > 32) {
+        memcpy(d, s, n);
+    } else if (n >= 16) {
+        v16u a, b;
+        memcpy(&a, s, 16);
+        memcpy(&b, s + n - 16, 16);
+        memcpy(d, &a, 16);
+        memcpy(d + n - 16, &b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
+        d[0] = a;
+        d[n >> 1] = b;
+        d[n - 1] = c;
+    }
+}
+
+/* put_lit writes the literal s (at most 16 bytes and a constant: two
+ * stores) at w and returns the end. */
+#define PUT_LIT(w, s) (memcpy((w), (s), sizeof(s) - 1), (w) + sizeof(s) - 1)
+
+/*
+ * put_field writes a kept string at w as a JSON string and returns the end.
+ * A string read from the input without an escape is its own minimal JSON
+ * text: str stopped it at its closing '"', found no '\\' and refused bytes
+ * below 0x20, and bytes of 0x80 and up are written raw; so it is copied
+ * between quotes. A decoded one (it had an escape) goes through the escaper.
+ */
+static uint8_t *put_field(streamd_buf *dst, uint8_t *w, const uint8_t *s, size_t n, int decoded) {
+    if (!decoded) {
+        *w = '"';
+        copy_short(w + 1, s, n);
+        w[n + 1] = '"';
+        return w + n + 2;
+    }
+    dst->len = (size_t)(w - dst->data);
+    (void)downgrade_append_string(dst, s, n); /* room reserved: cannot fail */
+    return dst->data + dst->len;
+}
+
+/* put_int writes v in decimal at w and returns the end. */
+static uint8_t *put_int(uint8_t *w, int64_t v) {
     char d[20];
     int n = 0;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -922,15 +978,13 @@ static int append_int(streamd_buf *dst, int64_t v) {
         d[n++] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
-    if (v < 0 && streamd_buf_append_byte(dst, '-') != STREAMD_OK) {
-        return -1;
+    if (v < 0) {
+        *w++ = '-';
     }
     while (n) {
-        if (streamd_buf_append_byte(dst, (uint8_t)d[--n]) != STREAMD_OK) {
-            return -1;
-        }
+        *w++ = (uint8_t)d[--n];
     }
-    return STREAMD_OK;
+    return w;
 }
 
 int downgrade_value(streamd_buf *dst, streamd_buf *scratch, streamd_bytes in, streamd_buf *err) {
@@ -946,22 +1000,39 @@ int downgrade_value(streamd_buf *dst, streamd_buf *scratch, streamd_bytes in, st
     if (top(&p, &o) != 0) {
         return p.oom ? -2 : -1;
     }
-    /* A field's bytes: in the input, or decoded in scratch. */
-#define FIELD(f) (f[2] ? scratch->data : in.data) + f[0], f[1] - f[0]
-    int rc = streamd_buf_append(dst, "{\"order_id\":", 12);
-    rc |= downgrade_append_string(dst, FIELD(o.order_id));
-    rc |= streamd_buf_append(dst, ",\"customer_id\":", 15);
-    rc |= downgrade_append_string(dst, FIELD(o.customer_id));
-    rc |= streamd_buf_append(dst, ",\"amount_cents\":", 16);
-    rc |= append_int(dst, o.amount);
-    rc |= streamd_buf_append(dst, ",\"currency\":", 12);
-    rc |= downgrade_append_string(dst, FIELD(o.currency));
-    rc |= streamd_buf_append_byte(dst, '}');
-#undef FIELD
-    if (rc != STREAMD_OK) {
+    /* One reservation for the whole value: the 56 bytes of keys and
+     * punctuation, 20 for the number and each string's worst case (2 + its
+     * length raw, 2 + 6 bytes per byte through the escaper). */
+    size_t need = 56 + 20, f[3][2];
+    const size_t *fields[3] = {o.order_id, o.customer_id, o.currency};
+    for (int k = 0; k < 3; k++) {
+        size_t n = fields[k][1] - fields[k][0];
+        if (n > (SIZE_MAX / 4 - need) / 6) {
+            need = SIZE_MAX;
+            break;
+        }
+        need += 2 + (fields[k][2] ? 6 * n : n);
+        f[k][0] = fields[k][0];
+        f[k][1] = n;
+    }
+    if (need == SIZE_MAX || streamd_buf_reserve(dst, need) != STREAMD_OK) {
         err->len = 0;
         err_str(err, "out of memory");
         return -2;
     }
+    /* A field's bytes: in the input, or decoded in scratch. */
+#define FIELD(k) (fields[k][2] ? scratch->data : in.data) + f[k][0], f[k][1], (int)fields[k][2]
+    uint8_t *w = dst->data + dst->len;
+    w = PUT_LIT(w, "{\"order_id\":");
+    w = put_field(dst, w, FIELD(0));
+    w = PUT_LIT(w, ",\"customer_id\":");
+    w = put_field(dst, w, FIELD(1));
+    w = PUT_LIT(w, ",\"amount_cents\":");
+    w = put_int(w, o.amount);
+    w = PUT_LIT(w, ",\"currency\":");
+    w = put_field(dst, w, FIELD(2));
+    *w++ = '}';
+#undef FIELD
+    dst->len = (size_t)(w - dst->data);
     return 0;
 }
