@@ -5,6 +5,15 @@
 // Nothing here allocates on the success path: strings are kept as spans of
 // the input, decoded keys go to a scratch arena sized once per record, and
 // the output is written straight into the SDK's output buffer.
+//
+// The parser's functions take the position p and the value's end e as
+// arguments and return the position after what they read, or 0 for a
+// failure (the value is in the SDK's input buffer, never at address 0), with
+// the message in errMsg. Module globals (a load or store through the module
+// context per use under wazero) hold only the results and what failures
+// need. Nothing on the success path builds a string or holds a managed
+// value, so no function there has a shadow-stack frame: messages are built
+// out of line, in the fail functions.
 
 import { Output, jsonEscapeByte, writeDecimal } from "@streamd/sdk";
 
@@ -15,9 +24,11 @@ export const MAX_DEPTH: i32 = 64;
 // Parser state (one parse at a time per instance).
 
 let base: usize = 0; // start of the value
-let end: usize = 0; // end of the value
-let pos: usize = 0; // current byte
 let errMsg: string = "";
+// The opening quote of the last string scanString found an escape in (so a
+// string holds escapes when this is its opening quote; set only on that
+// path, and reset per record).
+let lastEsc: usize = 0;
 
 // Spans of the wanted strings in the input (between the quotes) and whether
 // they contain escapes.
@@ -32,39 +43,59 @@ let curEnd: usize = 0;
 let curEsc: bool = false;
 let amount: i64 = 0;
 
-// The last string scanned by scanString.
-let strStart: usize = 0;
-let strEnd: usize = 0;
-let strEsc: bool = false;
-
-// fail records a syntax error at the current position; always returns false.
-function fail(msg: string): bool {
-  errMsg = "at byte " + (<i64>(pos - base)).toString() + ": " + msg;
-  return false;
+// fail records a syntax error at byte p; always returns 0.
+function fail(p: usize, msg: string): usize {
+  errMsg = "at byte " + (<i64>(p - base)).toString() + ": " + msg;
+  return 0;
 }
 
-// failPlain records an error without a position; always returns false.
-function failPlain(msg: string): bool {
+// failPlain records an error without a position; always returns 0.
+function failPlain(msg: string): usize {
   errMsg = msg;
-  return false;
+  return 0;
 }
 
+// ws returns the first byte at or after p that is not JSON whitespace, or e.
 // @ts-ignore: decorator
 @inline
-function skipWS(): void {
-  // pos and end are globals (a global.get/set each in wazero): work on locals.
-  let p = pos;
-  const e = end;
+function ws(p: usize, e: usize): usize {
   while (p < e) {
     const c = load<u8>(p);
     if (c != 0x20 && c != 0x0A && c != 0x0D && c != 0x09) break;
     p++;
   }
-  pos = p;
+  return p;
+}
+
+// eqBytes compares n bytes at a and b, 8 at a time (no memory.compare: under
+// wazero a call out of the guest), reading nothing past either.
+// @ts-ignore: decorator
+@inline
+function eqBytes(a: usize, b: usize, n: usize): bool {
+  while (n >= 8) {
+    if (load<u64>(a) != load<u64>(b)) return false;
+    a += 8;
+    b += 8;
+    n -= 8;
+  }
+  if (n >= 4) {
+    if (load<u32>(a) != load<u32>(b)) return false;
+    a += 4;
+    b += 4;
+    n -= 4;
+  }
+  while (n > 0) {
+    if (load<u8>(a) != load<u8>(b)) return false;
+    a++;
+    b++;
+    n--;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------
-// Key sets: the decoded keys of one object, to find duplicates.
+// Key sets: the decoded keys of one object other than the known ones (those
+// are bits of seen and custID), to find duplicates.
 
 // Decoded keys with escapes are copied to this arena, sized per record to the
 // value length (a decoded key is never longer than its source), so pointers
@@ -114,7 +145,7 @@ class KeySet {
       const v = load<u32>(s);
       if (v == 0) return s;
       const k = this.keys + <usize>(v - 1) * 12;
-      if (load<u32>(k, 8) == hash && load<u32>(k, 4) == len && memory.compare(<usize>load<u32>(k), ptr, <usize>len) == 0) return s;
+      if (load<u32>(k, 8) == hash && load<u32>(k, 4) == len && eqBytes(<usize>load<u32>(k), ptr, <usize>len)) return s;
       i = (i + 1) & mask;
     }
   }
@@ -144,7 +175,7 @@ class KeySet {
     if (this.tableCap == 0) {
       for (let j = 0; j < this.n; j++) {
         const k = this.keys + <usize>j * 12;
-        if (load<u32>(k, 4) == len && memory.compare(<usize>load<u32>(k), ptr, <usize>len) == 0) return false;
+        if (load<u32>(k, 4) == len && eqBytes(<usize>load<u32>(k), ptr, <usize>len)) return false;
       }
     } else {
       h = fnv(ptr, len);
@@ -184,7 +215,7 @@ function fnv(ptr: usize, len: u32): u32 {
 const topKeys = new KeySet();
 const custKeys = new KeySet();
 
-// keyPtr/keyLen: the decoded bytes of the last key read.
+// The decoded bytes of the key a failure names (failDuplicate).
 let keyPtr: usize = 0;
 let keyLen: u32 = 0;
 
@@ -198,9 +229,9 @@ function hexVal(c: u32): i32 {
   return -1;
 }
 
-// hex4 reads 4 hex digits at p, or returns -1.
-function hex4(p: usize): i32 {
-  if (p + 4 > end) return -1;
+// hex4 reads 4 hex digits at p (before e), or returns -1.
+function hex4(p: usize, e: usize): i32 {
+  if (p + 4 > e) return -1;
   const a = hexVal(load<u8>(p));
   const b = hexVal(load<u8>(p, 1));
   const c = hexVal(load<u8>(p, 2));
@@ -209,12 +240,12 @@ function hex4(p: usize): i32 {
   return (a << 12) | (b << 8) | (c << 4) | d;
 }
 
-// utf8Len validates the UTF-8 sequence at p (first byte >= 0x80) and returns
-// its length, or 0 when it is invalid (overlong, surrogate, > U+10FFFF or
-// truncated), like Go's utf8.DecodeRune.
-function utf8Len(p: usize): usize {
+// utf8Len validates the UTF-8 sequence at p (first byte >= 0x80, before e)
+// and returns its length, or 0 when it is invalid (overlong, surrogate,
+// > U+10FFFF or truncated), like Go's utf8.DecodeRune.
+function utf8Len(p: usize, e: usize): usize {
   const b0 = <u32>load<u8>(p);
-  const left = end - p;
+  const left = e - p;
   if (b0 >= 0xC2 && b0 <= 0xDF) {
     if (left < 2) return 0;
     const b1 = <u32>load<u8>(p, 1);
@@ -285,52 +316,39 @@ function plainRun(p: usize, e: usize): usize {
   return p;
 }
 
-// scanString validates the string whose opening quote is at pos, leaving
-// pos after the closing quote and the contents in strStart/strEnd/strEsc.
-//
-// The hot loop of the plugin: it works on locals (the globals pos and end
-// each cost a load or store per use under wazero) and writes pos back only
-// when it leaves, and its failures are out of line (failAt), so that it has
-// no managed values and the incremental runtime gives it no shadow-stack
-// frame to push and pop per call.
-function scanString(): bool {
-  const e = end;
-  let p = pos + 1; // after the opening quote
-  strStart = p;
-  let esc = false;
+// scanString validates the string whose opening quote is at q (before e)
+// and returns the position after its closing quote, or 0. A string with an
+// escape sets lastEsc to q.
+function scanString(q: usize, e: usize): usize {
+  let p = q + 1; // after the opening quote
   while (true) {
     p = plainRun(p, e);
-    if (p >= e) return failAt(p, ERR_UNTERMINATED);
+    if (p >= e) return failString(p, ERR_UNTERMINATED);
     const c = <u32>load<u8>(p);
-    if (c == 0x22) {
-      strEnd = p;
-      strEsc = esc;
-      pos = p + 1;
-      return true;
-    }
-    if (c < 0x20) return failAt(p, ERR_CONTROL);
+    if (c == 0x22) return p + 1;
+    if (c < 0x20) return failString(p, ERR_CONTROL);
     if (c >= 0x80) {
-      const n = utf8Len(p);
-      if (n == 0) return failAt(p, ERR_UTF8);
+      const n = utf8Len(p, e);
+      if (n == 0) return failString(p, ERR_UTF8);
       p += n;
       continue;
     }
     // Backslash.
-    esc = true;
-    if (p + 1 >= e) return failAt(p, ERR_UNTERMINATED);
+    lastEsc = q;
+    if (p + 1 >= e) return failString(p, ERR_UNTERMINATED);
     const x = <u32>load<u8>(p + 1);
     switch (x) {
       case 0x22: case 0x5C: case 0x2F: case 0x62: case 0x66: case 0x6E: case 0x72: case 0x74:
         p += 2;
         break;
       case 0x75: {
-        const r = hex4(p + 2);
-        if (r < 0) return failAt(p, ERR_U_ESCAPE);
-        if (r >= 0xDC00 && r <= 0xDFFF) return failAt(p, ERR_SURROGATE);
+        const r = hex4(p + 2, e);
+        if (r < 0) return failString(p, ERR_U_ESCAPE);
+        if (r >= 0xDC00 && r <= 0xDFFF) return failString(p, ERR_SURROGATE);
         if (r >= 0xD800 && r <= 0xDBFF) {
-          if (p + 12 > e || load<u8>(p + 6) != 0x5C || load<u8>(p + 7) != 0x75) return failAt(p, ERR_SURROGATE);
-          const lo = hex4(p + 8);
-          if (lo < 0xDC00 || lo > 0xDFFF) return failAt(p, ERR_SURROGATE);
+          if (p + 12 > e || load<u8>(p + 6) != 0x5C || load<u8>(p + 7) != 0x75) return failString(p, ERR_SURROGATE);
+          const lo = hex4(p + 8, e);
+          if (lo < 0xDC00 || lo > 0xDFFF) return failString(p, ERR_SURROGATE);
           p += 12;
         } else {
           p += 6;
@@ -338,13 +356,13 @@ function scanString(): bool {
         break;
       }
       default:
-        return failAt(p, ERR_ESCAPE);
+        return failString(p, ERR_ESCAPE);
     }
   }
-  return false; // unreachable: the loop only exits by return
+  return 0; // unreachable: the loop only exits by return
 }
 
-// String errors, reported by failAt.
+// String errors, reported by failString.
 const ERR_UNTERMINATED: i32 = 0;
 const ERR_CONTROL: i32 = 1;
 const ERR_UTF8: i32 = 2;
@@ -352,18 +370,16 @@ const ERR_U_ESCAPE: i32 = 3;
 const ERR_SURROGATE: i32 = 4;
 const ERR_ESCAPE: i32 = 5;
 
-// failAt records string error code at byte p (kept out of line: it builds
-// the message); always returns false.
-function failAt(p: usize, code: i32): bool {
-  pos = p;
+// failString records string error code at byte p; always returns 0.
+function failString(p: usize, code: i32): usize {
   switch (code) {
-    case ERR_UNTERMINATED: return fail("unterminated string");
-    case ERR_CONTROL: return fail("control character in string");
-    case ERR_UTF8: return fail("invalid UTF-8 in string");
-    case ERR_U_ESCAPE: return fail("invalid \\u escape");
-    case ERR_SURROGATE: return fail("unpaired surrogate escape");
+    case ERR_UNTERMINATED: return fail(p, "unterminated string");
+    case ERR_CONTROL: return fail(p, "control character in string");
+    case ERR_UTF8: return fail(p, "invalid UTF-8 in string");
+    case ERR_U_ESCAPE: return fail(p, "invalid \\u escape");
+    case ERR_SURROGATE: return fail(p, "unpaired surrogate escape");
   }
-  return fail("invalid escape \\" + String.fromCharCode(<i32>load<u8>(p + 1)));
+  return fail(p, "invalid escape \\" + String.fromCharCode(<i32>load<u8>(p + 1)));
 }
 
 // Writes code point cp at d as UTF-8; returns the new end.
@@ -405,9 +421,10 @@ function decodeEscape(s: usize, d: usize, escape: bool): usize {
     case 0x72: cp = 0x0D; break;
     case 0x74: cp = 0x09; break;
     case 0x75: {
-      cp = <u32>hex4(s + 2);
+      // Validated: the digits are there.
+      cp = <u32>hex4(s + 2, s + 6);
       if (cp >= 0xD800 && cp <= 0xDBFF) {
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (<u32>hex4(s + 8) - 0xDC00);
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (<u32>hex4(s + 8, s + 12) - 0xDC00);
         escPos = s + 12;
       } else {
         escPos = s + 6;
@@ -439,124 +456,109 @@ function decodeTo(s: usize, e: usize, d: usize, escape: bool): usize {
   return d;
 }
 
-// readKey reads an object key at pos (which must be '"'); with keep, its
-// decoded bytes go to keyPtr/keyLen.
-function readKey(keep: bool): bool {
-  if (pos >= end || load<u8>(pos) != 0x22) return fail("expected a string key");
-  if (!scanString()) return false;
-  if (!keep) return true;
-  if (!strEsc) {
-    keyPtr = strStart;
-    keyLen = <u32>(strEnd - strStart);
-    return true;
-  }
-  keyPtr = arenaPos;
-  arenaPos = decodeTo(strStart, strEnd, arenaPos, false);
-  keyLen = <u32>(arenaPos - keyPtr);
-  return true;
-}
-
 // ---------------------------------------------------------------------------
 // Values.
 
-// Literal bytes for the known keys and for true/false/null.
-const K_ORDER_ID = String.UTF8.encode("order_id");
-const K_CUSTOMER = String.UTF8.encode("customer");
-const K_AMOUNT = String.UTF8.encode("amount_cents");
-const K_CURRENCY = String.UTF8.encode("currency");
-const K_ID = String.UTF8.encode("id");
+// The known top-level keys, as the bits of seen: each may appear once.
+let seen: u32 = 0;
+const SEEN_ORDER: u32 = 1;
+const SEEN_CUSTOMER: u32 = 2;
+const SEEN_AMOUNT: u32 = 4;
+const SEEN_CURRENCY: u32 = 8;
+// Whether the customer object had its "id".
+let custID: bool = false;
 
+// topKey returns the SEEN_ bit of the known top-level key [k, k+n), or 0,
+// compared a word at a time (the words are the keys' bytes, little-endian).
 // @ts-ignore: decorator
 @inline
-function keyIs(k: ArrayBuffer): bool {
-  return keyLen == <u32>k.byteLength && memory.compare(keyPtr, changetype<usize>(k), <usize>keyLen) == 0;
-}
-
-// Which known top-level key keyPtr/keyLen is, compared a word at a time.
-const KEY_OTHER: i32 = 0;
-const KEY_ORDER_ID: i32 = 1;
-const KEY_CUSTOMER: i32 = 2;
-const KEY_AMOUNT: i32 = 3;
-const KEY_CURRENCY: i32 = 4;
-
-function topKey(): i32 {
-  if (keyLen == 8) {
-    const w = load<u64>(keyPtr);
-    if (w == load<u64>(changetype<usize>(K_ORDER_ID))) return KEY_ORDER_ID;
-    if (w == load<u64>(changetype<usize>(K_CUSTOMER))) return KEY_CUSTOMER;
-    if (w == load<u64>(changetype<usize>(K_CURRENCY))) return KEY_CURRENCY;
-  } else if (keyLen == 12) {
-    if (load<u64>(keyPtr) == load<u64>(changetype<usize>(K_AMOUNT)) && load<u32>(keyPtr, 8) == load<u32>(changetype<usize>(K_AMOUNT), 8)) return KEY_AMOUNT;
+function topKey(k: usize, n: usize): u32 {
+  if (n == 8) {
+    const w = load<u64>(k);
+    if (w == 0x64695F726564726F) return SEEN_ORDER; // order_id
+    if (w == 0x72656D6F74737563) return SEEN_CUSTOMER; // customer
+    if (w == 0x79636E6572727563) return SEEN_CURRENCY; // currency
+  } else if (n == 12) {
+    if (load<u64>(k) == 0x635F746E756F6D61 && load<u32>(k, 8) == 0x73746E65) return SEEN_AMOUNT; // amount_cents
   }
-  return KEY_OTHER;
+  return 0;
 }
 
-function literal(word: u64, n: usize): bool {
-  // word holds the literal's bytes little-endian.
-  if (end - pos < n) return fail("invalid literal");
+// literal checks that the n bytes of word (little-endian) are at p.
+function literal(p: usize, e: usize, word: u64, n: usize): usize {
+  if (e - p < n) return fail(p, "invalid literal");
   for (let i: usize = 0; i < n; i++) {
-    if (<u64>load<u8>(pos + i) != ((word >> (i * 8)) & 0xFF)) return fail("invalid literal");
+    if (<u64>load<u8>(p + i) != ((word >> (i * 8)) & 0xFF)) return fail(p, "invalid literal");
   }
-  pos += n;
-  return true;
+  return p + n;
 }
 
+// Whether the last number() read was an integer (no fraction, no exponent).
 let numIsInt: bool = false;
 
+// @ts-ignore: decorator
 @inline
 function isDigit(c: u32): bool {
   return c - 0x30 < 10;
 }
 
-// number validates a JSON number at pos and sets numIsInt.
-function number(): bool {
-  if (pos < end && load<u8>(pos) == 0x2D) pos++;
-  if (pos < end && load<u8>(pos) == 0x30) {
-    pos++;
-  } else if (pos < end && load<u8>(pos) >= 0x31 && load<u8>(pos) <= 0x39) {
-    while (pos < end && isDigit(load<u8>(pos))) pos++;
+// digits returns the first byte at or after p that is not a digit, or e.
+// @ts-ignore: decorator
+@inline
+function digits(p: usize, e: usize): usize {
+  while (p < e && isDigit(load<u8>(p))) p++;
+  return p;
+}
+
+// number validates a JSON number at p and sets numIsInt.
+function number(p: usize, e: usize): usize {
+  if (p < e && load<u8>(p) == 0x2D) p++;
+  if (p < e && load<u8>(p) == 0x30) {
+    p++;
+  } else if (p < e && load<u8>(p) >= 0x31 && load<u8>(p) <= 0x39) {
+    p = digits(p, e);
   } else {
-    return fail("invalid number");
+    return fail(p, "invalid number");
   }
-  numIsInt = true;
-  if (pos < end && load<u8>(pos) == 0x2E) {
-    numIsInt = false;
-    pos++;
-    if (pos >= end || !isDigit(load<u8>(pos))) return fail("invalid number");
-    while (pos < end && isDigit(load<u8>(pos))) pos++;
+  let isInt = true;
+  if (p < e && load<u8>(p) == 0x2E) {
+    isInt = false;
+    p++;
+    if (p >= e || !isDigit(load<u8>(p))) return fail(p, "invalid number");
+    p = digits(p, e);
   }
-  if (pos < end && (load<u8>(pos) | 0x20) == 0x65) {
-    numIsInt = false;
-    pos++;
-    if (pos < end && (load<u8>(pos) == 0x2B || load<u8>(pos) == 0x2D)) pos++;
-    if (pos >= end || !isDigit(load<u8>(pos))) return fail("invalid number");
-    while (pos < end && isDigit(load<u8>(pos))) pos++;
+  if (p < e && (load<u8>(p) | 0x20) == 0x65) {
+    isInt = false;
+    p++;
+    if (p < e && (load<u8>(p) == 0x2B || load<u8>(p) == 0x2D)) p++;
+    if (p >= e || !isDigit(load<u8>(p))) return fail(p, "invalid number");
+    p = digits(p, e);
   }
-  return true;
+  numIsInt = isInt;
+  return p;
 }
 
-// value validates any JSON value at pos; depth is the level an object or
+// value validates any JSON value at p; depth is the level an object or
 // array here would have.
-function value(depth: i32): bool {
-  skipWS();
-  if (pos >= end) return fail("unexpected end of value");
-  const c = <u32>load<u8>(pos);
+function value(p: usize, e: usize, depth: i32): usize {
+  p = ws(p, e);
+  if (p >= e) return fail(p, "unexpected end of value");
+  const c = <u32>load<u8>(p);
   switch (c) {
-    case 0x7B: return object(depth, 0); // {
-    case 0x5B: return array(depth); // [
-    case 0x22: return scanString();
-    case 0x74: return literal(0x65757274, 4); // true
-    case 0x66: return literal(0x65736C6166, 5); // false
-    case 0x6E: return literal(0x6C6C756E, 4); // null
+    case 0x22: return scanString(p, e);
+    case 0x7B: return object(p, e, depth); // {
+    case 0x5B: return array(p, e, depth); // [
+    case 0x74: return literal(p, e, 0x65757274, 4); // true
+    case 0x66: return literal(p, e, 0x65736C6166, 5); // false
+    case 0x6E: return literal(p, e, 0x6C6C756E, 4); // null
   }
-  if (c == 0x2D || isDigit(c)) return number();
-  return failUnexpected(c);
+  if (c == 0x2D || isDigit(c)) return number(p, e);
+  return failUnexpected(p, c);
 }
 
-// failUnexpected is out of line: building its message needs a shadow-stack
-// frame, which value() then does not have.
-function failUnexpected(c: u32): bool {
-  return fail("unexpected character " + quoteByte(c));
+// failUnexpected names the byte c at p (out of line, with its message).
+function failUnexpected(p: usize, c: u32): usize {
+  return fail(p, "unexpected character " + quoteByte(c));
 }
 
 // quoteByte renders a byte like Go's %q of a byte.
@@ -569,92 +571,184 @@ function quoteByte(c: u32): string {
   return "'\\x" + hex.charAt(<i32>(c >> 4)) + hex.charAt(<i32>(c & 0xF)) + "'";
 }
 
-function array(depth: i32): bool {
-  if (depth > MAX_DEPTH) return fail("nesting deeper than 64");
-  pos++; // [
-  skipWS();
-  if (pos < end && load<u8>(pos) == 0x5D) {
-    pos++;
-    return true;
-  }
+function array(p: usize, e: usize, depth: i32): usize {
+  if (depth > MAX_DEPTH) return fail(p, "nesting deeper than 64");
+  p = ws(p + 1, e); // after '['
+  if (p < e && load<u8>(p) == 0x5D) return p + 1;
   while (true) {
-    if (!value(depth + 1)) return false;
-    skipWS();
-    if (pos >= end) return fail("unterminated array");
-    const c = load<u8>(pos);
+    p = value(p, e, depth + 1);
+    if (p == 0) return 0;
+    p = ws(p, e);
+    if (p >= e) return fail(p, "unterminated array");
+    const c = load<u8>(p);
     if (c == 0x2C) {
-      pos++;
+      p++;
     } else if (c == 0x5D) {
-      pos++;
-      return true;
+      return p + 1;
     } else {
-      return fail("expected ',' or ']'");
+      return fail(p, "expected ',' or ']'");
     }
   }
+  return 0; // unreachable
 }
 
-// Object roles: what to do with the members.
-const OBJ_ANY: i32 = 0;
-const OBJ_TOP: i32 = 1;
-const OBJ_CUSTOMER: i32 = 2;
+// keyEnd reads the key at p (after whitespace): returns the position after
+// its closing quote, or 0.
+// @ts-ignore: decorator
+@inline
+function key(p: usize, e: usize): usize {
+  if (p >= e || load<u8>(p) != 0x22) return fail(p, "expected a string key");
+  return scanString(p, e);
+}
 
-let seen: i32 = 0;
-const SEEN_ORDER: i32 = 1;
-const SEEN_CUSTOMER: i32 = 2;
-const SEEN_AMOUNT: i32 = 4;
-const SEEN_CURRENCY: i32 = 8;
-let custID: bool = false;
+// colon checks for the ':' after a key at p (after whitespace) and returns
+// the position after it, or 0.
+// @ts-ignore: decorator
+@inline
+function colon(p: usize, e: usize): usize {
+  if (p >= e || load<u8>(p) != 0x3A) return fail(p, "expected ':'");
+  return p + 1;
+}
 
-// object reads an object at pos (which is '{') at nesting level depth.
-function object(depth: i32, role: i32): bool {
-  if (depth > MAX_DEPTH) return fail("nesting deeper than 64");
-  pos++; // {
-  skipWS();
-  if (pos < end && load<u8>(pos) == 0x7D) {
-    pos++;
-    return true;
+// Member separators: after a member, at p (after whitespace).
+const NEXT_FAIL: i32 = 0;
+const NEXT_MEMBER: i32 = 1;
+const NEXT_END: i32 = 2;
+
+// next reads what follows an object member at p: ',' (NEXT_MEMBER), '}'
+// (NEXT_END), or anything else (NEXT_FAIL, recorded).
+// @ts-ignore: decorator
+@inline
+function next(p: usize, e: usize): i32 {
+  if (p >= e) {
+    fail(p, "unterminated object");
+    return NEXT_FAIL;
   }
+  const c = load<u8>(p);
+  if (c == 0x2C) return NEXT_MEMBER;
+  if (c == 0x7D) return NEXT_END;
+  fail(p, "expected ',' or '}'");
+  return NEXT_FAIL;
+}
+
+// object validates an object at p (which is '{') at nesting level depth
+// whose members nobody wants: keys are scanned, not decoded nor checked for
+// duplicates.
+function object(p: usize, e: usize, depth: i32): usize {
+  if (depth > MAX_DEPTH) return fail(p, "nesting deeper than 64");
+  p = ws(p + 1, e);
+  if (p < e && load<u8>(p) == 0x7D) return p + 1;
   while (true) {
-    skipWS();
-    if (!readKey(role != OBJ_ANY)) return false;
-    skipWS();
-    if (pos >= end || load<u8>(pos) != 0x3A) return fail("expected ':'");
-    pos++;
-    if (role == OBJ_TOP) {
-      if (!topKeys.add(keyPtr, keyLen)) return failDuplicate("");
-      if (!topMember(depth)) return false;
-    } else if (role == OBJ_CUSTOMER) {
-      if (!custKeys.add(keyPtr, keyLen)) return failDuplicate(" in customer");
-      if (keyIs(K_ID)) {
-        if (!keptString(FIELD_CUSTOMER_ID)) return false;
-        custStart = strStart;
-        custEnd = strEnd;
-        custEsc = strEsc;
-        custID = true;
-      } else if (!value(depth + 1)) {
-        return false;
-      }
-    } else if (!value(depth + 1)) {
-      return false;
-    }
-    skipWS();
-    if (pos >= end) return fail("unterminated object");
-    const c = load<u8>(pos);
-    if (c == 0x2C) {
-      pos++;
-    } else if (c == 0x7D) {
-      pos++;
-      return true;
-    } else {
-      return fail("expected ',' or '}'");
-    }
+    p = key(ws(p, e), e);
+    if (p == 0) return 0;
+    p = colon(ws(p, e), e);
+    if (p == 0) return 0;
+    p = value(p, e, depth + 1);
+    if (p == 0) return 0;
+    p = ws(p, e);
+    const n = next(p, e);
+    if (n == NEXT_END) return p + 1;
+    if (n == NEXT_FAIL) return 0;
+    p++;
   }
+  return 0; // unreachable
 }
 
-// failDuplicate reports the key in keyPtr/keyLen as a duplicate (out of
-// line, like failUnexpected, to keep object() free of a shadow-stack frame).
-function failDuplicate(where: string): bool {
-  return failPlain("duplicate key " + quoteKey() + where);
+// keyBytes sets keyStart/keyLength to the decoded bytes of the key whose
+// opening quote is at q and closing quote at z: the input bytes, or, with
+// escapes, their decoding in the arena.
+let keyStart: usize = 0;
+let keyLength: usize = 0;
+
+// @ts-ignore: decorator
+@inline
+function keyBytes(q: usize, z: usize): void {
+  if (lastEsc != q) {
+    keyStart = q + 1;
+    keyLength = z - q - 1;
+    return;
+  }
+  const k = arenaPos;
+  arenaPos = decodeTo(q + 1, z, k, false);
+  keyStart = k;
+  keyLength = arenaPos - k;
+}
+
+// topObject reads the top-level object at p (which is '{').
+function topObject(p: usize, e: usize): usize {
+  p = ws(p + 1, e);
+  if (p < e && load<u8>(p) == 0x7D) return p + 1;
+  while (true) {
+    const q = ws(p, e);
+    p = key(q, e);
+    if (p == 0) return 0;
+    keyBytes(q, p - 1);
+    p = colon(ws(p, e), e);
+    if (p == 0) return 0;
+    const k = keyStart;
+    const n = keyLength;
+    const which = topKey(k, n);
+    if (which == 0) {
+      if (!topKeys.add(k, <u32>n)) return failDuplicate(k, n, false);
+      p = value(p, e, 2);
+    } else {
+      if ((seen & which) != 0) return failDuplicate(k, n, false);
+      seen |= which;
+      p = topMember(p, e, which);
+    }
+    if (p == 0) return 0;
+    p = ws(p, e);
+    const c = next(p, e);
+    if (c == NEXT_END) return p + 1;
+    if (c == NEXT_FAIL) return 0;
+    p++;
+  }
+  return 0; // unreachable
+}
+
+// customer reads the customer object at p (which is '{', level 2).
+function customer(p: usize, e: usize): usize {
+  p = ws(p + 1, e);
+  if (p < e && load<u8>(p) == 0x7D) return p + 1;
+  while (true) {
+    const q = ws(p, e);
+    p = key(q, e);
+    if (p == 0) return 0;
+    keyBytes(q, p - 1);
+    p = colon(ws(p, e), e);
+    if (p == 0) return 0;
+    const k = keyStart;
+    const n = keyLength;
+    if (n == 2 && load<u16>(k) == 0x6469) { // id
+      if (custID) return failDuplicate(k, n, true);
+      custID = true;
+      p = ws(p, e);
+      const s = p + 1;
+      p = keptString(p, e, FIELD_CUSTOMER_ID);
+      if (p == 0) return 0;
+      custStart = s;
+      custEnd = p - 1;
+      custEsc = lastEsc == s - 1;
+    } else {
+      if (!custKeys.add(k, <u32>n)) return failDuplicate(k, n, true);
+      p = value(p, e, 3);
+      if (p == 0) return 0;
+    }
+    p = ws(p, e);
+    const c = next(p, e);
+    if (c == NEXT_END) return p + 1;
+    if (c == NEXT_FAIL) return 0;
+    p++;
+  }
+  return 0; // unreachable
+}
+
+// failDuplicate reports the key [k, k+n) as a duplicate (out of line: it
+// builds the message).
+function failDuplicate(k: usize, n: usize, inCustomer: bool): usize {
+  keyPtr = k;
+  keyLen = <u32>n;
+  return failPlain("duplicate key " + quoteKey() + (inCustomer ? " in customer" : ""));
 }
 
 function quoteKey(): string {
@@ -666,75 +760,68 @@ const FIELD_ORDER_ID: i32 = 0;
 const FIELD_CURRENCY: i32 = 1;
 const FIELD_CUSTOMER_ID: i32 = 2;
 
-function failNotString(field: i32): bool {
+function failNotString(field: i32): usize {
   if (field == FIELD_ORDER_ID) return failPlain("order_id is not a string");
   if (field == FIELD_CURRENCY) return failPlain("currency is not a string");
   return failPlain("customer.id is not a string");
 }
 
-// keptString reads a value that must be a string. field is a FIELD_ number,
-// not a name: a string argument live across value() would need a frame.
-function keptString(field: i32): bool {
-  skipWS();
-  if (pos >= end || load<u8>(pos) != 0x22) {
-    if (!value(2)) return false;
+// keptString reads a value at p (after whitespace) that must be a string.
+function keptString(p: usize, e: usize, field: i32): usize {
+  if (p >= e || load<u8>(p) != 0x22) {
+    if (value(p, e, 2) == 0) return 0;
     return failNotString(field);
   }
-  return scanString();
+  return scanString(p, e);
 }
 
-// topMember reads the value of a top-level member whose key is in keyPtr.
-function topMember(depth: i32): bool {
-  const which = topKey();
-  if (which == KEY_OTHER) return value(depth + 1);
-  if (which == KEY_ORDER_ID) {
-    if (!keptString(FIELD_ORDER_ID)) return false;
-    orderStart = strStart;
-    orderEnd = strEnd;
-    orderEsc = strEsc;
-    seen |= SEEN_ORDER;
-    return true;
+// topMember reads the value at p of the known top-level member which.
+function topMember(p: usize, e: usize, which: u32): usize {
+  p = ws(p, e);
+  const s = p + 1;
+  if (which == SEEN_ORDER) {
+    p = keptString(p, e, FIELD_ORDER_ID);
+    if (p == 0) return 0;
+    orderStart = s;
+    orderEnd = p - 1;
+    orderEsc = lastEsc == s - 1;
+    return p;
   }
-  if (which == KEY_CURRENCY) {
-    if (!keptString(FIELD_CURRENCY)) return false;
-    curStart = strStart;
-    curEnd = strEnd;
-    curEsc = strEsc;
-    seen |= SEEN_CURRENCY;
-    return true;
+  if (which == SEEN_CURRENCY) {
+    p = keptString(p, e, FIELD_CURRENCY);
+    if (p == 0) return 0;
+    curStart = s;
+    curEnd = p - 1;
+    curEsc = lastEsc == s - 1;
+    return p;
   }
-  if (which == KEY_AMOUNT) {
-    seen |= SEEN_AMOUNT;
-    return integer();
-  }
-  // KEY_CUSTOMER
-  {
-    seen |= SEEN_CUSTOMER;
-    skipWS();
-    if (pos >= end || load<u8>(pos) != 0x7B) return fail("customer is not an object");
-    custKeys.reset();
-    custID = false;
-    if (!object(depth + 1, OBJ_CUSTOMER)) return false;
-    if (!custID) return failPlain("missing customer.id");
-    return true;
-  }
+  if (which == SEEN_AMOUNT) return integer(p, e);
+  // SEEN_CUSTOMER
+  if (p >= e || load<u8>(p) != 0x7B) return fail(p, "customer is not an object");
+  custKeys.reset();
+  custID = false;
+  p = customer(p, e);
+  if (p == 0) return 0;
+  if (!custID) return failPlain("missing customer.id");
+  return p;
 }
 
-// integer reads amount_cents: an integer literal that fits int64.
-function integer(): bool {
-  skipWS();
-  const start = pos;
-  if (pos >= end || (load<u8>(pos) != 0x2D && !isDigit(load<u8>(pos)))) {
-    if (!value(2)) return false;
+// integer reads amount_cents at p (after whitespace): an integer literal
+// that fits int64.
+function integer(p: usize, e: usize): usize {
+  const start = p;
+  if (p >= e || (load<u8>(p) != 0x2D && !isDigit(load<u8>(p)))) {
+    if (value(p, e, 2) == 0) return 0;
     return failPlain("amount_cents is not a number");
   }
-  if (!number()) return false;
+  const end = number(p, e);
+  if (end == 0) return 0;
   if (!numIsInt) return failPlain("amount_cents is not an integer");
-  let p = start;
+  p = start;
   const neg = load<u8>(p) == 0x2D;
   if (neg) p++;
   let u: u64 = 0;
-  while (p < pos) {
+  while (p < end) {
     const d = <u64>(load<u8>(p) - 0x30);
     if (u > (<u64>0xFFFFFFFFFFFFFFFF - d) / 10) return failPlain("amount_cents does not fit int64");
     u = u * 10 + d;
@@ -747,7 +834,7 @@ function integer(): bool {
   } else {
     return failPlain("amount_cents does not fit int64");
   }
-  return true;
+  return end;
 }
 
 /**
@@ -755,23 +842,36 @@ function integer(): bool {
  * in the parser state; on failure returns false with the reason in errMsg.
  */
 export function parse(ptr: usize, len: i32): bool {
-  if (len < 0) return failPlain("null value");
+  if (len < 0) {
+    failPlain("null value");
+    return false;
+  }
   base = ptr;
-  end = ptr + <usize>len;
-  pos = ptr;
+  const e = ptr + <usize>len;
   seen = 0;
+  lastEsc = 0;
   arenaReset(<usize>len);
   topKeys.reset();
-  skipWS();
-  if (pos >= end) return fail("empty value");
-  if (load<u8>(pos) != 0x7B) return fail("value is not a JSON object");
-  if (!object(1, OBJ_TOP)) return false;
-  skipWS();
-  if (pos != end) return fail("data after the JSON object");
-  if ((seen & SEEN_ORDER) == 0) return failPlain("missing order_id");
-  if ((seen & SEEN_CUSTOMER) == 0) return failPlain("missing customer");
-  if ((seen & SEEN_AMOUNT) == 0) return failPlain("missing amount_cents");
-  if ((seen & SEEN_CURRENCY) == 0) return failPlain("missing currency");
+  let p = ws(ptr, e);
+  if (p >= e) {
+    fail(p, "empty value");
+    return false;
+  }
+  if (load<u8>(p) != 0x7B) {
+    fail(p, "value is not a JSON object");
+    return false;
+  }
+  p = topObject(p, e);
+  if (p == 0) return false;
+  p = ws(p, e);
+  if (p != e) {
+    fail(p, "data after the JSON object");
+    return false;
+  }
+  if ((seen & SEEN_ORDER) == 0) return failPlain("missing order_id") != 0;
+  if ((seen & SEEN_CUSTOMER) == 0) return failPlain("missing customer") != 0;
+  if ((seen & SEEN_AMOUNT) == 0) return failPlain("missing amount_cents") != 0;
+  if ((seen & SEEN_CURRENCY) == 0) return failPlain("missing currency") != 0;
   return true;
 }
 
