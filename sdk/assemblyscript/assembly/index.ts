@@ -418,8 +418,7 @@ function outU32(v: u32): void {
 
 function outBytes(ptr: usize, len: usize): void {
   outEnsure(len);
-  memory.copy(outPos, ptr, len);
-  outPos += len;
+  outPos = putBytes(outPos, ptr, len);
 }
 
 function outOffset(): u32 {
@@ -472,6 +471,15 @@ export class Record {
   bodyLen: u32 = 0;
   /** Index of this record in its batch. */
   index: i32 = 0;
+  /**
+   * Address of the record's headers as they are encoded in the request
+   * (docs/abi.md section 7: name_len, name, value_len, value per header),
+   * the same encoding as in an output record: copying headersLen bytes from
+   * here emits all headerCount headers unchanged (see reserveRecord).
+   */
+  headersPtr: usize = 0;
+  /** Length of the encoded headers at headersPtr. */
+  headersLen: u32 = 0;
 
   /** The key, copied, or null. */
   key(): Uint8Array | null {
@@ -607,6 +615,7 @@ const PH_KEY: i32 = 1; // begun; key next
 const PH_VALUE: i32 = 2; // key written; value next
 const PH_VALUE_OPEN: i32 = 3; // value being streamed
 const PH_HEADERS: i32 = 4; // value written; headers, then end
+const PH_RAW: i32 = 5; // reserveRecord; commitRecord next
 
 /**
  * The answer for one input record. A plugin function either emits records
@@ -629,6 +638,7 @@ export class Output {
   private lenOff: u32 = 0; // offset of the open value's length word
   private hdrCountOff: u32 = 0; // offset of the open record's header count
   private hdrCount: u32 = 0;
+  private rawMax: usize = 0; // reserveRecord's max
   /** Set by fail(): the whole batch fails with this message. */
   get failMsg(): string | null {
     return batchFailMsg;
@@ -893,6 +903,37 @@ export class Output {
     this.phase = PH_NONE;
   }
 
+  /**
+   * Begins an output record that the plugin writes itself with raw stores:
+   * returns the address of max writable bytes for the record's body in the
+   * encoding of docs/abi.md sections 7-8 (offset, timestamp, partition,
+   * key_len, key, value_len, value, header_count, headers; putRecordHead,
+   * putLenBytes and Record.headersPtr help). Write at most max bytes there,
+   * then call commitRecord with the address after the last byte written; no
+   * other Output call may come between. One reservation and no per-field
+   * checks or calls: for plugins that know their record's size, like a
+   * transform answering one record per input. The host checks the encoding.
+   */
+  reserveRecord(max: usize): usize {
+    assert(this.phase == PH_NONE, "streamd sdk: Output.reserveRecord while a record is open");
+    if (this.outcome != OUTCOME_RECORDS) this.drop();
+    outEnsure(4 + max);
+    this.rawMax = max;
+    this.phase = PH_RAW;
+    return outPos + 4;
+  }
+
+  /** Ends the record begun by reserveRecord; end is after its last byte. */
+  commitRecord(end: usize): void {
+    assert(this.phase == PH_RAW, "streamd sdk: Output.commitRecord without reserveRecord");
+    const body = outPos + 4;
+    assert(end >= body && end - body <= this.rawMax, "streamd sdk: commitRecord past reserveRecord's bytes");
+    store<u32>(outPos, <u32>(end - body));
+    outPos = end;
+    this.count++;
+    this.phase = PH_NONE;
+  }
+
   /** Emits a copy of rec as an output record (offset and partition -1). */
   emitCopy(rec: Record): void {
     this.begin(rec.timestampMs);
@@ -917,8 +958,7 @@ function writeLenBytes(ptr: usize, len: i32): void {
   }
   outEnsure(4 + <usize>len);
   store<u32>(outPos, <u32>len);
-  memory.copy(outPos + 4, ptr, <usize>len);
-  outPos += 4 + <usize>len;
+  outPos = putBytes(outPos + 4, ptr, <usize>len);
 }
 
 function writeLenString(s: string | null): void {
@@ -962,6 +1002,72 @@ export function writeDecimal(v: i64, d: usize): usize {
 // spilled to the shadow stack around calls, which a managed object passed to
 // every plugin call would be, at each call it makes).
 let batchFailMsg: string | null = null;
+
+/**
+ * Copies n bytes from src to dst (the ranges must not overlap) and returns
+ * dst + n. Short copies use 16-, 8- and 4-byte loads and stores (the last
+ * one overlapping, so nothing outside the two ranges is touched) instead of
+ * memory.copy, which wazero runs as a call out of the guest; from 256 bytes
+ * on it is memory.copy. The 16-byte steps need --enable simd (without it,
+ * 8-byte steps).
+ */
+// @ts-ignore: decorator
+@inline
+export function putBytes(dst: usize, src: usize, n: usize): usize {
+  if (n >= 256) {
+    memory.copy(dst, src, n);
+  } else if (n >= 16) {
+    if (ASC_FEATURE_SIMD) {
+      let i: usize = 0;
+      while (i + 16 <= n) {
+        v128.store(dst + i, v128.load(src + i));
+        i += 16;
+      }
+      if (i < n) v128.store(dst + n - 16, v128.load(src + n - 16));
+    } else {
+      let i: usize = 0;
+      while (i + 8 <= n) {
+        store<u64>(dst + i, load<u64>(src + i));
+        i += 8;
+      }
+      if (i < n) store<u64>(dst + n - 8, load<u64>(src + n - 8));
+    }
+  } else if (n >= 8) {
+    store<u64>(dst, load<u64>(src));
+    store<u64>(dst + n - 8, load<u64>(src + n - 8));
+  } else if (n >= 4) {
+    store<u32>(dst, load<u32>(src));
+    store<u32>(dst + n - 4, load<u32>(src + n - 4));
+  } else {
+    for (let i: usize = 0; i < n; i++) store<u8>(dst + i, load<u8>(src + i));
+  }
+  return dst + n;
+}
+
+/**
+ * Writes len:i32 and then len bytes from ptr at d (len -1: a null, no
+ * bytes), as keys, values and header fields are encoded; returns the end.
+ */
+// @ts-ignore: decorator
+@inline
+export function putLenBytes(d: usize, ptr: usize, len: i32): usize {
+  store<i32>(d, len);
+  if (len <= 0) return d + 4;
+  return putBytes(d + 4, ptr, <usize>len);
+}
+
+/**
+ * Writes an output record's fixed fields at d (offset -1, timestampMs,
+ * partition -1: 20 bytes) and returns d + 20; the key follows.
+ */
+// @ts-ignore: decorator
+@inline
+export function putRecordHead(d: usize, timestampMs: i64): usize {
+  store<i64>(d, -1);
+  store<i64>(d, timestampMs, 8);
+  store<i32>(d, -1, 16);
+  return d + 20;
+}
 
 const theOutput = new Output();
 
@@ -1133,6 +1239,7 @@ function parseBody(rec: Record, p: usize, end: usize): i32 {
   // Each header takes at least 8 bytes.
   if (<u64>hc * 8 > <u64>(end - p)) { errAt = p - 4; return 11; }
   hdrEnsure(<i32>hc);
+  const hdrs = p;
   let h = hdrPtr;
   for (let j: u32 = 0; j < hc; j++) {
     if (end - p < 4) { errAt = p; return 5; }
@@ -1154,6 +1261,8 @@ function parseBody(rec: Record, p: usize, end: usize): i32 {
   }
   rec.headerCount = <i32>hc;
   if (p != end) { errAt = p; return 9; }
+  rec.headersPtr = hdrs;
+  rec.headersLen = <u32>(end - hdrs);
   return -1;
 }
 

@@ -35,6 +35,22 @@ before(async () => {
     if (error) throw new Error(`asc ${name}: ${error.message}\n${stderr.toString()}`);
     wasm[name] = fs.readFileSync(file);
   }
+  // The transform again with SIMD, which putBytes then uses.
+  const file = path.join(out, "transform-simd.wasm");
+  const { error, stderr } = await asc.main(
+    [
+      path.relative(root, path.join(here, "plugins", "transform.ts")),
+      "--outFile", file,
+      "-O3",
+      "--enable", "simd",
+      "--runtime", "incremental",
+      "--exportStart", "_initialize",
+      "--use", "abort=assembly/index/streamdAbort",
+    ],
+    { stdout: process.stdout, stderr: process.stderr, baseDir: root },
+  );
+  if (error) throw new Error(`asc transform-simd: ${error.message}\n${stderr.toString()}`);
+  wasm["transform-simd"] = fs.readFileSync(file);
 });
 
 const str = (b) => (b === null ? null : dec.decode(b));
@@ -185,11 +201,39 @@ test("fail() fails the whole batch with ERR_BATCH", async () => {
 });
 
 test("assert and records left open trap, with the reason logged", async () => {
-  for (const [v, re] of [["assert", /^abort: boom at test\/plugins\/transform\.ts:\d+:\d+$/], ["open", /^abort: streamd sdk: record begun but not ended/]]) {
+  for (const [v, re] of [["assert", /^abort: boom at test\/plugins\/transform\.ts:\d+:\d+$/], ["open", /^abort: streamd sdk: record begun but not ended/], ["raw-over", /^abort: streamd sdk: commitRecord past reserveRecord's bytes/]]) {
     const p = await transform();
     assert.throws(() => p.process(OP.TRANSFORM, [rec(v)]), WebAssembly.RuntimeError);
     assert.match(p.logs.at(-1).msg, re);
     assert.equal(p.logs.at(-1).level, 3);
+  }
+});
+
+test("copies of every length: raw records (reserveRecord, putBytes, headersPtr) and emitCopy, with and without SIMD", async () => {
+  // Lengths 0-300 cross putBytes' 4-, 8-, 16-byte steps and its memory.copy
+  // from 256 on; the bytes differ, so a misplaced or missing byte shows.
+  const bytes = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 7 + seed) & 0xff);
+  for (const name of ["transform", "transform-simd"]) {
+    const p = await load(wasm[name]);
+    assert.equal(p.init({}).status, STATUS.OK);
+    for (let n = 0; n <= 300; n++) {
+      const key = n === 0 ? null : bytes(n, 1);
+      const headers = [["a".repeat(n % 40), bytes(n, 3)], ["n", null], ["e", new Uint8Array(0)]];
+      for (const v of ["raw", "two"]) {
+        const r = p.process(OP.TRANSFORM, [rec(v, { key, headers: n % 2 ? headers : [] })]);
+        assert.equal(r.status, STATUS.OK, r.text);
+        const out = v === "raw" ? r.entries[0].records[0] : r.entries[0].records[1];
+        const at = `${name} ${v} n=${n}`;
+        assert.deepEqual(out.key && [...out.key], key && [...key], at);
+        assert.equal(str(out.value), v, at);
+        assert.equal(out.offset, -1n, at);
+        assert.equal(out.partition, -1, at);
+        assert.equal(out.timestamp, v === "raw" ? 1005n : 1000n, at);
+        const want = (n % 2 ? headers : []).map(([h, b]) => [h, b && [...b]]);
+        if (v === "raw") want.push(["h", [...new TextEncoder().encode("raw")]]);
+        assert.deepEqual(out.headers.map(([h, b]) => [h, b && [...b]]), want, at);
+      }
+    }
   }
 });
 

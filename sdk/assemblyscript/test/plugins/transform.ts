@@ -1,8 +1,11 @@
 // A transform that exercises every Output path, chosen by the record value.
-import { transform, onInit, log, LOG_INFO, Record, Output } from "../../index";
+import { transform, onInit, log, LOG_INFO, Record, Output, putBytes, putLenBytes, putRecordHead } from "../../index";
 export { streamd_abi_v1, streamd_buffer, streamd_manifest, streamd_init, streamd_process } from "../../index";
 
 let prefix = "";
+
+const RAW_NAME: usize = memory.data<u8>([0x68]); // h
+const RAW_VALUE: usize = memory.data<u8>([0x72, 0x61, 0x77]); // raw
 
 function init(config: Uint8Array): string | null {
   const s = String.UTF8.decode(config.buffer);
@@ -74,6 +77,21 @@ function fn(rec: Record, out: Output): void {
     for (let i = 0; i < 300000; i++) out.writeString("0123456789");
     out.endValue();
     out.end();
+  } else if (v == "raw" || v == "raw-over") {
+    // One record written raw: the input's key and value, its headers copied
+    // in one piece, then h: raw; timestamp + 5. raw-over commits a byte more
+    // than it reserved.
+    const kl = rec.keyLen;
+    const max: usize = <usize>(20 + 4 + 4 + 4 + 8 + 1 + 3) + (kl > 0 ? <usize>kl : 0) + <usize>rec.valueLen + <usize>rec.headersLen;
+    const start = out.reserveRecord(max);
+    let d = putRecordHead(start, rec.timestampMs + 5);
+    d = putLenBytes(d, rec.keyPtr, kl);
+    d = putLenBytes(d, rec.valuePtr, rec.valueLen);
+    store<u32>(d, <u32>rec.headerCount + 1);
+    d = putBytes(d + 4, rec.headersPtr, <usize>rec.headersLen);
+    d = putLenBytes(d, RAW_NAME, 1);
+    d = putLenBytes(d, RAW_VALUE, 3);
+    out.commitRecord(v == "raw" ? d : start + max + 1);
   } else if (v == "fail") {
     out.fail("destination down");
   } else if (v == "assert") {
