@@ -2,6 +2,7 @@ package ordersdowngrade_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,57 @@ func TestEveryPosition(t *testing.T) {
 		for j := range part {
 			compare(t, part[j], res[j])
 		}
+	}
+}
+
+// TestOutputRecords checks the output record, which the plugin writes with
+// one reservation and raw stores, against the Go reference: keys of every
+// length 0-40 and around 256 (where the SDK's putBytes turns to
+// memory.copy) and null; headers none, copied in one piece (no
+// fluid-schema-version among them) or one by one around a
+// fluid-schema-version in each place, with values of those lengths, null
+// and empty; and kept strings of every length 0-40, escaped or not.
+func TestOutputRecords(t *testing.T) {
+	tr := open(t)
+	lengths := []int{255, 256, 257, 300}
+	for n := range 41 {
+		lengths = append(lengths, n)
+	}
+	bytesOf := func(n int, seed byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7) + seed
+		}
+		return b
+	}
+	schema := record.Header{Key: "fluid-schema-version", Value: []byte("2")}
+	var recs []record.Record
+	for _, n := range lengths {
+		s := strings.Repeat("x", n%41)
+		value := []byte(`{"order_id":"` + s + `","customer":{"id":"` + s + `\n"},"amount_cents":-` + fmt.Sprint(n) + `,"currency":"` + s + `"}`)
+		hs := []record.Header{{Key: "v", Value: bytesOf(n, 3)}, {Key: strings.Repeat("k", n%41)}, {Key: "e", Value: []byte{}}}
+		for i, key := range [][]byte{nil, bytesOf(n, 1)} {
+			for place := -2; place <= len(hs); place++ {
+				var h []record.Header
+				switch place {
+				case -2: // no headers
+				case -1: // none is the schema header
+					h = hs
+				default:
+					h = append(append(append([]record.Header{}, hs[:place]...), schema), hs[place:]...)
+				}
+				recs = append(recs, record.Record{Key: key, Value: value, Headers: h, Timestamp: time.UnixMilli(int64(1700000000000 + n*10 + i))})
+			}
+		}
+	}
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	for i := range recs {
+		compare(t, recs[i], res[i])
 	}
 }

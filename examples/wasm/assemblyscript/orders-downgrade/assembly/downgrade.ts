@@ -15,7 +15,7 @@
 // value, so no function there has a shadow-stack frame: messages are built
 // out of line, in the fail functions.
 
-import { Output, jsonEscapeByte, writeDecimal } from "@streamd/sdk";
+import { jsonEscapeByte, putBytes, writeDecimal } from "@streamd/sdk";
 
 /** The deepest nesting accepted; the top-level object is level 1. */
 export const MAX_DEPTH: i32 = 64;
@@ -883,77 +883,56 @@ export function parseError(): string {
 // ---------------------------------------------------------------------------
 // Output.
 
-// The constant parts of the v1 value, each padded with spaces to 16 bytes so
-// that putConst copies it with two 8-byte loads and stores; the _LEN is the
-// part's real length (the padding is overwritten by what follows).
-const V_ORDER_ID = String.UTF8.encode('{"order_id":    ');
-const V_ORDER_ID_LEN: usize = 12;
-const V_CUSTOMER_ID = String.UTF8.encode(',"customer_id": ');
-const V_CUSTOMER_ID_LEN: usize = 15;
-const V_AMOUNT = String.UTF8.encode(',"amount_cents":');
-const V_AMOUNT_LEN: usize = 16;
-const V_CURRENCY = String.UTF8.encode(',"currency":    ');
-const V_CURRENCY_LEN: usize = 12;
-
-// putConst writes the first n bytes of the 16-byte constant k at d (and up
-// to 16 - n bytes of padding after them); returns d + n.
+// putConst writes the 16 bytes (two little-endian words) of one constant
+// part of the v1 value at d, of which the first n are the part and the rest
+// padding that what follows overwrites; returns d + n. Immediates, so no
+// load from a constant in memory.
 // @ts-ignore: decorator
 @inline
-function putConst(d: usize, k: ArrayBuffer, n: usize): usize {
-  const p = changetype<usize>(k);
-  store<u64>(d, load<u64>(p));
-  store<u64>(d, load<u64>(p, 8), 8);
+function putConst(d: usize, lo: u64, hi: u64, n: usize): usize {
+  store<u64>(d, lo);
+  store<u64>(d, hi, 8);
   return d + n;
 }
 
 // putString writes the kept string [s, e) at d as a minimally escaped JSON
 // string and returns the new end. Without escapes the source bytes are
 // already minimal (valid JSON strings hold no raw '"', '\' or control
-// characters) and are copied 8 bytes at a time (no memory.copy: under wazero
-// it is a call out of the guest, dearer than a few words); with escapes the
-// output never exceeds the source either (every escape decodes to at most
-// its own length, raw bytes copy one for one).
+// characters) and are copied with the SDK's putBytes (wide loads and stores,
+// no memory.copy); with escapes the output never exceeds the source either
+// (every escape decodes to at most its own length, raw bytes copy one for
+// one).
+// @ts-ignore: decorator
+@inline
 function putString(d: usize, s: usize, e: usize, esc: bool): usize {
   store<u8>(d, 0x22);
-  let w = d + 1;
-  if (esc) {
-    w = decodeTo(s, e, w, true);
-  } else {
-    let p = s;
-    while (p + 8 <= e) {
-      store<u64>(w, load<u64>(p));
-      p += 8;
-      w += 8;
-    }
-    while (p < e) {
-      store<u8>(w, load<u8>(p));
-      p++;
-      w++;
-    }
-  }
+  const w = esc ? decodeTo(s, e, d + 1, true) : putBytes(d + 1, s, e - s);
   store<u8>(w, 0x22);
   return w + 1;
 }
 
 /**
- * Writes the v1 value of the last successful parse as the streamed value:
- * one reserve and one commit for the whole value, written with raw stores
- * (each Output call costs a call and the SDK's checks).
+ * The most bytes writeValue can write for the last successful parse: the
+ * three strings (never longer decoded) and their quotes, the constants with
+ * their 16-byte stores, 20 digits and '}'.
  */
-export function writeValue(out: Output): void {
-  // The most it can take: the three strings (never longer decoded) and
-  // their quotes, the constants with their 16-byte copies, 20 digits and
-  // '}'.
-  const max = (orderEnd - orderStart) + (custEnd - custStart) + (curEnd - curStart) + 6 + 4 * 16 + 20 + 1;
-  const d = out.reserve(max);
-  let w = putConst(d, V_ORDER_ID, V_ORDER_ID_LEN);
+export function valueMax(): usize {
+  return (orderEnd - orderStart) + (custEnd - custStart) + (curEnd - curStart) + 6 + 4 * 16 + 20 + 1;
+}
+
+/**
+ * Writes the v1 value of the last successful parse at d (valueMax bytes
+ * there are writable) with raw stores; returns the end of the value.
+ */
+export function writeValue(d: usize): usize {
+  let w = putConst(d, 0x5F726564726F227B, 0x202020203A226469, 12); // {"order_id":
   w = putString(w, orderStart, orderEnd, orderEsc);
-  w = putConst(w, V_CUSTOMER_ID, V_CUSTOMER_ID_LEN);
+  w = putConst(w, 0x6D6F74737563222C, 0x203A2264695F7265, 15); // ,"customer_id":
   w = putString(w, custStart, custEnd, custEsc);
-  w = putConst(w, V_AMOUNT, V_AMOUNT_LEN);
+  w = putConst(w, 0x746E756F6D61222C, 0x3A2273746E65635F, 16); // ,"amount_cents":
   w += writeDecimal(amount, w);
-  w = putConst(w, V_CURRENCY, V_CURRENCY_LEN);
+  w = putConst(w, 0x6E6572727563222C, 0x202020203A227963, 12); // ,"currency":
   w = putString(w, curStart, curEnd, curEsc);
   store<u8>(w, 0x7D);
-  out.commit(w + 1 - d);
+  return w + 1;
 }
