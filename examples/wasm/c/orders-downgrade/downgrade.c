@@ -53,12 +53,26 @@ typedef struct key_entry {
     uint32_t in_arena;
 } key_entry;
 
-/* keyset holds the keys of one object, hashed. */
+/*
+ * An object's first KEYS_LINEAR keys are kept in a list and a new key is
+ * compared with each (its length and a fingerprint of its first bytes, then
+ * the rest): for the few keys of most objects that is cheaper than hashing
+ * every key byte by byte. The ninth key moves them all into the hash table.
+ */
+#define KEYS_LINEAR 8
+
+typedef struct key_short {
+    uint64_t fp; /* fingerprint: exactly the key's bytes when len <= 8 */
+    uint32_t off, len, in_arena;
+} key_short;
+
+/* keyset holds the keys of one object: a list, then hashed. */
 typedef struct keyset {
     streamd_buf arena;     /* decoded keys that had escapes */
     const uint8_t *input;  /* the value being parsed */
     key_entry *slots;
-    uint32_t cap, n, gen;
+    uint32_t cap, n, gen;  /* n: keys in the object so far */
+    key_short list[KEYS_LINEAR];
 } keyset;
 
 static void keyset_reset(keyset *k, const uint8_t *input) {
@@ -86,11 +100,11 @@ static const uint8_t *key_bytes(const keyset *k, const key_entry *e) {
 }
 
 /*
- * keyset_add adds the key at input[off:off+len] (or, if in_arena, at the
- * arena's tail arena[off:]) and reports 1 if it is new, 0 if it is a
- * duplicate, -1 when memory runs out.
+ * keyset_add_hashed adds the key at input[off:off+len] (or, if in_arena, at
+ * the arena's tail arena[off:]) to the hash table and reports 1 if it is
+ * new, 0 if it is a duplicate, -1 when memory runs out.
  */
-static int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
+static int keyset_add_hashed(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
     key_entry e = {off, len, 0, k->gen, in_arena};
     const uint8_t *key = len ? key_bytes(k, &e) : (const uint8_t *)"";
     e.hash = hash_bytes(key, len);
@@ -127,6 +141,58 @@ static int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) 
     k->slots[j] = e;
     k->n++;
     return 1;
+}
+
+/* fingerprint returns the bytes of key[0:len] when len <= 8 (0-padded; two
+ * overlapping loads, never past key[len-1]), else its first eight. */
+static inline uint64_t fingerprint(const uint8_t *key, uint32_t len) {
+    if (len >= 8) {
+        uint64_t w;
+        memcpy(&w, key, 8);
+        return w;
+    }
+    if (len >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, key, 4);
+        memcpy(&hi, key + len - 4, 4);
+        return (uint64_t)lo | (uint64_t)hi << 32;
+    }
+    if (len == 0) {
+        return 0;
+    }
+    return (uint64_t)key[0] | (uint64_t)key[len >> 1] << 8 | (uint64_t)key[len - 1] << 16;
+}
+
+/* keyset_add is keyset_add_hashed for any object: the list while the object
+ * has at most KEYS_LINEAR keys, then the table. */
+static int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
+    if (k->n < KEYS_LINEAR) {
+        const uint8_t *key = len ? (in_arena ? k->arena.data : k->input) + off : (const uint8_t *)"";
+        uint64_t fp = fingerprint(key, len);
+        for (uint32_t j = 0; j < k->n; j++) {
+            const key_short *o = &k->list[j];
+            if (o->fp == fp && o->len == len &&
+                (len <= 8 || memcmp((o->in_arena ? k->arena.data : k->input) + o->off + 8, key + 8, len - 8) == 0)) {
+                if (in_arena) {
+                    k->arena.len = off; /* drop the duplicate */
+                }
+                return 0;
+            }
+        }
+        key_short e = {fp, off, len, in_arena};
+        k->list[k->n++] = e;
+        return 1;
+    }
+    if (k->n == KEYS_LINEAR) { /* the list is full: into the table with them */
+        k->n = 0;
+        for (uint32_t j = 0; j < KEYS_LINEAR; j++) {
+            const key_short *o = &k->list[j];
+            if (keyset_add_hashed(k, o->off, o->len, o->in_arena) < 0) {
+                return -1;
+            }
+        }
+    }
+    return keyset_add_hashed(k, off, len, in_arena);
 }
 
 /* ---- parser -------------------------------------------------------------- */

@@ -155,10 +155,68 @@ static int special_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf
     return failures;
 }
 
+/*
+ * Duplicate keys at every position of objects of 1-21 extra keys, starting at each of them (so the
+ * top-level object, which has 4 keys already, crosses the key list's 8 into
+ * the hash table), in the top-level object and in customer: keys of 0-10
+ * bytes, some of one length differing in one byte only, some sharing their
+ * first 8 bytes and their length, the duplicate
+ * written raw or with an escape (so that it is decoded into the arena).
+ */
+static int duplicate_positions(streamd_buf *out, streamd_buf *scratch, streamd_buf *err) {
+    static const char *const keys[] = {"",           "a",          "aa",        "aaa",        "ab",
+                                       "abc",        "aXc",        "abcd",      "abcde",      "abcdX",
+                                       "abcdefg",    "abcXefg",    "abcdefgh",  "abcdefgX",   "abcdefghi",
+                                       "abcdefghX",  "abcdefghiX", "abcdefghiY", "abcdefgh-1", "abcdefgh-2",
+                                       "order_i"};
+    const int nk = (int)(sizeof keys / sizeof keys[0]);
+    int failures = 0;
+    char in[1024], extra[512], want[128];
+    for (int c = 0; c < 2 * nk * nk; c++) {
+        int where = c / (nk * nk), start = c / nk % nk, n = c % nk + 1; /* keys[start], keys[start+1], ... */
+        for (int d = -1; d < n; d++) { /* the duplicate of the d-th; -1: none */
+            for (int esc = 0; esc < 2; esc++) {
+                size_t m = 0;
+                for (int j = 0; j < n; j++) {
+                    m += (size_t)snprintf(extra + m, sizeof extra - m, ",\"%s\":%d", keys[(start + j) % nk], j);
+                }
+                const char *k = d >= 0 ? keys[(start + d) % nk] : "";
+                if (d >= 0 && esc && k[0] == 'a') {
+                    m += (size_t)snprintf(extra + m, sizeof extra - m, ",\"\\u0061%s\":0", k + 1);
+                } else if (d >= 0) {
+                    m += (size_t)snprintf(extra + m, sizeof extra - m, ",\"%s\":0", k);
+                }
+                snprintf(in, sizeof in,
+                         where ? "{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"%s},\"amount_cents\":1,\"currency\":\"c\"}"
+                               : "{\"order_id\":\"a\",\"customer\":{\"id\":\"b\"},\"amount_cents\":1,\"currency\":\"c\"%s}",
+                         extra);
+                out->len = 0;
+                int rc = downgrade_value(out, scratch, streamd_bytes_of(in, strlen(in)), err);
+                if (d < 0) {
+                    const char *w = "{\"order_id\":\"a\",\"customer_id\":\"b\",\"amount_cents\":1,\"currency\":\"c\"}";
+                    if (rc != 0 || out->len != strlen(w) || memcmp(out->data, w, out->len) != 0) {
+                        fprintf(stderr, "keys: rc %d, got %.*s for %s\n", rc, (int)out->len, out->data, in);
+                        failures++;
+                    }
+                    continue;
+                }
+                snprintf(want, sizeof want, "duplicate key \"%s\"%s", k, where ? " in customer" : "");
+                if (rc != -1 || err->len != strlen(want) || memcmp(err->data, want, err->len) != 0) {
+                    fprintf(stderr, "keys: rc %d, error %.*s, want %s for %s\n", rc, (int)err->len, err->data, want,
+                            in);
+                    failures++;
+                }
+            }
+        }
+    }
+    return failures;
+}
+
 int main(void) {
     int failures = 0;
     streamd_buf out = {0}, scratch = {0}, err = {0};
     failures += special_positions(&out, &scratch, &err);
+    failures += duplicate_positions(&out, &scratch, &err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         streamd_bytes in = cases[i].in ? streamd_bytes_of(cases[i].in, strlen(cases[i].in)) : STREAMD_NULL;
         out.len = 0;
