@@ -592,7 +592,145 @@ static int lit(parser *p, const char *s) {
     return 0;
 }
 
-static int value(parser *p, int depth);
+/*
+ * The skipper of ignored values keeps its position in a local (a register)
+ * and passes it along, instead of reading and writing p->i in memory at
+ * every step: under wazero each of those is a bounds-checked load or store.
+ * It returns the position after the value, or BAD with the reason in p->err;
+ * its failures and their byte positions are those of the field-by-field
+ * parser (p->i is set to the position before each fail_at), and anything
+ * but a plain string goes to str itself.
+ */
+#define BAD ((size_t)-1)
+
+static size_t bad_at(parser *p, size_t i, const char *what) {
+    p->i = i;
+    (void)fail_at(p, what);
+    return BAD;
+}
+
+static inline size_t skip_ws(const uint8_t *b, size_t n, size_t i) {
+    if (i < n && b[i] > ' ') {
+        return i;
+    }
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) {
+        i++;
+    }
+    return i;
+}
+
+/* scan_str steps over the string at b[i] (a '"'): a plain one here, any
+ * other through str (which also sets p->esc). */
+static inline size_t scan_str(parser *p, const uint8_t *b, size_t n, size_t i) {
+    size_t j = plain_run(b, i + 1, n);
+    if (j < n && b[j] == '"') {
+        return j + 1;
+    }
+    p->i = i;
+    return str(p, NULL) == 0 ? p->i : BAD;
+}
+
+static size_t skip_value(parser *p, const uint8_t *b, size_t n, size_t i, int depth);
+
+/* skip_object steps over the object at b[i] (a '{') at level depth. */
+static size_t skip_object(parser *p, const uint8_t *b, size_t n, size_t i, int depth) {
+    if (depth > MAX_DEPTH) {
+        return bad_at(p, i, "nesting deeper than 64");
+    }
+    i = skip_ws(b, n, i + 1);
+    if (i < n && b[i] == '}') {
+        return i + 1;
+    }
+    for (;;) {
+        i = skip_ws(b, n, i);
+        if (i >= n || b[i] != '"') {
+            return bad_at(p, i, "expected a string key");
+        }
+        if ((i = scan_str(p, b, n, i)) == BAD) {
+            return BAD;
+        }
+        i = skip_ws(b, n, i);
+        if (i >= n || b[i] != ':') {
+            return bad_at(p, i, "expected ':'");
+        }
+        if ((i = skip_value(p, b, n, i + 1, depth + 1)) == BAD) {
+            return BAD;
+        }
+        i = skip_ws(b, n, i);
+        if (i >= n) {
+            return bad_at(p, i, "unterminated object");
+        }
+        if (b[i] == ',') {
+            i++;
+        } else if (b[i] == '}') {
+            return i + 1;
+        } else {
+            return bad_at(p, i, "expected ',' or '}'");
+        }
+    }
+}
+
+/* skip_value steps over any JSON value (whitespace first) at level depth. */
+static size_t skip_value(parser *p, const uint8_t *b, size_t n, size_t i, int depth) {
+    i = skip_ws(b, n, i);
+    if (i >= n) {
+        return bad_at(p, i, "unexpected end of value");
+    }
+    uint8_t c = b[i];
+    int is_int;
+    switch (c) {
+    case '"':
+        return scan_str(p, b, n, i);
+    case '{':
+        return skip_object(p, b, n, i, depth);
+    case '[':
+        if (depth > MAX_DEPTH) {
+            return bad_at(p, i, "nesting deeper than 64");
+        }
+        i = skip_ws(b, n, i + 1);
+        if (i < n && b[i] == ']') {
+            return i + 1;
+        }
+        for (;;) {
+            if ((i = skip_value(p, b, n, i, depth + 1)) == BAD) {
+                return BAD;
+            }
+            i = skip_ws(b, n, i);
+            if (i >= n) {
+                return bad_at(p, i, "unterminated array");
+            }
+            if (b[i] == ',') {
+                i++;
+            } else if (b[i] == ']') {
+                return i + 1;
+            } else {
+                return bad_at(p, i, "expected ',' or ']'");
+            }
+        }
+    case 't':
+    case 'f':
+    case 'n':
+        p->i = i;
+        return lit(p, c == 't' ? "true" : c == 'f' ? "false" : "null") == 0 ? p->i : BAD;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            p->i = i;
+            return number(p, &is_int) == 0 ? p->i : BAD;
+        }
+        return bad_at(p, i, "unexpected character");
+    }
+}
+
+/* value reads and validates any JSON value at p->i; depth is the level an
+ * object or array here would have. */
+static int value(parser *p, int depth) {
+    size_t e = skip_value(p, p->b, p->n, p->i, depth);
+    if (e == BAD) {
+        return -1;
+    }
+    p->i = e;
+    return 0;
+}
 
 /*
  * member reads one member's value. Plain objects validate it (ctx NULL);
@@ -623,7 +761,7 @@ static int object(parser *p, int depth, keyset *keys, member_fn member, void *ct
             /* Validate the key in place; decode it only if it has an escape. */
             size_t at = p->i;
             p->esc = 0;
-            if (str(p, NULL) != 0) {
+            if ((p->i = scan_str(p, p->b, p->n, at)) == BAD) {
                 return -1;
             }
             uint32_t off = (uint32_t)(at + 1), in_arena = (uint32_t)p->esc;
@@ -659,18 +797,6 @@ static int object(parser *p, int depth, keyset *keys, member_fn member, void *ct
             if (member(p, ctx, depth, key, klen) != 0) {
                 return -1;
             }
-        } else {
-            if (str(p, NULL) != 0) {
-                return -1;
-            }
-            ws(p);
-            if (p->i >= p->n || p->b[p->i] != ':') {
-                return fail_at(p, "expected ':'");
-            }
-            p->i++;
-            if (value(p, depth + 1) != 0) {
-                return -1;
-            }
         }
         ws(p);
         if (p->i >= p->n) {
@@ -684,61 +810,6 @@ static int object(parser *p, int depth, keyset *keys, member_fn member, void *ct
         } else {
             return fail_at(p, "expected ',' or '}'");
         }
-    }
-}
-
-/* value reads and validates any JSON value; depth is the level an object or
- * array here would have. */
-static int value(parser *p, int depth) {
-    ws(p);
-    if (p->i >= p->n) {
-        return fail_at(p, "unexpected end of value");
-    }
-    uint8_t c = p->b[p->i];
-    int is_int;
-    switch (c) {
-    case '{':
-        return object(p, depth, NULL, NULL, NULL);
-    case '[':
-        if (depth > MAX_DEPTH) {
-            return fail_at(p, "nesting deeper than 64");
-        }
-        p->i++;
-        ws(p);
-        if (p->i < p->n && p->b[p->i] == ']') {
-            p->i++;
-            return 0;
-        }
-        for (;;) {
-            if (value(p, depth + 1) != 0) {
-                return -1;
-            }
-            ws(p);
-            if (p->i >= p->n) {
-                return fail_at(p, "unterminated array");
-            }
-            if (p->b[p->i] == ',') {
-                p->i++;
-            } else if (p->b[p->i] == ']') {
-                p->i++;
-                return 0;
-            } else {
-                return fail_at(p, "expected ',' or ']'");
-            }
-        }
-    case '"':
-        return str(p, NULL);
-    case 't':
-        return lit(p, "true");
-    case 'f':
-        return lit(p, "false");
-    case 'n':
-        return lit(p, "null");
-    default:
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            return number(p, &is_int);
-        }
-        return fail_at(p, "unexpected character");
     }
 }
 
@@ -759,7 +830,7 @@ static int kept_string(parser *p, const char *field, size_t r[3]) {
     }
     size_t at = p->i;
     p->esc = 0;
-    if (str(p, NULL) != 0) {
+    if ((p->i = scan_str(p, p->b, p->n, at)) == BAD) {
         return -1;
     }
     if (!p->esc) {
