@@ -743,72 +743,76 @@ typedef int (*member_fn)(parser *p, void *ctx, int depth, const uint8_t *key, si
  * When keys is not NULL every key is checked against it for duplicates.
  */
 static int object(parser *p, int depth, keyset *keys, member_fn member, void *ctx) {
+    /* The position in a local between the member calls (which read and
+     * set p->i), as in skip_object; failures are reported where p->i was. */
+    const uint8_t *b = p->b;
+    size_t n = p->n, i = p->i;
     if (depth > MAX_DEPTH) {
         return fail_at(p, "nesting deeper than 64");
     }
-    p->i++; /* '{' */
-    ws(p);
-    if (p->i < p->n && p->b[p->i] == '}') {
-        p->i++;
+    i = skip_ws(b, n, i + 1); /* past '{' */
+    if (i < n && b[i] == '}') {
+        p->i = i + 1;
         return 0;
     }
     for (;;) {
-        ws(p);
-        if (p->i >= p->n || p->b[p->i] != '"') {
-            return fail_at(p, "expected a string key");
+        i = skip_ws(b, n, i);
+        if (i >= n || b[i] != '"') {
+            bad_at(p, i, "expected a string key");
+            return -1;
         }
-        if (keys) {
-            /* Validate the key in place; decode it only if it has an escape. */
-            size_t at = p->i;
-            p->esc = 0;
-            if ((p->i = scan_str(p, p->b, p->n, at)) == BAD) {
+        /* Validate the key in place; decode it only if it has an escape. */
+        size_t at = i;
+        p->esc = 0;
+        if ((i = scan_str(p, b, n, at)) == BAD) {
+            return -1;
+        }
+        uint32_t off = (uint32_t)(at + 1), in_arena = (uint32_t)p->esc;
+        const uint8_t *key = b + off;
+        size_t klen = i - 1 - off;
+        if (in_arena) {
+            off = (uint32_t)keys->arena.len;
+            p->i = at;
+            if (str(p, &keys->arena) != 0) { /* only out of memory */
                 return -1;
             }
-            uint32_t off = (uint32_t)(at + 1), in_arena = (uint32_t)p->esc;
-            const uint8_t *key = p->b + off;
-            size_t klen = p->i - 1 - off;
-            if (in_arena) {
-                size_t end = p->i;
-                off = (uint32_t)keys->arena.len;
-                p->i = at;
-                if (str(p, &keys->arena) != 0) { /* only out of memory */
-                    return -1;
-                }
-                p->i = end;
-                key = keys->arena.data + off;
-                klen = keys->arena.len - off;
-            }
-            /* keyset_add never moves the arena, so key stays valid. */
-            int added = keyset_add(keys, off, (uint32_t)klen, in_arena);
-            if (added < 0) {
-                return fail_oom(p);
-            }
-            if (!added) {
-                p->err->len = 0;
-                err_str(p->err, "duplicate key ");
-                (void)downgrade_append_string(p->err, key, klen > 64 ? 64 : klen);
-                return -2; /* the caller says where */
-            }
-            ws(p);
-            if (p->i >= p->n || p->b[p->i] != ':') {
-                return fail_at(p, "expected ':'");
-            }
-            p->i++;
-            if (member(p, ctx, depth, key, klen) != 0) {
-                return -1;
-            }
+            key = keys->arena.data + off;
+            klen = keys->arena.len - off;
         }
-        ws(p);
-        if (p->i >= p->n) {
-            return fail_at(p, "unterminated object");
+        /* keyset_add never moves the arena, so key stays valid. */
+        int added = keyset_add(keys, off, (uint32_t)klen, in_arena);
+        if (added < 0) {
+            p->i = i;
+            return fail_oom(p);
         }
-        if (p->b[p->i] == ',') {
-            p->i++;
-        } else if (p->b[p->i] == '}') {
-            p->i++;
+        if (!added) {
+            p->err->len = 0;
+            err_str(p->err, "duplicate key ");
+            (void)downgrade_append_string(p->err, key, klen > 64 ? 64 : klen);
+            return -2; /* the caller says where */
+        }
+        i = skip_ws(b, n, i);
+        if (i >= n || b[i] != ':') {
+            bad_at(p, i, "expected ':'");
+            return -1;
+        }
+        p->i = i + 1;
+        if (member(p, ctx, depth, key, klen) != 0) {
+            return -1;
+        }
+        i = skip_ws(b, n, p->i);
+        if (i >= n) {
+            bad_at(p, i, "unterminated object");
+            return -1;
+        }
+        if (b[i] == ',') {
+            i++;
+        } else if (b[i] == '}') {
+            p->i = i + 1;
             return 0;
         } else {
-            return fail_at(p, "expected ',' or '}'");
+            bad_at(p, i, "expected ',' or '}'");
+            return -1;
         }
     }
 }
