@@ -11,7 +11,7 @@ import (
 
 // Version numbers the rewrite: it changes whenever Instrument's output for
 // the same input does, so that caches of instrumented modules can key on it.
-const Version = 4
+const Version = 5
 
 // ErrUnsupported is wrapped by Instrument's errors for modules that use an
 // encoding it does not know (an opcode or section entry of a proposal it
@@ -45,8 +45,10 @@ var rank = map[byte]int{
 	secGlobal: 7, secExport: 8, secStart: 9, secElement: 10, secDataCount: 11, secCode: 12, secData: 13,
 }
 
-// Instrument returns a copy of the module bin in which the entry of every
-// function that calls a function, and every loop head, decrements a new
+// Instrument returns a copy of the module bin in which every loop head, and
+// the entry of every function that calls a function on a cycle, the host,
+// indirectly, or into more than a little unchecked code (see the package
+// doc), decrements a new
 // mutable i32 global, starting at fuel,
 // and, when it reaches zero, sets it to what the imported function
 // importModule.importName (type () -> i32) returns. That function must
@@ -97,6 +99,13 @@ type rewriter struct {
 	namesDone bool // a name section with function names was written
 
 	calls bool // the function body being copied calls a function
+
+	// For the entry checks (see entryChecks): while scanning is set, expr
+	// records the direct callees of the body it walks in callees (original
+	// indices), and sets opaque for a call it cannot follow (indirect).
+	scanning bool
+	callees  []uint32
+	opaque   bool
 }
 
 func (w *rewriter) run(bin []byte) ([]byte, error) {
@@ -378,6 +387,10 @@ func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 	dst = appendU32(dst, n)
 	var fb []byte
 	w.defined, w.codeSeen = n, true
+	checked, err := w.entryChecks(r, n)
+	if err != nil {
+		return nil, err
+	}
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		size := r.u32()
 		if r.err != nil {
@@ -400,15 +413,11 @@ func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 		fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
 		entry := len(fb)
 		w.calls = false
-		var err error
 		if fb, err = w.expr(&fr, fb, true); err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
-		// A function that calls nothing needs no check at its entry:
-		// it cannot recurse, so its entries are bounded by the checked
-		// entries and loop iterations of its callers, and its own loops
-		// are checked at their heads.
-		if w.calls {
+		// See entryChecks for which functions need a check at entry.
+		if checked[i] {
 			fb = slices.Insert(fb, entry, w.check...)
 		}
 		if fr.i != len(fr.b) {
@@ -418,6 +427,124 @@ func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 		dst = append(dst, fb...)
 	}
 	return dst, r.done("code section")
+}
+
+// entryLimit bounds, in bytes of function bodies, the code a call may run
+// between two checks through functions that go without an entry check (see
+// entryChecks). Loops are checked at every head, so straight-line code is
+// all it counts: 2 KiB is at most a few microseconds.
+const entryLimit = 2048
+
+// entryChecks decides which of the n defined functions of the code section
+// r (at its first body) get a check at their entry. The checks at loop
+// heads bound every loop; the entry checks must bound the rest, recursion
+// and chains of calls, so that the code run between two checks stays
+// bounded:
+//   - a function that calls nothing goes without (its entries are bounded by
+//     its callers', as before);
+//   - one that calls an import, calls indirectly, or is on a cycle of direct
+//     calls (found as the target of a back edge of a depth-first walk, so
+//     every cycle has one) gets a check;
+//   - any other goes without while its body plus those of the unchecked
+//     functions it calls, counted per call site, stay within entryLimit.
+//
+// A body it cannot read makes every function that calls get a check (the
+// rewrite proper then reports the error).
+func (w *rewriter) entryChecks(r reader, n uint32) ([]bool, error) {
+	checked := make([]bool, n)
+	size := make([]int, n)
+	callees := make([][]uint32, n)
+	calls := make([]bool, n)
+	w.scanning = true
+	defer func() { w.scanning = false }()
+	var scratch []byte
+	for i := uint32(0); i < n; i++ {
+		sz := r.u32()
+		if r.err != nil || uint64(sz) > uint64(len(r.b)-r.i) {
+			return allTrue(checked), nil
+		}
+		fr := reader{b: r.b[:r.i+int(sz)], i: r.i, base: r.base}
+		r.i += int(sz)
+		groups := fr.u32()
+		for j := uint32(0); j < groups && fr.err == nil; j++ {
+			fr.u32()
+			fr.valtype()
+		}
+		w.calls, w.opaque, w.callees = false, false, w.callees[:0]
+		var err error
+		if fr.err != nil {
+			return allTrue(checked), nil
+		}
+		if scratch, err = w.expr(&fr, scratch[:0], true); err != nil {
+			return allTrue(checked), nil
+		}
+		size[i], calls[i] = int(sz), w.calls
+		checked[i] = w.opaque
+		for _, c := range w.callees {
+			if c < w.funcImports || c-w.funcImports >= n {
+				checked[i] = true // an import (the host), or out of range
+				continue
+			}
+			callees[i] = append(callees[i], c-w.funcImports)
+		}
+	}
+	// A depth-first walk over the direct calls; a function's cost is known
+	// when its walk ends, its callees' first.
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := make([]uint8, n)
+	cost := make([]int, n)
+	type frame struct {
+		f uint32
+		k int // the next of callees[f] to visit
+	}
+	var stack []frame
+	for root := uint32(0); root < n; root++ {
+		if state[root] != unseen {
+			continue
+		}
+		state[root] = open
+		stack = append(stack[:0], frame{f: root})
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if f := top.f; top.k < len(callees[f]) {
+				g := callees[f][top.k]
+				top.k++
+				switch state[g] {
+				case unseen:
+					state[g] = open
+					stack = append(stack, frame{f: g})
+				case open: // a back edge: g is on a cycle
+					checked[g] = true
+				}
+				continue
+			}
+			f := top.f
+			stack = stack[:len(stack)-1]
+			state[f] = done
+			c := size[f]
+			for _, g := range callees[f] {
+				if !checked[g] {
+					c = min(c+cost[g], entryLimit+1)
+				}
+			}
+			cost[f] = c
+			if calls[f] && c > entryLimit {
+				checked[f] = true
+			}
+		}
+	}
+	return checked, nil
+}
+
+func allTrue(b []bool) []bool {
+	for i := range b {
+		b[i] = true
+	}
+	return b
 }
 
 // custom copies a custom section, renumbering the name section's function
@@ -600,6 +727,9 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 			}
 			if op != 0xd2 {
 				w.calls = true
+				if w.scanning {
+					w.callees = append(w.callees, idx)
+				}
 			}
 			flush(at)
 			dst = appendU32(append(dst, op), w.fn(idx))
@@ -618,10 +748,10 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
 			r.u32()
 			r.u32()
-			w.calls = true
+			w.calls, w.opaque = true, true
 		case op == 0x14 || op == 0x15: // call_ref, return_call_ref
 			r.u32()
-			w.calls = true
+			w.calls, w.opaque = true, true
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {

@@ -329,3 +329,38 @@ func TestPlugins(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryChecks: a function that calls, but is on no cycle of calls, calls
+// no import and nothing indirectly, and whose callees' code is small, goes
+// without an entry check (Version 5), so chain() costs no fuel; a function
+// that calls the host is checked; a cycle of three functions without loops
+// and a chain of 2^40 calls without loops are still stopped by the refill.
+func TestEntryChecks(t *testing.T) {
+	bin := watModule(t, "chains")
+	for _, tc := range []struct {
+		fn      string
+		calls   int // how many times fn is called
+		stop    int
+		refills int
+	}{
+		{fn: "chain", calls: 1000, refills: 0},
+		{fn: "host", calls: 1000, refills: 10},
+		{fn: "cycle", calls: 1, stop: 3, refills: 3},
+		{fn: "double", calls: 1, stop: 3, refills: 3},
+	} {
+		e := &env{stop: tc.stop}
+		mod := instantiate(t, e, bin)
+		for range tc.calls {
+			err := callWithin(mod, 20*time.Second, tc.fn)
+			if errors.Is(err, errStillRunning) {
+				t.Fatalf("%s: %v", tc.fn, err)
+			}
+			if (tc.stop > 0) != errors.Is(err, errStop) || (tc.stop == 0 && err != nil) {
+				t.Fatalf("%s: err %v (stop %d)", tc.fn, err, tc.stop)
+			}
+		}
+		if e.refills != tc.refills {
+			t.Errorf("%s: %d calls took %d refills, want %d", tc.fn, tc.calls, e.refills, tc.refills)
+		}
+	}
+}
