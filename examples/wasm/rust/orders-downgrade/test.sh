@@ -1,7 +1,8 @@
 #!/bin/sh
 # Tests the Rust orders-downgrade plugin: the SDK's and the downgrade's
-# native unit tests (plain rustc --test, no cargo, no network), then the Wasm
-# build against the conformance fixture with `streamd plugin test`. Run from
+# native unit tests (plain rustc --test, no cargo, no network), the
+# downgrade's tests built for Wasm under wazero, then the Wasm build against
+# the conformance fixture with `streamd plugin test`. Run from
 # anywhere; exits non-zero on the first failure or when a tool is missing.
 #
 # STREAMD: a streamd binary to use (default: built from cmd/streamd).
@@ -20,6 +21,17 @@ trap 'rm -rf "$tmp"' EXIT
 "$tmp/sdk_test" -q
 "$RUSTC" --edition 2021 --test "$here/src/downgrade.rs" -o "$tmp/downgrade_test"
 "$tmp/downgrade_test" -q
+# The downgrade's tests again, built for Wasm with the plugin's features (its
+# 16-byte scans are Wasm SIMD there, SSE2 natively) and run under wazero,
+# the engine streamd runs plugins with.
+command -v go >/dev/null 2>&1 || { echo "$0: go not found (needed to run wazero)" >&2; exit 1; }
+if [ -z "${WASM_TARGET:-}" ]; then
+	if "$RUSTC" --print target-list | grep -qx wasm32-wasip1; then WASM_TARGET=wasm32-wasip1; else WASM_TARGET=wasm32-wasi; fi
+fi
+"$RUSTC" --edition 2021 --test --target "$WASM_TARGET" -C opt-level=3 \
+	-C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint "$here/src/downgrade.rs" -o "$tmp/downgrade_test.wasm"
+(cd "$root" && go build -o "$tmp/wazero" github.com/tetratelabs/wazero/cmd/wazero)
+"$tmp/wazero" run "$tmp/downgrade_test.wasm" -- -q
 
 "$here/build.sh"
 

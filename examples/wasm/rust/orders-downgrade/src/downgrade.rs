@@ -48,13 +48,16 @@ pub fn parse<'a>(input: &'a [u8], scratch: &'a mut Scratch) -> Result<Order<'a>,
     s.clear();
     let mut p = Parser {
         b: input,
-        i: 0,
         s,
         top,
         customer,
         o: Fields::default(),
+        last: Span::default(),
+        msg: String::new(),
     };
-    p.top()?;
+    if p.top() == FAIL {
+        return Err(p.msg);
+    }
     let o = p.o;
     let s: &'a [u8] = &scratch.s[..];
     let text = |sp: Span| -> &'a [u8] {
@@ -420,13 +423,33 @@ enum Obj {
     Customer,
 }
 
+/// The parser. Its methods take the position to read at and return the
+/// position after what they read, or [`FAIL`] with the reason in `msg`: one
+/// integer in and out of each call (in a register, where a Result with a
+/// String would go through memory), and the position in a local.
 struct Parser<'a, 's> {
     b: &'a [u8],
-    i: usize,
     s: &'s mut Vec<u8>,
     top: &'s mut KeySet,
     customer: &'s mut KeySet,
     o: Fields,
+    /// The text of the last string read into a key or a kept string.
+    last: Span,
+    msg: String,
+}
+
+/// A parser method's result when the input is refused.
+const FAIL: usize = usize::MAX;
+
+/// The position that `$e` returns, or returns FAIL from the caller.
+macro_rules! t {
+    ($e:expr) => {{
+        let r = $e;
+        if r == FAIL {
+            return FAIL;
+        }
+        r
+    }};
 }
 
 fn hexval(c: u8) -> Option<u32> {
@@ -477,96 +500,110 @@ enum Dst {
 }
 
 impl<'a, 's> Parser<'a, 's> {
-    fn err_at(&self, what: &str) -> String {
-        format!("at byte {}: {}", self.i, what)
+    #[cold]
+    #[inline(never)]
+    fn fail_at(&mut self, i: usize, what: &str) -> usize {
+        self.msg = format!("at byte {}: {}", i, what);
+        FAIL
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fail(&mut self, msg: String) -> usize {
+        self.msg = msg;
+        FAIL
     }
 
     #[inline(always)]
-    fn ws(&mut self) {
+    fn ws(&self, mut i: usize) -> usize {
         let b = self.b;
-        while self.i < b.len() {
-            let c = b[self.i];
+        while i < b.len() {
+            let c = b[i];
             if c > b' ' || !(c == b' ' || c == b'\t' || c == b'\n' || c == b'\r') {
-                return;
+                break;
             }
-            self.i += 1;
+            i += 1;
         }
+        i
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
+    #[inline(always)]
+    fn at(&self, i: usize) -> Option<u8> {
+        self.b.get(i).copied()
     }
 
-    fn top(&mut self) -> Result<(), String> {
-        self.ws();
-        match self.peek() {
-            None => return Err(self.err_at("empty value")),
+    fn top(&mut self) -> usize {
+        let i = self.ws(0);
+        match self.at(i) {
+            None => return self.fail_at(i, "empty value"),
             Some(b'{') => {}
-            Some(_) => return Err(self.err_at("value is not a JSON object")),
+            Some(_) => return self.fail_at(i, "value is not a JSON object"),
         }
         self.top.clear();
-        self.object(1, Obj::Top)?;
-        self.ws();
-        if self.i != self.b.len() {
-            return Err(self.err_at("data after the JSON object"));
+        let i = t!(self.object(i, 1, Obj::Top));
+        let i = self.ws(i);
+        if i != self.b.len() {
+            return self.fail_at(i, "data after the JSON object");
         }
         let seen = self.o.seen;
         if seen & SEEN_ORDER_ID == 0 {
-            return Err("missing order_id".into());
+            return self.fail("missing order_id".into());
         }
         if seen & SEEN_CUSTOMER == 0 {
-            return Err("missing customer".into());
+            return self.fail("missing customer".into());
         }
         if seen & SEEN_AMOUNT == 0 {
-            return Err("missing amount_cents".into());
+            return self.fail("missing amount_cents".into());
         }
         if seen & SEEN_CURRENCY == 0 {
-            return Err("missing currency".into());
+            return self.fail("missing currency".into());
         }
-        Ok(())
+        i
     }
 
-    fn customer(&mut self) -> Result<(), String> {
-        self.ws();
-        if self.peek() != Some(b'{') {
-            return Err(self.err_at("customer is not an object"));
+    fn customer(&mut self, i: usize) -> usize {
+        let i = self.ws(i);
+        if self.at(i) != Some(b'{') {
+            return self.fail_at(i, "customer is not an object");
         }
         self.customer.clear();
-        self.object(2, Obj::Customer)?;
+        let i = t!(self.object(i, 2, Obj::Customer));
         if self.o.seen & SEEN_CUSTOMER_ID == 0 {
-            return Err("missing customer.id".into());
+            return self.fail("missing customer.id".into());
         }
-        Ok(())
+        i
     }
 
-    /// Reads an object at self.i (which is '{') at nesting level depth.
-    fn object(&mut self, depth: usize, kind: Obj) -> Result<(), String> {
+    /// Reads an object at i (which is '{') at nesting level depth.
+    fn object(&mut self, i: usize, depth: usize, kind: Obj) -> usize {
         if depth > MAX_DEPTH {
-            return Err(self.err_at("nesting deeper than 64"));
+            return self.fail_at(i, "nesting deeper than 64");
         }
-        self.i += 1;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-            return Ok(());
+        let mut i = self.ws(i + 1);
+        if self.at(i) == Some(b'}') {
+            return i + 1;
         }
         loop {
-            self.ws();
-            if self.peek() != Some(b'"') {
-                return Err(self.err_at("expected a string key"));
+            i = self.ws(i);
+            if self.at(i) != Some(b'"') {
+                return self.fail_at(i, "expected a string key");
             }
             match kind {
                 Obj::Plain => {
-                    self.string(Dst::None)?;
-                    self.colon()?;
-                    self.value(depth + 1)?;
+                    i = t!(self.string(i, Dst::None));
+                    i = t!(self.colon(i));
+                    i = t!(self.value(i, depth + 1));
                 }
                 Obj::Top | Obj::Customer => {
-                    let k = self.string(if kind == Obj::Top {
-                        Dst::TopKey
-                    } else {
-                        Dst::CustomerKey
-                    })?;
+                    i = t!(self.string(
+                        i,
+                        if kind == Obj::Top {
+                            Dst::TopKey
+                        } else {
+                            Dst::CustomerKey
+                        }
+                    ));
+                    let k = self.last;
                     let input = self.b;
                     let ks: &mut KeySet = if kind == Obj::Top {
                         self.top
@@ -581,193 +618,194 @@ impl<'a, 's> Parser<'a, 's> {
                         if kind == Obj::Customer {
                             msg.extend_from_slice(b" in customer");
                         }
-                        return Err(String::from_utf8_lossy(&msg).into_owned());
+                        return self.fail(String::from_utf8_lossy(&msg).into_owned());
                     }
-                    self.colon()?;
-                    self.member(field, depth)?;
+                    i = t!(self.colon(i));
+                    i = t!(self.member(i, field, depth));
                 }
             }
-            self.ws();
-            match self.peek() {
-                None => return Err(self.err_at("unterminated object")),
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                Some(_) => return Err(self.err_at("expected ',' or '}'")),
+            i = self.ws(i);
+            match self.at(i) {
+                None => return self.fail_at(i, "unterminated object"),
+                Some(b',') => i += 1,
+                Some(b'}') => return i + 1,
+                Some(_) => return self.fail_at(i, "expected ',' or '}'"),
             }
         }
     }
 
-    fn colon(&mut self) -> Result<(), String> {
-        self.ws();
-        if self.peek() != Some(b':') {
-            return Err(self.err_at("expected ':'"));
+    #[inline(always)]
+    fn colon(&mut self, i: usize) -> usize {
+        let i = self.ws(i);
+        if self.at(i) != Some(b':') {
+            return self.fail_at(i, "expected ':'");
         }
-        self.i += 1;
-        Ok(())
+        i + 1
     }
 
-    fn member(&mut self, field: Field, depth: usize) -> Result<(), String> {
+    fn member(&mut self, i: usize, field: Field, depth: usize) -> usize {
         match field {
             Field::OrderId => {
                 self.o.seen |= SEEN_ORDER_ID;
-                self.o.order_id = self.kept_string("order_id")?;
+                let i = t!(self.kept_string(i, "order_id"));
+                self.o.order_id = self.last;
+                i
             }
             Field::Currency => {
                 self.o.seen |= SEEN_CURRENCY;
-                self.o.currency = self.kept_string("currency")?;
+                let i = t!(self.kept_string(i, "currency"));
+                self.o.currency = self.last;
+                i
             }
             Field::Amount => {
                 self.o.seen |= SEEN_AMOUNT;
-                self.o.amount = self.integer()?;
+                self.integer(i)
             }
             Field::Customer => {
                 self.o.seen |= SEEN_CUSTOMER;
-                self.customer()?;
+                self.customer(i)
             }
             Field::Id => {
                 self.o.seen |= SEEN_CUSTOMER_ID;
-                self.o.customer_id = self.kept_string("customer.id")?;
+                let i = t!(self.kept_string(i, "customer.id"));
+                self.o.customer_id = self.last;
+                i
             }
-            Field::Other => self.value(depth + 1)?,
+            Field::Other => self.value(i, depth + 1),
         }
-        Ok(())
     }
 
-    /// Reads a string value that is kept.
-    fn kept_string(&mut self, field: &str) -> Result<Span, String> {
-        self.ws();
-        if self.peek() != Some(b'"') {
-            self.value(2)?;
-            return Err(format!("{} is not a string", field));
+    /// Reads a string value that is kept; its text is self.last.
+    fn kept_string(&mut self, i: usize, field: &str) -> usize {
+        let i = self.ws(i);
+        if self.at(i) != Some(b'"') {
+            t!(self.value(i, 2));
+            return self.fail(format!("{} is not a string", field));
         }
-        self.string(Dst::Kept)
+        self.string(i, Dst::Kept)
     }
-    /// Reads an integer literal that fits int64.
-    fn integer(&mut self) -> Result<i64, String> {
-        self.ws();
-        let start = self.i;
-        match self.peek() {
+
+    /// Reads an integer literal that fits int64 into self.o.amount.
+    fn integer(&mut self, i: usize) -> usize {
+        let i = self.ws(i);
+        let start = i;
+        match self.at(i) {
             Some(b'-') | Some(b'0'..=b'9') => {}
             _ => {
-                self.value(2)?;
-                return Err("amount_cents is not a number".into());
+                t!(self.value(i, 2));
+                return self.fail("amount_cents is not a number".into());
             }
         }
-        if !self.number()? {
-            return Err("amount_cents is not an integer".into());
+        let end = t!(self.number(i));
+        let mut lit = &self.b[start..end];
+        if lit.iter().any(|&c| c == b'.' || c == b'e' || c == b'E') {
+            return self.fail("amount_cents is not an integer".into());
         }
-        let mut lit = &self.b[start..self.i];
         let neg = lit[0] == b'-';
         if neg {
             lit = &lit[1..];
         }
+        // 19 digits fit u64; 20 or more (no leading zeros) are >= 10^19,
+        // past int64.
+        if lit.len() > 19 {
+            return self.fail("amount_cents does not fit int64".into());
+        }
         let mut u: u64 = 0;
         for &c in lit {
-            u = u
-                .checked_mul(10)
-                .and_then(|u| u.checked_add((c - b'0') as u64))
-                .ok_or_else(|| "amount_cents does not fit int64".to_string())?;
+            u = u * 10 + (c - b'0') as u64;
         }
         if neg && u <= 1 << 63 {
-            return Ok((u as i64).wrapping_neg());
+            self.o.amount = (u as i64).wrapping_neg();
+            return end;
         }
         if !neg && u < 1 << 63 {
-            return Ok(u as i64);
+            self.o.amount = u as i64;
+            return end;
         }
-        Err("amount_cents does not fit int64".into())
+        self.fail("amount_cents does not fit int64".into())
     }
 
     /// Reads and validates any JSON value; depth is the level an object or
     /// array here would have.
-    fn value(&mut self, depth: usize) -> Result<(), String> {
-        self.ws();
-        let c = match self.peek() {
-            None => return Err(self.err_at("unexpected end of value")),
+    fn value(&mut self, i: usize, depth: usize) -> usize {
+        let mut i = self.ws(i);
+        let c = match self.at(i) {
+            None => return self.fail_at(i, "unexpected end of value"),
             Some(c) => c,
         };
         match c {
-            b'{' => self.object(depth, Obj::Plain),
+            b'"' => self.string(i, Dst::None),
+            b'{' => self.object(i, depth, Obj::Plain),
             b'[' => {
                 if depth > MAX_DEPTH {
-                    return Err(self.err_at("nesting deeper than 64"));
+                    return self.fail_at(i, "nesting deeper than 64");
                 }
-                self.i += 1;
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.i += 1;
-                    return Ok(());
+                i = self.ws(i + 1);
+                if self.at(i) == Some(b']') {
+                    return i + 1;
                 }
                 loop {
-                    self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek() {
-                        None => return Err(self.err_at("unterminated array")),
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        Some(_) => return Err(self.err_at("expected ',' or ']'")),
+                    i = t!(self.value(i, depth + 1));
+                    i = self.ws(i);
+                    match self.at(i) {
+                        None => return self.fail_at(i, "unterminated array"),
+                        Some(b',') => i += 1,
+                        Some(b']') => return i + 1,
+                        Some(_) => return self.fail_at(i, "expected ',' or ']'"),
                     }
                 }
             }
-            b'"' => self.string(Dst::None).map(|_| ()),
-            b't' => self.lit(b"true"),
-            b'f' => self.lit(b"false"),
-            b'n' => self.lit(b"null"),
-            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
-            _ => Err(self.err_at("unexpected character")),
+            b't' => self.lit(i, b"true"),
+            b'f' => self.lit(i, b"false"),
+            b'n' => self.lit(i, b"null"),
+            b'-' | b'0'..=b'9' => self.number(i),
+            _ => self.fail_at(i, "unexpected character"),
         }
     }
 
-    fn lit(&mut self, s: &[u8]) -> Result<(), String> {
-        if !self.b[self.i..].starts_with(s) {
-            return Err(self.err_at("invalid literal"));
+    fn lit(&mut self, i: usize, s: &[u8]) -> usize {
+        if !self.b[i..].starts_with(s) {
+            return self.fail_at(i, "invalid literal");
         }
-        self.i += s.len();
-        Ok(())
+        i + s.len()
     }
 
-    fn digits(&mut self) {
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.i += 1;
+    #[inline(always)]
+    fn digits(&self, mut i: usize) -> usize {
+        while matches!(self.at(i), Some(b'0'..=b'9')) {
+            i += 1;
         }
+        i
     }
 
-    /// Reads a JSON number; true when it has neither fraction nor exponent.
-    fn number(&mut self) -> Result<bool, String> {
-        if self.peek() == Some(b'-') {
-            self.i += 1;
+    /// Reads a JSON number at i.
+    fn number(&mut self, mut i: usize) -> usize {
+        if self.at(i) == Some(b'-') {
+            i += 1;
         }
-        match self.peek() {
-            Some(b'0') => self.i += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.err_at("invalid number")),
+        match self.at(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => i = self.digits(i),
+            _ => return self.fail_at(i, "invalid number"),
         }
-        let mut is_int = true;
-        if self.peek() == Some(b'.') {
-            is_int = false;
-            self.i += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.err_at("invalid number"));
+        if self.at(i) == Some(b'.') {
+            i += 1;
+            if !matches!(self.at(i), Some(b'0'..=b'9')) {
+                return self.fail_at(i, "invalid number");
             }
-            self.digits();
+            i = self.digits(i);
         }
-        if matches!(self.peek(), Some(b'e') | Some(b'E')) {
-            is_int = false;
-            self.i += 1;
-            if matches!(self.peek(), Some(b'+') | Some(b'-')) {
-                self.i += 1;
+        if matches!(self.at(i), Some(b'e') | Some(b'E')) {
+            i += 1;
+            if matches!(self.at(i), Some(b'+') | Some(b'-')) {
+                i += 1;
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.err_at("invalid number"));
+            if !matches!(self.at(i), Some(b'0'..=b'9')) {
+                return self.fail_at(i, "invalid number");
             }
-            self.digits();
+            i = self.digits(i);
         }
-        Ok(is_int)
+        i
     }
 
     fn out(&mut self, dst: Dst) -> Option<&mut Vec<u8>> {
@@ -779,94 +817,91 @@ impl<'a, 's> Parser<'a, 's> {
         }
     }
 
-    /// Reads a string at self.i (which is '"'), validating UTF-8 and
-    /// escapes. Without escapes its text is the input between the quotes;
-    /// with escapes it is decoded into dst's buffer.
-    #[inline]
-    fn string(&mut self, dst: Dst) -> Result<Span, String> {
+    /// Reads a string at i (which is '"'), validating UTF-8 and escapes.
+    /// Its text (self.last) is the input between the quotes when it has no
+    /// escapes; with escapes it is decoded into dst's buffer.
+    #[inline(always)]
+    fn string(&mut self, i: usize, dst: Dst) -> usize {
         let b = self.b;
-        self.i += 1;
-        let start = self.i;
+        let start = i + 1;
+        let mut i = start;
         loop {
-            self.i = plain_run(b, self.i);
-            let c = match self.peek() {
-                None => return Err(self.err_at("unterminated string")),
+            i = plain_run(b, i);
+            let c = match self.at(i) {
+                None => return self.fail_at(i, "unterminated string"),
                 Some(c) => c,
             };
             if c == b'"' {
-                self.i += 1;
-                return Ok(Span {
+                self.last = Span {
                     a: start,
-                    b: self.i - 1,
+                    b: i,
                     decoded: false,
-                });
+                };
+                return i + 1;
             }
             if c == b'\\' {
-                return self.escaped_string(start, dst);
+                return self.escaped_string(start, i, dst);
             }
-            self.utf8_or_control()?;
+            i = t!(self.utf8_or_control(i));
         }
     }
 
-    /// At a byte below 0x20 (an error) or from 0x80 on in a string: steps
-    /// over a valid UTF-8 sequence.
-    fn utf8_or_control(&mut self) -> Result<(), String> {
-        if self.b[self.i] < 0x20 {
-            return Err(self.err_at("control character in string"));
-        }
-        let n = utf8_len(&self.b[self.i..]);
-        if n == 0 {
-            return Err(self.err_at("invalid UTF-8 in string"));
-        }
-        self.i += n;
-        Ok(())
-    }
-
-    /// The rest of string() from its first backslash (at self.i); the
-    /// string's text starts at start.
+    /// At a byte below 0x20 (an error) or from 0x80 on in a string: the
+    /// position after a valid UTF-8 sequence.
     #[inline(never)]
-    fn escaped_string(&mut self, start: usize, dst: Dst) -> Result<Span, String> {
+    fn utf8_or_control(&mut self, i: usize) -> usize {
+        if self.b[i] < 0x20 {
+            return self.fail_at(i, "control character in string");
+        }
+        let n = utf8_len(&self.b[i..]);
+        if n == 0 {
+            return self.fail_at(i, "invalid UTF-8 in string");
+        }
+        i + n
+    }
+
+    /// The rest of string() from its first backslash (at i); the string's
+    /// text starts at start.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize, mut i: usize, dst: Dst) -> usize {
         let b = self.b;
-        let first = self.i;
         let a = match self.out(dst) {
             Some(o) => {
                 let a = o.len();
-                o.extend_from_slice(&b[start..first]);
+                o.extend_from_slice(&b[start..i]);
                 a
             }
             None => 0,
         };
         loop {
-            let run = self.i;
-            self.i = plain_run(b, self.i);
-            let end = self.i;
+            let run = i;
+            i = plain_run(b, i);
             if let Some(o) = self.out(dst) {
-                o.extend_from_slice(&b[run..end]);
+                o.extend_from_slice(&b[run..i]);
             }
-            let c = match self.peek() {
-                None => return Err(self.err_at("unterminated string")),
+            let c = match self.at(i) {
+                None => return self.fail_at(i, "unterminated string"),
                 Some(c) => c,
             };
             if c == b'"' {
-                self.i += 1;
                 let end = self.out(dst).map_or(0, |o| o.len());
-                return Ok(Span {
+                self.last = Span {
                     a,
                     b: end,
                     decoded: true,
-                });
+                };
+                return i + 1;
             }
             if c != b'\\' {
-                let at = self.i;
-                self.utf8_or_control()?;
-                let end = self.i;
+                let at = i;
+                i = t!(self.utf8_or_control(i));
                 if let Some(o) = self.out(dst) {
-                    o.extend_from_slice(&b[at..end]);
+                    o.extend_from_slice(&b[at..i]);
                 }
                 continue;
             }
-            let e = match b.get(self.i + 1) {
-                None => return Err(self.err_at("unterminated string")),
+            let e = match b.get(i + 1) {
+                None => return self.fail_at(i, "unterminated string"),
                 Some(&e) => e,
             };
             let ch = match e {
@@ -877,21 +912,22 @@ impl<'a, 's> Parser<'a, 's> {
                 b'r' => b'\r',
                 b't' => b'\t',
                 b'u' => {
-                    let r = self.unicode_escape()?;
+                    let (next, r) = match self.unicode_escape(i) {
+                        Some(x) => x,
+                        None => return FAIL,
+                    };
+                    i = next;
                     if let Some(o) = self.out(dst) {
                         push_rune(o, r);
                     }
                     continue;
                 }
-                _ => {
-                    self.i += 1;
-                    return Err(self.err_at("invalid escape"));
-                }
+                _ => return self.fail_at(i + 1, "invalid escape"),
             };
             if let Some(o) = self.out(dst) {
                 o.push(ch);
             }
-            self.i += 2;
+            i += 2;
         }
     }
 
@@ -904,31 +940,38 @@ impl<'a, 's> Parser<'a, 's> {
         Some(r)
     }
 
-    /// Reads \uXXXX (and a following low surrogate escape) at self.i.
-    fn unicode_escape(&mut self) -> Result<u32, String> {
-        let r = match self.hex4(self.i + 2) {
-            None => return Err(self.err_at("invalid \\u escape")),
+    /// Reads \uXXXX (and a following low surrogate escape) at i: the
+    /// position after it and the code point, or None with self.msg set.
+    fn unicode_escape(&mut self, i: usize) -> Option<(usize, u32)> {
+        let r = match self.hex4(i + 2) {
+            None => {
+                self.fail_at(i, "invalid \\u escape");
+                return None;
+            }
             Some(r) => r,
         };
         match r {
-            0xDC00..=0xDFFF => Err(self.err_at("unpaired surrogate escape")),
+            0xDC00..=0xDFFF => {
+                self.fail_at(i, "unpaired surrogate escape");
+                None
+            }
             0xD800..=0xDBFF => {
                 let b = self.b;
-                if b.len() < self.i + 12 || b[self.i + 6] != b'\\' || b[self.i + 7] != b'u' {
-                    return Err(self.err_at("unpaired surrogate escape"));
+                if b.len() < i + 12 || b[i + 6] != b'\\' || b[i + 7] != b'u' {
+                    self.fail_at(i, "unpaired surrogate escape");
+                    return None;
                 }
-                match self.hex4(self.i + 8) {
+                match self.hex4(i + 8) {
                     Some(lo) if (0xDC00..=0xDFFF).contains(&lo) => {
-                        self.i += 12;
-                        Ok(0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00))
+                        Some((i + 12, 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00)))
                     }
-                    _ => Err(self.err_at("unpaired surrogate escape")),
+                    _ => {
+                        self.fail_at(i, "unpaired surrogate escape");
+                        None
+                    }
                 }
             }
-            _ => {
-                self.i += 6;
-                Ok(r)
-            }
+            _ => Some((i + 6, r)),
         }
     }
 }
@@ -945,6 +988,51 @@ mod tests {
     fn oracle_run(input: Option<&[u8]>) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
         oracle::value(&mut out, input, &mut oracle::Scratch::default()).map(|_| out)
+    }
+
+    /// amount_cents at and around the limits of int64 and u64, and other
+    /// numbers: the oracle's output or error text.
+    #[test]
+    fn oracle_integers() {
+        let lits = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "01",
+            "1.5",
+            "1e3",
+            "-",
+            "-a",
+            "1.",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "9999999999999999999",
+            "10000000000000000000",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-18446744073709551617",
+            "99999999999999999999999",
+            "-00",
+            "1E+2",
+            "\"1\"",
+            "true",
+            "[1]",
+        ];
+        for lit in lits {
+            let v = format!(
+                "{{\"order_id\":\"o\",\"customer\":{{\"id\":\"c\"}},\"amount_cents\":{},\"currency\":\"c\"}}",
+                lit
+            );
+            assert_eq!(
+                run(Some(v.as_bytes())),
+                oracle_run(Some(v.as_bytes())),
+                "{}",
+                v
+            );
+        }
     }
 
     /// plain_run against its definition, for every byte value at every
