@@ -174,6 +174,59 @@ impl<'a> Iterator for Records<'a> {
 }
 
 fn decode_record(b: &[u8]) -> Result<Record<'_>, WireError> {
+    match fast_record(b) {
+        Some(r) => Ok(r),
+        None => checked_record(b),
+    }
+}
+
+/// A well-formed record's fields, read with plain bounds checks; None for
+/// anything else (checked_record then says what is wrong and where).
+#[inline(always)]
+pub(crate) fn fast_record(b: &[u8]) -> Option<Record<'_>> {
+    // A length (u32, -1 for null when nullable) and its bytes at *p.
+    fn nbytes<'a>(b: &'a [u8], p: &mut usize, nullable: bool) -> Option<Option<&'a [u8]>> {
+        let n = le32(b.get(*p..*p + 4)?, 0);
+        *p += 4;
+        if n as i32 >= 0 {
+            let s = b.get(*p..*p + n as usize)?;
+            *p += n as usize;
+            return Some(Some(s));
+        }
+        if n == u32::MAX && nullable {
+            return Some(None);
+        }
+        None
+    }
+    let head = b.get(..20)?;
+    let offset = (le32(head, 0) as u64 | (le32(head, 4) as u64) << 32) as i64;
+    let timestamp_ms = (le32(head, 8) as u64 | (le32(head, 12) as u64) << 32) as i64;
+    let partition = le32(head, 16) as i32;
+    let mut p = 20;
+    let key = nbytes(b, &mut p, true)?;
+    let value = nbytes(b, &mut p, true)?;
+    let header_count = le32(b.get(p..p + 4)?, 0);
+    p += 4;
+    let start = p;
+    for _ in 0..header_count {
+        nbytes(b, &mut p, false)?;
+        nbytes(b, &mut p, true)?;
+    }
+    if p != b.len() {
+        return None;
+    }
+    Some(Record {
+        offset,
+        timestamp_ms,
+        partition,
+        key,
+        value,
+        headers: &b[start..],
+        header_count,
+    })
+}
+
+pub(crate) fn checked_record(b: &[u8]) -> Result<Record<'_>, WireError> {
     let mut r = Reader { b, pos: 0 };
     let offset = r.u64()? as i64;
     let timestamp_ms = r.u64()? as i64;

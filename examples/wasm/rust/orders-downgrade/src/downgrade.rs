@@ -72,7 +72,11 @@ pub fn parse<'a>(input: &'a [u8], scratch: &'a mut Scratch) -> Result<Order<'a>,
         customer_id: text(o.customer_id),
         currency: text(o.currency),
         amount: o.amount,
-        plain: [!o.order_id.decoded, !o.customer_id.decoded, !o.currency.decoded],
+        plain: [
+            !o.order_id.decoded,
+            !o.customer_id.decoded,
+            !o.currency.decoded,
+        ],
     })
 }
 
