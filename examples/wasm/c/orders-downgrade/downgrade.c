@@ -412,6 +412,15 @@ static inline unsigned special16(const uint8_t *p) {
  * and then one byte at a time.
  */
 static size_t plain_run(const uint8_t *b, size_t i, size_t n) {
+    /* The first sixteen outside the loop: most strings end in them, and a
+     * loop head is a fuel check under wazero. */
+    if (n - i >= 16) {
+        unsigned m = special16(b + i);
+        if (m) {
+            return i + (size_t)__builtin_ctz(m);
+        }
+        i += 16;
+    }
     while (n - i >= 16) {
         unsigned m = special16(b + i);
         if (m) {
