@@ -278,56 +278,72 @@ func (p *plugin) process(req []byte) (status uint32, reply []byte) {
 		registered.scratch = registered.scratch[:0]
 		var res []Record
 		var err error
-		switch op {
-		case OpTransform:
+		if op == OpTransform {
 			res, err = p.transform(r)
-		case OpEncode, OpDecode:
-			fn := p.encode
-			if op == OpDecode {
-				fn = p.decode
-			}
-			if r.Value == nil {
-				err = KeepRecord // a null payload (a tombstone) stays null
-				break
-			}
-			var v []byte
-			if v, err = fn(r.Value); err == nil {
-				if v == nil {
-					v = []byte{} // a value stays a value: nil means empty here
-				}
-				res = []Record{{Value: v, Timestamp: -1, Partition: -1, Offset: -1}}
-			}
-		case OpWrite:
-			err = p.sink(r)
+		} else {
+			res, err = p.codecOrSink(op, r)
 		}
-		switch {
-		case err == KeepRecord: //nolint:errorlint // sentinel, returned as is
-			out = le.AppendUint32(out, abi.EntryOK)
-			out = le.AppendUint32(out, abi.Keep)
-		case err != nil:
-			var be batchError
-			if errors.As(err, &be) {
-				p.out = out
-				return StatusBatch, []byte(err.Error())
-			}
-			msg := err.Error()
-			out = le.AppendUint32(out, abi.EntryReject)
-			out = le.AppendUint32(out, uint32(len(msg)))
-			out = append(out, msg...)
-		default:
-			out = le.AppendUint32(out, abi.EntryOK)
-			out = le.AppendUint32(out, uint32(len(res)))
+		// An entry's status and count: one 8-byte store.
+		n := len(out)
+		if cap(out)-n < 8 {
+			out = grow(out, 8)
+		}
+		if err == nil {
+			out = out[:n+8]
+			put64(out, n, abi.EntryOK|uint64(len(res))<<32)
 			for j := range res {
 				out = appendRecord(out, &res[j])
 			}
+			continue
 		}
+		if err == KeepRecord { //nolint:errorlint // sentinel, returned as is
+			out = out[:n+8]
+			put64(out, n, abi.EntryOK|uint64(abi.Keep)<<32)
+			continue
+		}
+		var be batchError
+		if errors.As(err, &be) {
+			p.out = out
+			return StatusBatch, []byte(err.Error())
+		}
+		msg := err.Error()
+		out = le.AppendUint32(out, abi.EntryReject)
+		out = le.AppendUint32(out, uint32(len(msg)))
+		out = append(out, msg...)
 	}
 	p.out = out
 	return StatusOK, out
 }
 
-// decodeRequest decodes count records; they point into b. Records and
-// headers live in slabs reused from call to call.
+// codecOrSink runs a codec's or a sink's function on r.
+func (p *plugin) codecOrSink(op Op, r *Record) ([]Record, error) {
+	if op == OpWrite {
+		return nil, p.sink(r)
+	}
+	fn := p.encode
+	if op == OpDecode {
+		fn = p.decode
+	}
+	if r.Value == nil {
+		return nil, KeepRecord // a null payload (a tombstone) stays null
+	}
+	v, err := fn(r.Value)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		v = []byte{} // a value stays a value: nil means empty here
+	}
+	return []Record{{Value: v, Timestamp: -1, Partition: -1, Offset: -1}}, nil
+}
+
+// decodeRequest decodes count records; their keys, values and header
+// values are views of b. Records and headers live in slabs reused from call
+// to call. The loop makes no call of its own per record (a call in a Go
+// Wasm guest passes its arguments through linear memory and goes through
+// the callee's dispatch loop, ~150 machine instructions under wazero):
+// the fields are read with single loads (u32, u64) and a header name is
+// compared in place with the previous record's as two 8-byte words.
 func (p *plugin) decodeRequest(b []byte, count uint32) ([]Record, error) {
 	if uint64(count) > uint64(len(b)/4) {
 		return nil, errors.New("request count " + itoa(int(count)) + " too large for " + itoa(len(b)) + " bytes")
@@ -337,133 +353,198 @@ func (p *plugin) decodeRequest(b []byte, count uint32) ([]Record, error) {
 	}
 	recs := p.recs[:count]
 	hdrs := p.hdrs[:0]
-	pos := 8
-	for i := range recs {
-		if len(b) < 4 {
-			return nil, errors.New("record " + itoa(i) + ": short size at byte " + itoa(pos))
+	at := 0 // the record's size field, in b
+	for k := range recs {
+		if len(b)-at < 4 {
+			return nil, errors.New("record " + itoa(k) + ": short size at byte " + itoa(8+at))
 		}
-		size := le.Uint32(b)
-		if uint64(size) > uint64(len(b)-4) {
-			return nil, errors.New("record " + itoa(i) + ": size " + itoa(int(size)) + " past the end at byte " + itoa(pos))
+		size := u32(b, at)
+		if uint64(size) > uint64(len(b)-at-4) {
+			return nil, errors.New("record " + itoa(k) + ": size " + itoa(int(size)) + " past the end at byte " + itoa(8+at))
 		}
-		var err error
-		if hdrs, err = p.decodeBody(&recs[i], b[4:4+size], hdrs); err != nil {
-			return nil, errors.New("record " + itoa(i) + " at byte " + itoa(pos) + ": " + err.Error())
+		// The body: offset, timestamp, partition, key, value, headers.
+		body := b[at+4 : at+4+int(size)]
+		r := &recs[k]
+		if len(body) < 32 {
+			return nil, bodyError(k, at, errShort)
 		}
-		b = b[4+size:]
-		pos += 4 + int(size)
+		r.Offset = int64(u64(body, 0))
+		r.Timestamp = int64(u64(body, 8))
+		r.Partition = int32(u32(body, 16))
+		// The key and the value: a length (-1 for null) and the bytes.
+		i := 24
+		switch n := int32(u32(body, 20)); {
+		case n == -1:
+			r.Key = nil
+		case n < 0 || int(n) > len(body)-i:
+			return nil, bodyError(k, at, errors.New("bad key length"))
+		default:
+			r.Key = body[i : i+int(n) : i+int(n)]
+			i += int(n)
+		}
+		if len(body)-i < 4 {
+			return nil, bodyError(k, at, errors.New("bad value length"))
+		}
+		n := int32(u32(body, i))
+		i += 4
+		switch {
+		case n == -1:
+			r.Value = nil
+		case n < 0 || int(n) > len(body)-i:
+			return nil, bodyError(k, at, errors.New("bad value length"))
+		default:
+			r.Value = body[i : i+int(n) : i+int(n)]
+			i += int(n)
+		}
+		if len(body)-i < 4 {
+			return nil, bodyError(k, at, errShort)
+		}
+		hc := u32(body, i)
+		i += 4
+		if uint64(hc) > uint64((len(body)-i)/8) {
+			return nil, bodyError(k, at, errors.New("header count "+itoa(int(hc))+" too large"))
+		}
+		start := len(hdrs)
+		for j := 0; j < int(hc); j++ {
+			if len(body)-i < 4 {
+				return nil, bodyError(k, at, errShort)
+			}
+			kl := int(u32(body, i))
+			i += 4
+			if uint64(kl) > uint64(len(body)-i) {
+				return nil, bodyError(k, at, errors.New("bad header name length"))
+			}
+			name := body[i : i+kl]
+			// The j-th name of the previous record, if b holds it again:
+			// names of 8-16 bytes (most) compared as two 8-byte words,
+			// without the calls of == (runtime.memequal and its byte loop).
+			var key string
+			if j < len(p.names) && kl >= 8 && kl <= 16 && len(p.names[j]) == kl {
+				if prev := p.names[j]; u64s(prev, 0) == u64(name, 0) && u64s(prev, kl-8) == u64(name, kl-8) {
+					key = prev
+				}
+			}
+			if key == "" {
+				key = p.name(j, name)
+			}
+			i += kl
+			if len(body)-i < 4 {
+				return nil, bodyError(k, at, errors.New("bad header value length"))
+			}
+			var v []byte
+			switch n := int32(u32(body, i)); {
+			case n == -1:
+				i += 4
+			case n < 0 || int(n) > len(body)-i-4:
+				return nil, bodyError(k, at, errors.New("bad header value length"))
+			default:
+				v = body[i+4 : i+4+int(n) : i+4+int(n)]
+				i += 4 + int(n)
+			}
+			hdrs = append(hdrs, Header{Key: key, Value: v})
+		}
+		if i != len(body) {
+			return nil, bodyError(k, at, errors.New(itoa(len(body)-i)+" bytes after the last header"))
+		}
+		// If hdrs grew while decoding this batch, the Headers of the
+		// records before point into the slab it had: still theirs, and
+		// unchanged until the next call.
+		r.Headers = nil
+		if hc > 0 {
+			r.Headers = hdrs[start:len(hdrs):len(hdrs)]
+		}
+		at += 4 + int(size)
 	}
-	if len(b) != 0 {
-		return nil, errors.New(itoa(len(b)) + " bytes after the last record")
-	}
-	// Headers were appended to one slab that may have moved while growing:
-	// point each record at its part by count.
-	k := 0
-	for i := range recs {
-		if n := len(recs[i].Headers); n > 0 {
-			recs[i].Headers = hdrs[k : k+n : k+n]
-			k += n
-		}
+	if at != len(b) {
+		return nil, errors.New(itoa(len(b)-at) + " bytes after the last record")
 	}
 	p.hdrs = hdrs
 	return recs, nil
 }
 
+// bodyError is the error for record k's body, whose size field is at b[at]
+// of decodeRequest's b.
+func bodyError(k, at int, err error) error {
+	return errors.New("record " + itoa(k) + " at byte " + itoa(8+at) + ": " + err.Error())
+}
+
 var errShort = errors.New("record body too short")
 
-// decodeBody decodes one record body into r, appending its headers to hdrs.
-func (p *plugin) decodeBody(r *Record, b []byte, hdrs []Header) ([]Header, error) {
-	if len(b) < 32 {
-		return hdrs, errShort
-	}
-	r.Offset = int64(le.Uint64(b))
-	r.Timestamp = int64(le.Uint64(b[8:]))
-	r.Partition = int32(le.Uint32(b[16:]))
-	b = b[20:]
-	var ok bool
-	if r.Key, b, ok = nullable(b); !ok {
-		return hdrs, errors.New("bad key length")
-	}
-	if r.Value, b, ok = nullable(b); !ok {
-		return hdrs, errors.New("bad value length")
-	}
-	if len(b) < 4 {
-		return hdrs, errShort
-	}
-	hc := le.Uint32(b)
-	b = b[4:]
-	if uint64(hc) > uint64(len(b)/8) {
-		return hdrs, errors.New("header count " + itoa(int(hc)) + " too large")
-	}
-	start := len(hdrs)
-	for j := 0; j < int(hc); j++ {
-		if len(b) < 4 {
-			return hdrs, errShort
-		}
-		kl := le.Uint32(b)
-		if uint64(kl) > uint64(len(b)-4) {
-			return hdrs, errors.New("bad header name length")
-		}
-		var h Header
-		h.Key = p.name(j, b[4:4+kl])
-		if h.Value, b, ok = nullable(b[4+kl:]); !ok {
-			return hdrs, errors.New("bad header value length")
-		}
-		hdrs = append(hdrs, h)
-	}
-	if len(b) != 0 {
-		return hdrs, errors.New(itoa(len(b)) + " bytes after the last header")
-	}
-	// decodeRequest points Headers into the final slab by their count.
-	r.Headers = nil
-	if hc > 0 {
-		r.Headers = hdrs[start:len(hdrs):len(hdrs)]
-	}
-	return hdrs, nil
+// u32 and u64 read the little-endian integer at b[i:]; they inline into
+// their callers, where the compiler makes each one load.
+func u32(b []byte, i int) uint32 {
+	b = b[i : i+4]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
-func nullable(b []byte) (v, rest []byte, ok bool) {
-	if len(b) < 4 {
-		return nil, b, false
-	}
-	n := int32(le.Uint32(b))
-	b = b[4:]
-	if n == -1 {
-		return nil, b, true
-	}
-	if n < 0 || int(n) > len(b) {
-		return nil, b, false
-	}
-	return b[:n:n], b[n:], true
+func u64(b []byte, i int) uint64 {
+	b = b[i : i+8]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
+func u64s(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// appendRecord appends r's entry of a result batch (its size and body) to
+// out: it grows out once and writes the fixed fields with single stores and
+// the bytes with copy (memory.copy in Wasm).
 func appendRecord(out []byte, r *Record) []byte {
 	size := 8 + 8 + 4 + 4 + len(r.Key) + 4 + len(r.Value) + 4
 	for i := range r.Headers {
 		size += 4 + len(r.Headers[i].Key) + 4 + len(r.Headers[i].Value)
 	}
-	out = le.AppendUint32(out, uint32(size))
-	out = le.AppendUint64(out, math.MaxUint64) // offset -1
-	out = le.AppendUint64(out, uint64(r.Timestamp))
-	out = le.AppendUint32(out, math.MaxUint32) // partition -1
-	out = appendNullable(out, r.Key)
-	out = appendNullable(out, r.Value)
-	out = le.AppendUint32(out, uint32(len(r.Headers)))
-	for i := range r.Headers {
-		h := &r.Headers[i]
-		out = le.AppendUint32(out, uint32(len(h.Key)))
-		out = append(out, h.Key...)
-		out = appendNullable(out, h.Value)
+	n := len(out)
+	if cap(out)-n < 4+size {
+		out = grow(out, 4+size)
+	}
+	out = out[:n+4+size]
+	b := out[n:]
+	put32(b, 0, uint32(size))
+	put64(b, 4, math.MaxUint64) // offset -1
+	put64(b, 12, uint64(r.Timestamp))
+	put32(b, 20, math.MaxUint32) // partition -1
+	put32(b, 24, nullLen(r.Key))
+	i := 28 + copy(b[28:], r.Key)
+	put32(b, i, nullLen(r.Value))
+	i += 4 + copy(b[i+4:], r.Value)
+	put32(b, i, uint32(len(r.Headers)))
+	i += 4
+	for j := range r.Headers {
+		h := &r.Headers[j]
+		put32(b, i, uint32(len(h.Key)))
+		i += 4 + copy(b[i+4:], h.Key)
+		put32(b, i, nullLen(h.Value))
+		i += 4 + copy(b[i+4:], h.Value)
 	}
 	return out
 }
 
-func appendNullable(out, b []byte) []byte {
-	if b == nil {
-		return le.AppendUint32(out, abi.Null)
+// nullLen is v's length in a batch: abi.Null for nil.
+func nullLen(v []byte) uint32 {
+	if v == nil {
+		return abi.Null
 	}
-	out = le.AppendUint32(out, uint32(len(b)))
-	return append(out, b...)
+	return uint32(len(v))
+}
+
+// grow returns out with room for n more bytes.
+func grow(out []byte, n int) []byte {
+	return append(out, make([]byte, n)...)[:len(out)]
+}
+
+func put32(b []byte, i int, v uint32) {
+	b = b[i : i+4]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+func put64(b []byte, i int, v uint64) {
+	b = b[i : i+8]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	b[4], b[5], b[6], b[7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
 }
 
 // The SDK uses neither fmt nor encoding/json: together they add ~30% to a

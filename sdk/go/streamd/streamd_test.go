@@ -17,13 +17,23 @@ func request(op Op, recs ...Record) []byte {
 	for i := range recs {
 		r := recs[i]
 		r.Partition, r.Offset = 3, 40+int64(i)
-		enc := appendRecord(nil, &r)
-		// appendRecord writes -1 for offset and partition; put them back.
+		enc := oldAppendRecord(nil, &r) // the frozen encoder: not the code under test
+		// It writes -1 for offset and partition; put them back.
 		binary.LittleEndian.PutUint64(enc[4:], uint64(r.Offset))
 		binary.LittleEndian.PutUint32(enc[20:], uint32(r.Partition))
 		b = append(b, enc...)
 	}
 	return b
+}
+
+// decodeOne decodes one record entry (its size and body) as the SDK decodes
+// a request's.
+func decodeOne(entry []byte) (Record, error) {
+	recs, err := (&plugin{}).decodeRequest(entry, 1)
+	if err != nil {
+		return Record{}, err
+	}
+	return recs[0], nil
 }
 
 // result decodes a result batch into per-entry summaries.
@@ -45,8 +55,7 @@ func result(t *testing.T, b []byte) []string {
 			var vals []string
 			for range c {
 				size := le.Uint32(b)
-				var r Record
-				_, err := (&plugin{}).decodeBody(&r, b[4:4+size], nil)
+				r, err := decodeOne(b[:4+size])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -151,8 +160,8 @@ func TestCodecAndSink(t *testing.T) {
 	if got := strings.Join(result(t, reply), " "); got != "keep records:" {
 		t.Fatalf("null payload: %s", got)
 	}
-	var r Record // the second entry's record: count, keep entry, status, out_count, size
-	if _, err := (&plugin{}).decodeBody(&r, reply[24:], nil); err != nil || r.Value == nil {
+	// the second entry's record: count, keep entry, status, out_count, size
+	if r, err := decodeOne(reply[20:]); err != nil || r.Value == nil {
 		t.Fatalf("nil result: value %q (nil %v), %v; want empty, not null", r.Value, r.Value == nil, err)
 	}
 	var written []string
