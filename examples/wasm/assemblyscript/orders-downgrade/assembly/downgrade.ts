@@ -362,6 +362,24 @@ function scanString(q: usize, e: usize): usize {
   return 0; // unreachable: the loop only exits by return
 }
 
+// str is scanString with its commonest case inline, in its callers: a
+// string whose closing quote is the first special byte of the 16 after its
+// opening quote (the keys and most values of an order), found without a
+// call. Anything else, the 16 bytes included, is scanString's.
+// @ts-ignore: decorator
+@inline
+function str(q: usize, e: usize): usize {
+  const p = q + 1;
+  if (p + 16 <= e) {
+    const m = specials16(p);
+    if (m != 0) {
+      const z = p + <usize>ctz(m);
+      if (load<u8>(z) == 0x22) return z + 1;
+    }
+  }
+  return scanString(q, e);
+}
+
 // String errors, reported by failString.
 const ERR_UNTERMINATED: i32 = 0;
 const ERR_CONTROL: i32 = 1;
@@ -545,7 +563,7 @@ function value(p: usize, e: usize, depth: i32): usize {
   if (p >= e) return fail(p, "unexpected end of value");
   const c = <u32>load<u8>(p);
   switch (c) {
-    case 0x22: return scanString(p, e);
+    case 0x22: return str(p, e);
     case 0x7B: return object(p, e, depth); // {
     case 0x5B: return array(p, e, depth); // [
     case 0x74: return literal(p, e, 0x65757274, 4); // true
@@ -598,7 +616,7 @@ function array(p: usize, e: usize, depth: i32): usize {
 @inline
 function key(p: usize, e: usize): usize {
   if (p >= e || load<u8>(p) != 0x22) return fail(p, "expected a string key");
-  return scanString(p, e);
+  return str(p, e);
 }
 
 // colon checks for the ':' after a key at p (after whitespace) and returns
@@ -772,7 +790,7 @@ function keptString(p: usize, e: usize, field: i32): usize {
     if (value(p, e, 2) == 0) return 0;
     return failNotString(field);
   }
-  return scanString(p, e);
+  return str(p, e);
 }
 
 // topMember reads the value at p of the known top-level member which.
