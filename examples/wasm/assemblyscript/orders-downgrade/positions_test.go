@@ -132,3 +132,40 @@ func TestOutputRecords(t *testing.T) {
 		compare(t, recs[i], res[i])
 	}
 }
+
+// TestAmounts checks amount_cents, read in one pass in its common form and
+// copied from the input to the output, against the Go reference: every
+// digit count 1-21 (around int64's and uint64's limits), signs, -0, leading
+// zeros, fractions and exponents after each form, and what follows.
+func TestAmounts(t *testing.T) {
+	tr := open(t)
+	lits := []string{"0", "-0", "00", "-00", "01", "-01", "0.5", "-0.0", "0e1", "0E1", "1e5", "1E+5", "-1e-5", "-", "-a", "+1", ".5",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"18446744073709551615", "18446744073709551616", "99999999999999999999", "184467440737095516150",
+		"1.", "1.e5", "1e", "12345678901234567890.5", "true", `"1"`, "[1]", "null"}
+	for n := 1; n <= 21; n++ {
+		d := strings.Repeat("9", n)
+		lits = append(lits, d, "-"+d, "1"+strings.Repeat("0", n-1), d+".0", d+"e0", d+"E0", "-"+d+".5")
+	}
+	var recs []record.Record
+	for _, lit := range lits {
+		for _, after := range []string{`,"currency":"E"}`, ` ,"currency":"E"}`, `}`, `0}`, `x}`} {
+			v := `{"order_id":"o","customer":{"id":"c"},"currency":"E","amount_cents":` + lit + after
+			if after != `}` && after != `0}` && after != `x}` {
+				v = `{"order_id":"o","customer":{"id":"c"},"amount_cents":` + lit + after
+			}
+			recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(1)})
+			recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v[:len(v)-1])})
+		}
+	}
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	for i := range recs {
+		compare(t, recs[i], res[i])
+	}
+}

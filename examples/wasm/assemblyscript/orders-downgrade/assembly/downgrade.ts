@@ -15,7 +15,7 @@
 // value, so no function there has a shadow-stack frame: messages are built
 // out of line, in the fail functions.
 
-import { jsonEscapeByte, putBytes, writeDecimal } from "@streamd/sdk";
+import { jsonEscapeByte, putBytes } from "@streamd/sdk";
 
 /** The deepest nesting accepted; the top-level object is level 1. */
 export const MAX_DEPTH: i32 = 64;
@@ -42,6 +42,10 @@ let curStart: usize = 0;
 let curEnd: usize = 0;
 let curEsc: bool = false;
 let amount: i64 = 0;
+// The literal of amount_cents in the input: JSON's integers are written as
+// Go's strconv writes an int64 (no leading zeros, no '+'), but for "-0".
+let amountStart: usize = 0;
+let amountEnd: usize = 0;
 
 // fail records a syntax error at byte p; always returns 0.
 function fail(p: usize, msg: string): usize {
@@ -825,8 +829,46 @@ function topMember(p: usize, e: usize, which: u32): usize {
 }
 
 // integer reads amount_cents at p (after whitespace): an integer literal
-// that fits int64.
+// that fits int64. Its common form, a literal of at most 19 digits (which
+// cannot overflow u64) not followed by '.', 'e' or 'E', is read and
+// accumulated in one pass; anything else goes to integerSlow, which reads
+// it as a number first, like the reference.
 function integer(p: usize, e: usize): usize {
+  let q = p;
+  const neg = q < e && load<u8>(q) == 0x2D;
+  if (neg) q++;
+  if (q < e && isDigit(load<u8>(q))) {
+    const first = q;
+    let u: u64 = 0;
+    if (load<u8>(q) == 0x30) {
+      q++; // a leading 0 ends the literal: number() reads no more either
+    } else {
+      while (q < e) {
+        const c = <u32>load<u8>(q);
+        if (!isDigit(c)) break;
+        u = u * 10 + <u64>(c - 0x30);
+        q++;
+      }
+    }
+    if (q - first <= 19 && (q >= e || (load<u8>(q) != 0x2E && (load<u8>(q) | 0x20) != 0x65))) {
+      if (neg && u <= <u64>0x8000000000000000) {
+        amount = <i64>(<u64>0 - u);
+      } else if (!neg && u < <u64>0x8000000000000000) {
+        amount = <i64>u;
+      } else {
+        return failPlain("amount_cents does not fit int64");
+      }
+      amountStart = p;
+      amountEnd = q;
+      return q;
+    }
+  }
+  return integerSlow(p, e);
+}
+
+// integerSlow is integer for any value: not a number, not an integer, too
+// long to fit.
+function integerSlow(p: usize, e: usize): usize {
   const start = p;
   if (p >= e || (load<u8>(p) != 0x2D && !isDigit(load<u8>(p)))) {
     if (value(p, e, 2) == 0) return 0;
@@ -852,6 +894,8 @@ function integer(p: usize, e: usize): usize {
   } else {
     return failPlain("amount_cents does not fit int64");
   }
+  amountStart = start;
+  amountEnd = end;
   return end;
 }
 
@@ -932,7 +976,7 @@ function putString(d: usize, s: usize, e: usize, esc: bool): usize {
 /**
  * The most bytes writeValue can write for the last successful parse: the
  * three strings (never longer decoded) and their quotes, the constants with
- * their 16-byte stores, 20 digits and '}'.
+ * their 16-byte stores, the amount's at most 20 bytes and '}'.
  */
 export function valueMax(): usize {
   return (orderEnd - orderStart) + (custEnd - custStart) + (curEnd - curStart) + 6 + 4 * 16 + 20 + 1;
@@ -948,7 +992,14 @@ export function writeValue(d: usize): usize {
   w = putConst(w, 0x6D6F74737563222C, 0x203A2264695F7265, 15); // ,"customer_id":
   w = putString(w, custStart, custEnd, custEsc);
   w = putConst(w, 0x746E756F6D61222C, 0x3A2273746E65635F, 16); // ,"amount_cents":
-  w += writeDecimal(amount, w);
+  // The input's digits are the output's (no division per digit), but for
+  // -0, which is 0.
+  if (amount == 0) {
+    store<u8>(w, 0x30);
+    w++;
+  } else {
+    w = putBytes(w, amountStart, amountEnd - amountStart);
+  }
   w = putConst(w, 0x6E6572727563222C, 0x202020203A227963, 12); // ,"currency":
   w = putString(w, curStart, curEnd, curEsc);
   store<u8>(w, 0x7D);
