@@ -909,7 +909,7 @@ static int integer(parser *p, int64_t *out) {
 
 static int customer_member(parser *p, void *ctx, int depth, const uint8_t *key, size_t len) {
     order *o = ctx;
-    if (len == 2 && memcmp(key, "id", 2) == 0) {
+    if (len == 2 && key[0] == 'i' && key[1] == 'd') {
         o->seen |= 16; /* customer.id found */
         return kept_string(p, "customer.id", o->customer_id);
     }
@@ -936,7 +936,23 @@ static int customer(parser *p, order *o) {
     return 0;
 }
 
-#define KEY_IS(k, n, lit) ((n) == sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+/*
+ * key_is reports whether key[0:n] is the literal lit of litn (8 to 16) bytes:
+ * two overlapping 8-byte compares, which with a constant lit are two loads
+ * and compares; memcmp would be a call of wasi-libc's byte loop.
+ */
+static inline int key_is(const uint8_t *key, size_t n, const char *lit, size_t litn) {
+    uint64_t a, b, c, d;
+    if (n != litn) {
+        return 0;
+    }
+    memcpy(&a, key, 8);
+    memcpy(&b, lit, 8);
+    memcpy(&c, key + n - 8, 8);
+    memcpy(&d, lit + n - 8, 8);
+    return a == b && c == d;
+}
+#define KEY_IS(k, n, lit) key_is((k), (n), (lit), sizeof(lit) - 1)
 
 static int top_member(parser *p, void *ctx, int depth, const uint8_t *key, size_t len) {
     order *o = ctx;

@@ -212,11 +212,49 @@ static int duplicate_positions(streamd_buf *out, streamd_buf *scratch, streamd_b
     return failures;
 }
 
+/*
+ * The picked keys compared a word at a time: each of them with any one of
+ * its bytes changed (to the next byte value) is just another key, so the
+ * field counts as missing.
+ */
+static int near_keys(streamd_buf *out, streamd_buf *scratch, streamd_buf *err) {
+    static const struct {
+        const char *key, *missing;
+    } picked[] = {{"order_id", "missing order_id"},
+                  {"customer", "missing customer"},
+                  {"amount_cents", "missing amount_cents"},
+                  {"currency", "missing currency"},
+                  {"id", "missing customer.id"}};
+    int failures = 0;
+    char in[256], key[16];
+    for (size_t c = 0; c < sizeof picked / sizeof picked[0]; c++) {
+        size_t n = strlen(picked[c].key);
+        for (size_t k = 0; k < n; k++) {
+            memcpy(key, picked[c].key, n + 1);
+            key[k]++;
+            const char *ks[5] = {"order_id", "customer", "amount_cents", "currency", "id"};
+            ks[c] = key;
+            snprintf(in, sizeof in, "{\"%s\":\"a\",\"%s\":{\"%s\":\"b\"},\"%s\":1,\"%s\":\"c\"}", ks[0], ks[1], ks[4],
+                     ks[2], ks[3]);
+            out->len = 0;
+            int rc = downgrade_value(out, scratch, streamd_bytes_of(in, strlen(in)), err);
+            if (rc != -1 || err->len != strlen(picked[c].missing) ||
+                memcmp(err->data, picked[c].missing, err->len) != 0) {
+                fprintf(stderr, "near key %s: rc %d, error %.*s, want %s\n", key, rc, (int)err->len, err->data,
+                        picked[c].missing);
+                failures++;
+            }
+        }
+    }
+    return failures;
+}
+
 int main(void) {
     int failures = 0;
     streamd_buf out = {0}, scratch = {0}, err = {0};
     failures += special_positions(&out, &scratch, &err);
     failures += duplicate_positions(&out, &scratch, &err);
+    failures += near_keys(&out, &scratch, &err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         streamd_bytes in = cases[i].in ? streamd_bytes_of(cases[i].in, strlen(cases[i].in)) : STREAMD_NULL;
         out.len = 0;
