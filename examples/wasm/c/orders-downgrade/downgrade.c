@@ -751,7 +751,8 @@ typedef int (*member_fn)(parser *p, void *ctx, int depth, const uint8_t *key, si
  * object reads an object at p->i (which is '{') at nesting level depth.
  * When keys is not NULL every key is checked against it for duplicates.
  */
-static int object(parser *p, int depth, keyset *keys, member_fn member, void *ctx) {
+static inline __attribute__((always_inline)) int object(parser *p, int depth, keyset *keys, member_fn member,
+                                                       void *ctx) {
     /* The position in a local between the member calls (which read and
      * set p->i), as in skip_object; failures are reported where p->i was. */
     const uint8_t *b = p->b;
