@@ -613,7 +613,7 @@ impl<'a, 's> Parser<'a, 's> {
                 Obj::Plain => {
                     i = t!(self.string(i, Dst::None));
                     i = t!(self.colon(i));
-                    i = t!(self.value(i, depth + 1));
+                    i = t!(self.element(i, depth + 1));
                 }
                 Obj::Top | Obj::Customer => {
                     i = t!(self.string(
@@ -692,11 +692,24 @@ impl<'a, 's> Parser<'a, 's> {
                 self.o.customer_id = self.last;
                 i
             }
-            Field::Other => self.value(i, depth + 1),
+            Field::Other => self.element(i, depth + 1),
         }
     }
 
+    /// Reads any JSON value, like value(), with a string read in place:
+    /// no call for the most common ignored value (each call is costly
+    /// under wazero: a stack check, saved registers, reloads after it).
+    #[inline(always)]
+    fn element(&mut self, i: usize, depth: usize) -> usize {
+        let i = self.ws(i);
+        if self.at(i) == Some(b'"') {
+            return self.string(i, Dst::None);
+        }
+        self.value(i, depth)
+    }
+
     /// Reads a string value that is kept; its text is self.last.
+    #[inline(always)]
     fn kept_string(&mut self, i: usize, field: &str) -> usize {
         let i = self.ws(i);
         if self.at(i) != Some(b'"') {
@@ -766,7 +779,7 @@ impl<'a, 's> Parser<'a, 's> {
                     return i + 1;
                 }
                 loop {
-                    i = t!(self.value(i, depth + 1));
+                    i = t!(self.element(i, depth + 1));
                     i = self.ws(i);
                     match self.at(i) {
                         None => return self.fail_at(i, "unterminated array"),
