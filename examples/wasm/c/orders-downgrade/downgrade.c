@@ -165,7 +165,9 @@ static inline uint64_t fingerprint(const uint8_t *key, uint32_t len) {
 
 /* keyset_add is keyset_add_hashed for any object: the list while the object
  * has at most KEYS_LINEAR keys, then the table. */
-static int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE int keyset_add(keyset *k, uint32_t off, uint32_t len, uint32_t in_arena) {
     if (k->n < KEYS_LINEAR) {
         const uint8_t *key = len ? (in_arena ? k->arena.data : k->input) + off : (const uint8_t *)"";
         uint64_t fp = fingerprint(key, len);
@@ -751,8 +753,7 @@ typedef int (*member_fn)(parser *p, void *ctx, int depth, const uint8_t *key, si
  * object reads an object at p->i (which is '{') at nesting level depth.
  * When keys is not NULL every key is checked against it for duplicates.
  */
-static inline __attribute__((always_inline)) int object(parser *p, int depth, keyset *keys, member_fn member,
-                                                       void *ctx) {
+ALWAYS_INLINE int object(parser *p, int depth, keyset *keys, member_fn member, void *ctx) {
     /* The position in a local between the member calls (which read and
      * set p->i), as in skip_object; failures are reported where p->i was. */
     const uint8_t *b = p->b;
@@ -831,7 +832,7 @@ static inline __attribute__((always_inline)) int object(parser *p, int depth, ke
  * kept_string reads a string value and sets r to its range: of the input
  * when it has no escape (no copy), else of p->s, where it is decoded.
  */
-static int kept_string(parser *p, const char *field, size_t r[3]) {
+ALWAYS_INLINE int kept_string(parser *p, const char *field, size_t r[3]) {
     ws(p);
     if (p->i >= p->n || p->b[p->i] != '"') {
         if (value(p, 2) != 0) {
@@ -1124,7 +1125,7 @@ static inline void copy_short(uint8_t *d, const uint8_t *s, size_t n) {
  * below 0x20, and bytes of 0x80 and up are written raw; so it is copied
  * between quotes. A decoded one (it had an escape) goes through the escaper.
  */
-static uint8_t *put_field(streamd_buf *dst, uint8_t *w, const uint8_t *s, size_t n, int decoded) {
+ALWAYS_INLINE uint8_t *put_field(streamd_buf *dst, uint8_t *w, const uint8_t *s, size_t n, int decoded) {
     if (!decoded) {
         *w = '"';
         copy_short(w + 1, s, n);
