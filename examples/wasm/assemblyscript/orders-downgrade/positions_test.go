@@ -169,3 +169,52 @@ func TestAmounts(t *testing.T) {
 		compare(t, recs[i], res[i])
 	}
 }
+
+// TestDuplicateKeys checks duplicate keys, which the plugin finds by bits
+// for the known keys and in a key set (searched inline up to 8 keys, then
+// hashed) for the others, against the Go reference: 1-12 other keys at top
+// level and in customer, each repeated at each later place, with and
+// without escapes, and the known keys repeated.
+func TestDuplicateKeys(t *testing.T) {
+	tr := open(t)
+	var recs []record.Record
+	add := func(v string) {
+		recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(1)})
+	}
+	for n := 1; n <= 12; n++ {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf(`"k%d"`, i)
+		}
+		for dup := -1; dup < n; dup++ {
+			for at := 0; at <= n; at++ {
+				ks := append([]string{}, keys...)
+				if dup >= 0 {
+					d := keys[dup]
+					if at%2 == 1 {
+						d = `"\u006b` + d[2:] // the same key, escaped
+					}
+					ks = append(ks[:at], append([]string{d}, ks[at:]...)...)
+				}
+				members := strings.Join(ks, ":1,") + ":1"
+				add(`{"order_id":"o",` + members + `,"customer":{"id":"c"},"amount_cents":1,"currency":"E"}`)
+				add(`{"order_id":"o","customer":{"id":"c",` + members + `},"amount_cents":1,"currency":"E"}`)
+			}
+		}
+	}
+	for _, k := range []string{`"order_id":"p"`, `"customer":{"id":"d"}`, `"amount_cents":2`, `"currency":"F"`, `"order\u005fid":"p"`} {
+		add(`{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E",` + k + `}`)
+	}
+	add(`{"order_id":"o","customer":{"id":"c","id":"d"},"amount_cents":1,"currency":"E"}`)
+	add(`{"order_id":"o","customer":{"id":"c","\u0069d":"d"},"amount_cents":1,"currency":"E"}`)
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	for i := range recs {
+		compare(t, recs[i], res[i])
+	}
+}

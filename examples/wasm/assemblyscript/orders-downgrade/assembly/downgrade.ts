@@ -216,6 +216,27 @@ function fnv(ptr: usize, len: u32): u32 {
   return h;
 }
 
+// addKey is KeySet.add with its commonest case inline, in the two callers:
+// a set under SMALL keys with room (an order's objects have one or two keys
+// other than the known ones), searched and appended without a call.
+// @ts-ignore: decorator
+@inline
+function addKey(set: KeySet, k: usize, n: u32): bool {
+  const c = set.n;
+  if (set.tableCap != 0 || c >= SMALL || c >= set.keyCap) return set.add(k, n);
+  const keys = set.keys;
+  for (let j = 0; j < c; j++) {
+    const x = keys + <usize>j * 12;
+    if (load<u32>(x, 4) == n && eqBytes(<usize>load<u32>(x), k, <usize>n)) return false;
+  }
+  const x = keys + <usize>c * 12;
+  store<u32>(x, <u32>k);
+  store<u32>(x, n, 4);
+  store<u32>(x, 0, 8);
+  set.n = c + 1;
+  return true;
+}
+
 const topKeys = new KeySet();
 const custKeys = new KeySet();
 
@@ -711,7 +732,7 @@ function topObject(p: usize, e: usize): usize {
     const n = keyLength;
     const which = topKey(k, n);
     if (which == 0) {
-      if (!topKeys.add(k, <u32>n)) return failDuplicate(k, n, false);
+      if (!addKey(topKeys, k, <u32>n)) return failDuplicate(k, n, false);
       p = value(p, e, 2);
     } else {
       if ((seen & which) != 0) return failDuplicate(k, n, false);
@@ -752,7 +773,7 @@ function customer(p: usize, e: usize): usize {
       custEnd = p - 1;
       custEsc = lastEsc == s - 1;
     } else {
-      if (!custKeys.add(k, <u32>n)) return failDuplicate(k, n, true);
+      if (!addKey(custKeys, k, <u32>n)) return failDuplicate(k, n, true);
       p = value(p, e, 3);
       if (p == 0) return 0;
     }
