@@ -311,6 +311,19 @@ const SEEN_AMOUNT: u8 = 4;
 const SEEN_CURRENCY: u8 = 8;
 const SEEN_CUSTOMER_ID: u8 = 16;
 
+/// The seen bit of a wanted field (0 for Other).
+#[inline(always)]
+fn seen_bit(f: Field) -> u8 {
+    match f {
+        Field::OrderId => SEEN_ORDER_ID,
+        Field::Customer => SEEN_CUSTOMER,
+        Field::Amount => SEEN_AMOUNT,
+        Field::Currency => SEEN_CURRENCY,
+        Field::Id => SEEN_CUSTOMER_ID,
+        Field::Other => 0,
+    }
+}
+
 /// Reads 8 bytes at i as a little-endian word.
 #[inline(always)]
 fn word(b: &[u8], i: usize) -> u64 {
@@ -632,7 +645,19 @@ impl<'a, 's> Parser<'a, 's> {
                         self.customer
                     };
                     let field = classify(kind, ks.text(input, k));
-                    if !ks.add(input, k) {
+                    // A wanted key is a duplicate when its seen bit is set
+                    // (member sets it); other keys, which never equal a
+                    // wanted one, go through the key set.
+                    let dup = match field {
+                        Field::Other => !ks.add(input, k),
+                        f => self.o.seen & seen_bit(f) != 0,
+                    };
+                    if dup {
+                        let ks: &KeySet = if kind == Obj::Top {
+                            self.top
+                        } else {
+                            self.customer
+                        };
                         let key = ks.text(input, k);
                         let mut msg = b"duplicate key ".to_vec();
                         append_string(&mut msg, &key[..key.len().min(64)]);
@@ -1066,6 +1091,49 @@ mod tests {
                 "{}",
                 v
             );
+        }
+    }
+
+    /// Duplicates of each wanted key and of other keys, plain and escaped,
+    /// before and after nine other keys (the key set's hash set), in the
+    /// top level and in customer: the oracle's output or error text.
+    #[test]
+    fn oracle_duplicates() {
+        let many: String = (0..9).map(|k| format!("\"k{}\":{},", k, k)).collect();
+        let base = [
+            ("order_id", "\"o\""),
+            ("customer", "{\"id\":\"c\"}"),
+            ("amount_cents", "1"),
+            ("currency", "\"c\""),
+        ];
+        for pad in ["", many.as_str()] {
+            for (key, val) in base.iter().chain([("note", "1"), ("k3", "2")].iter()) {
+                for spelled in [key.to_string(), key.replacen('e', "\\u0065", 1)] {
+                    let mut v = format!("{{{}", pad);
+                    for (k, x) in base {
+                        v += &format!("\"{}\":{},", k, x);
+                    }
+                    v += &format!("\"{}\":{},\"{}\":{}}}", key, val, spelled, val);
+                    assert_eq!(
+                        run(Some(v.as_bytes())),
+                        oracle_run(Some(v.as_bytes())),
+                        "{}",
+                        v
+                    );
+                }
+            }
+            for extra in ["\"id\":\"d\"", "\"\\u0069d\":\"d\"", "\"n\":1,\"n\":2"] {
+                let v = format!(
+                    "{{\"order_id\":\"o\",\"customer\":{{{}\"id\":\"c\",{}}},\"amount_cents\":1,\"currency\":\"c\"}}",
+                    pad, extra
+                );
+                assert_eq!(
+                    run(Some(v.as_bytes())),
+                    oracle_run(Some(v.as_bytes())),
+                    "{}",
+                    v
+                );
+            }
         }
     }
 
