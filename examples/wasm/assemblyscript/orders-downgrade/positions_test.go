@@ -22,8 +22,9 @@ var classes = []string{
 // placements put a string body s in each place the plugin scans one: the
 // three kept strings (order_id well inside the value, currency ending 2
 // bytes before the value's end, customer.id inside the nested object), an
-// object key and a skipped string at the value's end, and a value that ends
-// inside the string (shorter and longer than 16 bytes: unterminated).
+// object key, a skipped string at the value's end and in customer, an
+// element of a skipped array, and a value that ends inside the string
+// (shorter and longer than 16 bytes: unterminated).
 var placements = []func(s string) string{
 	func(s string) string {
 		return `{"order_id":"` + s + `","customer":{"id":"c"},"amount_cents":1,"currency":"EUR"}`
@@ -39,6 +40,12 @@ var placements = []func(s string) string{
 	},
 	func(s string) string {
 		return `{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","x":"` + s + `"}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c","n":"` + s + `"},"amount_cents":1,"currency":"E"}`
+	},
+	func(s string) string {
+		return `{"order_id":"o","customer":{"id":"c"},"t":["a","` + s + `"],"amount_cents":1,"currency":"E"}`
 	},
 	func(s string) string { return `{"` + s },
 	func(s string) string {
@@ -216,5 +223,52 @@ func TestDuplicateKeys(t *testing.T) {
 	}
 	for i := range recs {
 		compare(t, recs[i], res[i])
+	}
+}
+
+// TestSkippedValues checks the values of members nobody wants, which the
+// plugin reads with strings and arrays inline (skip, and string elements in
+// array), against the Go reference: each kind of JSON value, valid and
+// broken, with whitespace around it, at top level and in customer, as
+// itself and as an array element, and arrays nested 60-66 deep (the
+// nesting limit is 64 levels, counted from the top-level object).
+func TestSkippedValues(t *testing.T) {
+	tr := open(t)
+	vals := []string{`""`, `"a"`, `"0123456789abcdef0123456789"`, `"\n"`, `"é"`, `"a`, `"\x"`, "\"\x01\"",
+		`[]`, `[ ]`, `["a"]`, `[ "a" , "b" ]`, `["a","b","c"]`, `["a",1,true,null,{},[],{"k":"v"},["x"]]`, `[1,"a"]`,
+		`["a"`, `["a",]`, `[,"a"]`, `["a" "b"]`, `["a";"b"]`, `["a`, `[`, `["\x"]`, "[\"\x01\"]", `[tru]`, `[-]`,
+		`1`, `-1.5e3`, `true`, `false`, `null`, `{}`, `{"a":["b"]}`, `{"a":"b"`, `tru`, `x`, `-`, ``, `]`, `}`}
+	for n := 60; n <= 66; n++ {
+		vals = append(vals, strings.Repeat("[", n)+strings.Repeat("]", n), strings.Repeat(`["a",`, n)+`"b"`+strings.Repeat("]", n))
+	}
+	var recs []record.Record
+	add := func(v string) {
+		recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(1)})
+	}
+	for _, v := range vals {
+		for _, w := range []string{v, " " + v + " ", "\t\n" + v, "[" + v + "]", `[ "a", ` + v + ` ]`} {
+			add(`{"order_id":"o","x":` + w + `,"customer":{"id":"c"},"amount_cents":1,"currency":"E"}`)
+			add(`{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","x":` + w + `}`)
+			add(`{"order_id":"o","customer":{"id":"c","x":` + w + `},"amount_cents":1,"currency":"E"}`)
+			add(`{"order_id":"o","customer":{"x":` + w + `,"id":"c"},"amount_cents":1,"currency":"E"}`)
+			add(`{"order_id":"o","customer":{"id":"c"},"amount_cents":1,"currency":"E","x":` + w)
+		}
+	}
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	accepted := 0
+	for i := range recs {
+		compare(t, recs[i], res[i])
+		if res[i].Err == nil {
+			accepted++
+		}
+	}
+	if accepted == 0 || accepted == len(recs) {
+		t.Fatalf("%d of %d accepted: the cases do not tell accepting from rejecting", accepted, len(recs))
 	}
 }
