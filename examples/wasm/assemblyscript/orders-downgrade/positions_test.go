@@ -124,7 +124,7 @@ func TestOutputRecords(t *testing.T) {
 				default:
 					h = append(append(append([]record.Header{}, hs[:place]...), schema), hs[place:]...)
 				}
-				recs = append(recs, record.Record{Key: key, Value: value, Headers: h, Timestamp: time.UnixMilli(int64(1700000000000 + n*10 + i))})
+				recs = append(recs, record.Record{Key: key, Value: value, Headers: h, Timestamp: time.UnixMilli(1700000000000 + int64(n*10+i))})
 			}
 		}
 	}
