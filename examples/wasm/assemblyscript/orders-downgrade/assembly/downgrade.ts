@@ -950,6 +950,9 @@ function integerSlow(p: usize, e: usize): usize {
  * Parses the value [ptr, ptr+len) and, on success, leaves the wanted fields
  * in the parser state; on failure returns false with the reason in errMsg.
  */
+// Inline in the plugin's one caller, like writeValue: a call fewer each.
+// @ts-ignore: decorator
+@inline
 export function parse(ptr: usize, len: i32): bool {
   if (len < 0) {
     failPlain("null value");
@@ -1033,6 +1036,8 @@ export function valueMax(): usize {
  * Writes the v1 value of the last successful parse at d (valueMax bytes
  * there are writable) with raw stores; returns the end of the value.
  */
+// @ts-ignore: decorator
+@inline
 export function writeValue(d: usize): usize {
   let w = putConst(d, 0x5F726564726F227B, 0x202020203A226469, 12); // {"order_id":
   w = putString(w, orderStart, orderEnd, orderEsc);
