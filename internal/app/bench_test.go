@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,6 +160,9 @@ func fillOrders(b *testing.B, seeds []string, topic string, n int) {
 	}
 }
 
+// benchConfig is the pipeline's TOML; STREAMD_BENCH_PIPELINE, if set, adds
+// its lines to the [[pipeline]] table (e.g. "max_in_flight = 10000"), to
+// measure a setting against the defaults.
 func benchConfig(b *testing.B, seeds []string, in, out, plugin string) *config.Config {
 	src := fmt.Sprintf(`
 data_dir = %q
@@ -165,12 +170,13 @@ data_dir = %q
 brokers = [%q]
 [[pipeline]]
 name = "bench"
+%s
 [pipeline.source]
 type = "kafka"
 topics = [%q]
 group = %q
 start = "earliest"
-`, b.TempDir(), strings.Join(seeds, `","`), in, in+"-group")
+`, b.TempDir(), strings.Join(seeds, `","`), os.Getenv("STREAMD_BENCH_PIPELINE"), in, in+"-group")
 	if plugin != "" {
 		src += fmt.Sprintf(`[[pipeline.transform]]
 type = "wasm"
@@ -314,7 +320,14 @@ func runUntil(b *testing.B, a *app.App, total int64, every time.Duration, count 
 }
 
 // runUntilFunc is runUntil for any run function that returns when its
-// context is cancelled.
+// context is cancelled. Over the same stretch it also reports the Go
+// runtime's own account of the process (runtime/metrics, broker included):
+// alloc-B/record and allocs/record, what was allocated on the heap (robust
+// to load), and gc-cpu-ns/record, the runtime's estimate of the CPU time
+// its garbage collector took (it counts a mark worker's wall time, so it
+// is inflated on a loaded machine). With STREAMD_BENCH_HEAPPROFILE=PATH it
+// writes the heap profile (as of the last GC) to PATH.1 ... PATH.4 at 20,
+// 40, 60 and 80% of the records.
 func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, every time.Duration, count func(context.Context) (int64, error)) (moved int64, took time.Duration, cpu int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -322,6 +335,8 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 		last       int64
 		t0, tEnd   time.Time
 		c0, n0     int64
+		rt0, rt    goStats
+		heaps      int64 // heap profiles written
 		done       = make(chan struct{})
 		startAfter = total / 10
 	)
@@ -333,10 +348,17 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 			if err == nil {
 				last = n
 				if t0.IsZero() && n >= startAfter {
-					t0, c0, n0 = time.Now(), cpuTime(), n
+					t0, c0, n0, rt0 = time.Now(), cpuTime(), n, readGoStats()
+				}
+				if hp := os.Getenv("STREAMD_BENCH_HEAPPROFILE"); hp != "" && heaps < 4 && n >= total*(2+2*heaps)/10 {
+					heaps++
+					if f, err := os.Create(fmt.Sprintf("%s.%d", hp, heaps)); err == nil {
+						_ = pprof.Lookup("heap").WriteTo(f, 0)
+						f.Close()
+					}
 				}
 				if n >= total {
-					tEnd, cpu = time.Now(), cpuTime()-c0
+					tEnd, cpu, rt = time.Now(), cpuTime()-c0, readGoStats()
 					return
 				}
 			}
@@ -355,7 +377,38 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 		b.ReportMetric(float64(peak), "peak-rss-B") // benchstat shows B in Mi
 		b.ReportMetric(float64(peak-rss0), "rss-growth-B")
 	}
+	if n := float64(last - n0); n > 0 {
+		b.ReportMetric((rt.gcCPU-rt0.gcCPU)*1e9/n, "gc-cpu-ns/record")
+		b.ReportMetric(float64(rt.allocBytes-rt0.allocBytes)/n, "alloc-B/record")
+		b.ReportMetric(float64(rt.allocs-rt0.allocs)/n, "allocs/record")
+	}
 	return last - n0, tEnd.Sub(t0), cpu
+}
+
+// goStats is what runUntilFunc reads of runtime/metrics.
+type goStats struct {
+	gcCPU              float64 // seconds
+	allocBytes, allocs uint64
+}
+
+func readGoStats() goStats {
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/heap/allocs:objects"},
+	}
+	metrics.Read(s)
+	var g goStats
+	if s[0].Value.Kind() == metrics.KindFloat64 {
+		g.gcCPU = s[0].Value.Float64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		g.allocBytes = s[1].Value.Uint64()
+	}
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		g.allocs = s[2].Value.Uint64()
+	}
+	return g
 }
 
 // resetPeakRSS returns the process's resident set in bytes after a GC
