@@ -221,3 +221,56 @@ func viaPipeline(b *testing.B, seeds []string, n int, pc *produceCount) {
 		b.Fatalf("wrote %d of %d", got, n)
 	}
 }
+
+// BenchmarkSinkWrite is the Kafka sink alone, as a pipeline with a stage
+// writes: batches of 1,024 records of 200 bytes, each with one header (as
+// the orders downgrade's output has), up to 8 batches in flight, to an
+// in-process kfake broker. Each op is one record; B/op and allocs/op
+// include the broker's.
+//
+//	go test ./pipeline/kafka -run '^$' -bench SinkWrite -benchtime 200000x -benchmem
+func BenchmarkSinkWrite(b *testing.B) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	sink, err := kafka.NewSink(kafka.SinkConfig{Seeds: c.ListenAddrs(), Topic: "out", Partitions: 4, Compression: benchCompression()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testenv.Close(b, context.Background(), sink)
+	const batch = 1024
+	recs := make([]record.Record, batch)
+	for i := range recs {
+		k, v := generate.Order(int64(i), 1000)
+		v = append(v, fmt.Sprintf(`,"pad":"%0*d"`, max(0, 200-len(v)-10), 0)...)
+		recs[i] = record.Record{Key: k, Value: v[:200], Headers: []record.Header{{Key: "fluid-schema-version", Value: []byte("1")}}, Timestamp: time.Now()}
+	}
+	ctx := context.Background()
+	slots := make(chan struct{}, 8)
+	var failed atomic.Value
+	b.ReportAllocs()
+	b.ResetTimer()
+	for left := b.N; left > 0; left -= batch {
+		slots <- struct{}{}
+		sink.WriteAsync(ctx, recs[:min(left, batch)], func(errs []error, err error) {
+			for _, e := range errs {
+				if e != nil {
+					failed.Store(e)
+				}
+			}
+			if err != nil {
+				failed.Store(err)
+			}
+			<-slots
+		})
+	}
+	for range cap(slots) {
+		slots <- struct{}{}
+	}
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -269,13 +269,6 @@ func (s *Sink) write(ctx context.Context, n int, at func(int) *record.Record, do
 			s.putSlab(slab)
 		}()
 	}
-	// One slab for every record's headers: an allocation per batch, not
-	// per record.
-	nh := 0
-	for i := range n {
-		nh += len(at(i).Headers)
-	}
-	hdrs := make([]kgo.RecordHeader, 0, nh)
 	// One promise for the whole batch, not a closure per record: it finds
 	// a failed record's index by its address, which costs a scan only
 	// when a record failed.
@@ -290,10 +283,42 @@ func (s *Sink) write(ctx context.Context, n int, at func(int) *record.Record, do
 	}
 	cl := s.client()
 	for i := range n {
-		kgox.SetKgoRecord(&recs[i], at(i), s.topic, &hdrs)
+		setKgoRecord(&recs[i], at(i), s.topic)
 		cl.Produce(ctx, &recs[i], promise)
 	}
 }
+
+// setKgoRecord sets *out to r as a franz-go record to produce to topic
+// (kgox.SetKgoRecord's record, its headers not copied: kgoHeaders).
+func setKgoRecord(out *kgo.Record, r *record.Record, topic string) {
+	*out = kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: kgoHeaders(r.Headers), Timestamp: r.Timestamp, Partition: r.Partition}
+}
+
+// kgoHeaders returns h as franz-go's headers, without a copy: the two
+// header types have the same layout (asserted below, so that a franz-go
+// that changed its own fails to build), and franz-go only reads a
+// produced record's headers. Records without headers get none (nil), as
+// a copy would give them.
+func kgoHeaders(h []record.Header) []kgo.RecordHeader {
+	if len(h) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(h))), len(h))
+}
+
+// record.Header and kgo.RecordHeader are alike: the same size, and Key (a
+// string) and Value (a []byte) at the same offsets. Each line fails to
+// compile otherwise (an index out of range, or a constant that overflows).
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(record.Header{})-unsafe.Sizeof(kgo.RecordHeader{})]
+	_ = [1]struct{}{}[unsafe.Sizeof(kgo.RecordHeader{})-unsafe.Sizeof(record.Header{})]
+	_ = [1]struct{}{}[unsafe.Offsetof(record.Header{}.Key)-unsafe.Offsetof(kgo.RecordHeader{}.Key)]
+	_ = [1]struct{}{}[unsafe.Offsetof(kgo.RecordHeader{}.Key)-unsafe.Offsetof(record.Header{}.Key)]
+	_ = [1]struct{}{}[unsafe.Offsetof(record.Header{}.Value)-unsafe.Offsetof(kgo.RecordHeader{}.Value)]
+	_ = [1]struct{}{}[unsafe.Offsetof(kgo.RecordHeader{}.Value)-unsafe.Offsetof(record.Header{}.Value)]
+	_ = [1]struct{}{}[unsafe.Sizeof(record.Header{}.Key)-unsafe.Sizeof(kgo.RecordHeader{}.Key)]
+	_ = [1]struct{}{}[unsafe.Sizeof(record.Header{}.Value)-unsafe.Sizeof(kgo.RecordHeader{}.Value)]
+)
 
 // slab returns a slice of n franz-go records, from the pool when a slab
 // there is large enough.
