@@ -193,42 +193,6 @@ static int append_nbytes(streamd_buf *b, streamd_bytes s) {
     return STREAMD_OK;
 }
 
-/*
- * copy_bytes copies n bytes from s to d (which do not overlap). Short ones
- * (most keys, header names and header values) take two overlapping moves of
- * 16, 8 or 4 bytes, or three single bytes, instead of a memcpy: with bulk
- * memory a memcpy is a memory.copy, which wazero compiles to a call into
- * Go's memmove (registers spilled around it).
- */
-STREAMD_INLINE void copy_bytes(uint8_t *d, const uint8_t *s, size_t n) {
-    if (n > 32) {
-        memcpy(d, s, n);
-    } else if (n >= 16) {
-        uint8_t a[16], b[16];
-        memcpy(a, s, 16);
-        memcpy(b, s + n - 16, 16);
-        memcpy(d, a, 16);
-        memcpy(d + n - 16, b, 16);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
-    } else if (n) {
-        uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
-        d[0] = a;
-        d[n >> 1] = b;
-        d[n - 1] = c;
-    }
-}
-
 /* put_nbytes writes a nullable byte string at p (room reserved) and returns
  * the end. */
 STREAMD_INLINE uint8_t *put_nbytes(uint8_t *p, streamd_bytes s) {
@@ -237,7 +201,7 @@ STREAMD_INLINE uint8_t *put_nbytes(uint8_t *p, streamd_bytes s) {
         return p + 4;
     }
     put32(p, (uint32_t)s.len);
-    copy_bytes(p + 4, s.data, s.len);
+    streamd_copy(p + 4, s.data, s.len);
     return p + 4 + s.len;
 }
 
@@ -416,7 +380,7 @@ int streamd_emit_header(streamd_emitter *e, streamd_bytes name, streamd_bytes va
     }
     uint8_t *p = b->data + b->len;
     put32(p, (uint32_t)name.len);
-    copy_bytes(p + 4, name.data, name.len);
+    streamd_copy(p + 4, name.data, name.len);
     put_nbytes(p + 4 + name.len, value);
     b->len += (size_t)n;
     e->hcount++;
@@ -446,7 +410,7 @@ int streamd_emit(streamd_emitter *e, const streamd_record *r) {
     for (uint32_t i = 0; i < r->header_count; i++) {
         const streamd_header *h = &r->headers[i];
         put32(p, (uint32_t)h->name.len);
-        copy_bytes(p + 4, h->name.data, h->name.len);
+        streamd_copy(p + 4, h->name.data, h->name.len);
         p = put_nbytes(p + 4 + h->name.len, h->value);
     }
     b->len += (size_t)n;

@@ -39,6 +39,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,53 @@ static inline streamd_bytes streamd_bytes_of(const void *data, size_t len) {
 
 /* streamd_bytes_eq reports whether a and b are equal (two nulls are equal). */
 int streamd_bytes_eq(streamd_bytes a, streamd_bytes b);
+
+/*
+ * streamd_copy copies n bytes from s to d, which do not overlap, like memcpy.
+ * Short ones (most keys, header names and values, JSON strings) take two
+ * overlapping moves of 16, 8 or 4 bytes, or three single bytes, never
+ * reading past s[n-1] nor writing past d[n-1]; longer ones are a memcpy.
+ * With bulk memory a memcpy is a memory.copy, which wazero compiles to a
+ * call into Go's memmove (registers spilled around it); a 16-byte move is
+ * one v128.load and one v128.store with SIMD.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline void streamd_copy(uint8_t *d, const uint8_t *s, size_t n) {
+    if (n > 32) {
+        memcpy(d, s, n);
+    } else if (n >= 16) {
+#if defined(__GNUC__) || defined(__clang__)
+        /* a vector, not a byte array: clang then reserves no stack frame */
+        typedef unsigned char v16 __attribute__((vector_size(16)));
+        v16 a, b;
+#else
+        uint8_t a[16], b[16];
+#endif
+        memcpy(&a, s, 16);
+        memcpy(&b, s + n - 16, 16);
+        memcpy(d, &a, 16);
+        memcpy(d + n - 16, &b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
+        d[0] = a;
+        d[n >> 1] = b;
+        d[n - 1] = c;
+    }
+}
 
 /* streamd_header is one record header; names may repeat, order is kept. */
 typedef struct streamd_header {

@@ -126,7 +126,11 @@ impl Value {
             Value::Object(m) => {
                 for (k, _) in m {
                     if !allowed.contains(&k.as_str()) {
-                        return Err(format!("unknown key {:?} (allowed: {})", k, allowed.join(", ")));
+                        return Err(format!(
+                            "unknown key {:?} (allowed: {})",
+                            k,
+                            allowed.join(", ")
+                        ));
                     }
                 }
                 Ok(())
@@ -190,7 +194,14 @@ pub fn write_string(out: &mut Vec<u8>, s: &str) {
             b'\t' => out.extend_from_slice(b"\\t"),
             0x08 => out.extend_from_slice(b"\\b"),
             0x0c => out.extend_from_slice(b"\\f"),
-            c if c < 0x20 => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            c if c < 0x20 => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ]),
             c => out.push(c),
         }
     }
@@ -311,7 +322,10 @@ impl<'a> Parser<'a> {
             return Err(self.err("expected a digit"));
         }
         if n > 1 && self.b[int] == b'0' {
-            return Err(JsonError { at: int, msg: "leading zero" });
+            return Err(JsonError {
+                at: int,
+                msg: "leading zero",
+            });
         }
         if self.b.get(self.i) == Some(&b'.') {
             self.i += 1;
@@ -329,7 +343,9 @@ impl<'a> Parser<'a> {
             }
         }
         // ASCII only, so this cannot fail.
-        Ok(Value::Number(String::from_utf8_lossy(&self.b[s..self.i]).into_owned()))
+        Ok(Value::Number(
+            String::from_utf8_lossy(&self.b[s..self.i]).into_owned(),
+        ))
     }
 
     fn hex4(&mut self) -> Result<u32, JsonError> {
@@ -355,7 +371,11 @@ impl<'a> Parser<'a> {
         let mut out: Vec<u8> = Vec::new();
         loop {
             let start = self.i;
-            while self.i < self.b.len() && self.b[self.i] != b'"' && self.b[self.i] != b'\\' && self.b[self.i] >= 0x20 {
+            while self.i < self.b.len()
+                && self.b[self.i] != b'"'
+                && self.b[self.i] != b'\\'
+                && self.b[self.i] >= 0x20
+            {
                 self.i += 1;
             }
             out.extend_from_slice(&self.b[start..self.i]);
@@ -363,7 +383,10 @@ impl<'a> Parser<'a> {
                 None => return Err(self.err("unterminated string")),
                 Some(b'"') => {
                     self.i += 1;
-                    return String::from_utf8(out).map_err(|e| JsonError { at: start + e.utf8_error().valid_up_to(), msg: "invalid UTF-8 in string" });
+                    return String::from_utf8(out).map_err(|e| JsonError {
+                        at: start + e.utf8_error().valid_up_to(),
+                        msg: "invalid UTF-8 in string",
+                    });
                 }
                 Some(b'\\') => {
                     self.i += 1;
@@ -396,11 +419,19 @@ impl<'a> Parser<'a> {
                             } else if (0xDC00..0xE000).contains(&cp) {
                                 return Err(self.err("unpaired surrogate escape"));
                             }
-                            let ch = char::from_u32(cp).ok_or(JsonError { at: self.i, msg: "bad \\u escape" })?;
+                            let ch = char::from_u32(cp).ok_or(JsonError {
+                                at: self.i,
+                                msg: "bad \\u escape",
+                            })?;
                             let mut buf = [0u8; 4];
                             out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
                         }
-                        _ => return Err(JsonError { at: self.i - 1, msg: "bad escape" }),
+                        _ => {
+                            return Err(JsonError {
+                                at: self.i - 1,
+                                msg: "bad escape",
+                            })
+                        }
                     }
                 }
                 Some(_) => return Err(self.err("control character in string")),
@@ -422,7 +453,10 @@ mod tests {
         assert_eq!(v.get("f").and_then(Value::as_i64), None);
         assert_eq!(v.get("b").and_then(Value::as_bool), Some(true));
         assert!(v.get("z").map(Value::is_null).unwrap_or(false));
-        assert_eq!(v.get("l").and_then(Value::as_array).map(|a| a.len()), Some(2));
+        assert_eq!(
+            v.get("l").and_then(Value::as_array).map(|a| a.len()),
+            Some(2)
+        );
         assert_eq!(v.get("missing"), None);
         let out = v.to_json();
         assert_eq!(
@@ -446,11 +480,22 @@ mod tests {
             ("{} x", 3, "data after the JSON document"),
             ("tru", 0, "unexpected character"),
         ] {
-            assert_eq!(parse(doc.as_bytes()), Err(JsonError { at, msg }), "{:?}", doc);
+            assert_eq!(
+                parse(doc.as_bytes()),
+                Err(JsonError { at, msg }),
+                "{:?}",
+                doc
+            );
         }
-        assert_eq!(parse(b"\"\xff\"").unwrap_err().msg, "invalid UTF-8 in string");
+        assert_eq!(
+            parse(b"\"\xff\"").unwrap_err().msg,
+            "invalid UTF-8 in string"
+        );
         let deep = "[".repeat(65) + &"]".repeat(65);
-        assert_eq!(parse(deep.as_bytes()).unwrap_err().msg, "nesting deeper than 64");
+        assert_eq!(
+            parse(deep.as_bytes()).unwrap_err().msg,
+            "nesting deeper than 64"
+        );
         let ok = "[".repeat(64) + &"]".repeat(64);
         assert!(parse(ok.as_bytes()).is_ok());
     }
@@ -458,8 +503,14 @@ mod tests {
     #[test]
     fn only_keys() {
         let v = parse(b"{\"field\":1,\"feild\":2}").unwrap();
-        assert_eq!(v.only_keys(&["field", "limit"]), Err("unknown key \"feild\" (allowed: field, limit)".to_string()));
-        assert_eq!(parse(b"{\"field\":1}").unwrap().only_keys(&["field"]), Ok(()));
+        assert_eq!(
+            v.only_keys(&["field", "limit"]),
+            Err("unknown key \"feild\" (allowed: field, limit)".to_string())
+        );
+        assert_eq!(
+            parse(b"{\"field\":1}").unwrap().only_keys(&["field"]),
+            Ok(())
+        );
         assert!(parse(b"[]").unwrap().only_keys(&[]).is_err());
     }
 

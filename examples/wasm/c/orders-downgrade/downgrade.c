@@ -1082,38 +1082,6 @@ int downgrade_append_string(streamd_buf *dst, const uint8_t *s, size_t n) {
     return STREAMD_OK;
 }
 
-/* copy_short copies n bytes from s to d (no overlap) with two overlapping
- * moves of 16, 8 or 4 bytes when n is at most 32, never reading past s[n-1]:
- * a memcpy is a memory.copy, which wazero compiles to a call into Go. */
-static inline void copy_short(uint8_t *d, const uint8_t *s, size_t n) {
-    if (n > 32) {
-        memcpy(d, s, n);
-    } else if (n >= 16) {
-        v16u a, b;
-        memcpy(&a, s, 16);
-        memcpy(&b, s + n - 16, 16);
-        memcpy(d, &a, 16);
-        memcpy(d + n - 16, &b, 16);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
-    } else if (n) {
-        uint8_t a = s[0], b = s[n >> 1], c = s[n - 1];
-        d[0] = a;
-        d[n >> 1] = b;
-        d[n - 1] = c;
-    }
-}
-
 /* put_lit writes the literal s (at most 16 bytes and a constant: two
  * stores) at w and returns the end. */
 #define PUT_LIT(w, s) (memcpy((w), (s), sizeof(s) - 1), (w) + sizeof(s) - 1)
@@ -1128,7 +1096,7 @@ static inline void copy_short(uint8_t *d, const uint8_t *s, size_t n) {
 ALWAYS_INLINE uint8_t *put_field(streamd_buf *dst, uint8_t *w, const uint8_t *s, size_t n, int decoded) {
     if (!decoded) {
         *w = '"';
-        copy_short(w + 1, s, n);
+        streamd_copy(w + 1, s, n);
         w[n + 1] = '"';
         return w + n + 2;
     }

@@ -23,15 +23,12 @@ trap 'rm -rf "$tmp"' EXIT
 "$tmp/downgrade_test" -q
 # The downgrade's tests again, built for Wasm with the plugin's features (its
 # 16-byte scans are Wasm SIMD there, SSE2 natively) and run under wazero,
-# the engine streamd runs plugins with.
+# the engine streamd runs plugins with: TestDowngradeTestsUnderWazero in
+# conformance/, which CI runs with the other Go tests (a missing tool fails
+# here as it does in CI).
 command -v go >/dev/null 2>&1 || { echo "$0: go not found (needed to run wazero)" >&2; exit 1; }
-if [ -z "${WASM_TARGET:-}" ]; then
-	if "$RUSTC" --print target-list | grep -qx wasm32-wasip1; then WASM_TARGET=wasm32-wasip1; else WASM_TARGET=wasm32-wasi; fi
-fi
-"$RUSTC" --edition 2021 --test --target "$WASM_TARGET" -C opt-level=3 \
-	-C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint "$here/src/downgrade.rs" -o "$tmp/downgrade_test.wasm"
-(cd "$root" && go build -o "$tmp/wazero" github.com/tetratelabs/wazero/cmd/wazero)
-"$tmp/wazero" run "$tmp/downgrade_test.wasm" -- -q
+(cd "$root" && STREAMD_REQUIRE_ALL=1 go test -count=1 -run '^TestDowngradeTestsUnderWazero$' \
+	./examples/wasm/rust/orders-downgrade/conformance)
 
 "$here/build.sh"
 
