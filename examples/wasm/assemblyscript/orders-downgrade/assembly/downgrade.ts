@@ -63,6 +63,9 @@ function failPlain(msg: string): usize {
 // @ts-ignore: decorator
 @inline
 function ws(p: usize, e: usize): usize {
+  // JSON whitespace is all below 0x21: a byte above it (what follows nearly
+  // every token of an order) ends the run with no loop entered.
+  if (p < e && load<u8>(p) > 0x20) return p;
   while (p < e) {
     const c = load<u8>(p);
     if (c != 0x20 && c != 0x0A && c != 0x0D && c != 0x09) break;
