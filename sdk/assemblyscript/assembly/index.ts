@@ -1174,9 +1174,10 @@ export function streamd_process(len: i32): i32 {
     } else {
       fn(rec, out);
     }
-    const failed = batchFailMsg;
-    if (failed !== null) {
-      replyString(failed);
+    // A pointer test: AssemblyScript compiles `!== null` on a string to a
+    // call of String.__ne (with a shadow-stack frame), per record.
+    if (changetype<usize>(batchFailMsg) != 0) {
+      replyString(changetype<string>(batchFailMsg));
       return STATUS_ERR_BATCH;
     }
     const n = out.finishEntry();
