@@ -504,21 +504,29 @@ export class Record {
   }
 
   /** Address of header i's name bytes. */
+  // @ts-ignore: decorator
+  @inline
   headerNamePtr(i: i32): usize {
     return load<u32>(headerIndex(i));
   }
 
   /** Length of header i's name. */
+  // @ts-ignore: decorator
+  @inline
   headerNameLen(i: i32): i32 {
     return load<i32>(headerIndex(i), 4);
   }
 
   /** Address of header i's value bytes. */
+  // @ts-ignore: decorator
+  @inline
   headerValuePtr(i: i32): usize {
     return load<u32>(headerIndex(i), 8);
   }
 
   /** Length of header i's value, -1 for null. */
+  // @ts-ignore: decorator
+  @inline
   headerValueLen(i: i32): i32 {
     return load<i32>(headerIndex(i), 12);
   }

@@ -882,7 +882,10 @@ function topMember(p: usize, e: usize, which: u32): usize {
 // that fits int64. Its common form, a literal of at most 19 digits (which
 // cannot overflow u64) not followed by '.', 'e' or 'E', is read and
 // accumulated in one pass; anything else goes to integerSlow, which reads
-// it as a number first, like the reference.
+// it as a number first, like the reference. Inline in topObject, its one
+// caller: no call per record.
+// @ts-ignore: decorator
+@inline
 function integer(p: usize, e: usize): usize {
   let q = p;
   const neg = q < e && load<u8>(q) == 0x2D;
