@@ -210,8 +210,9 @@ test("assert and records left open trap, with the reason logged", async () => {
 });
 
 test("copies of every length: raw records (reserveRecord, putBytes, headersPtr) and emitCopy, with and without SIMD", async () => {
-  // Lengths 0-300 cross putBytes' 4-, 8-, 16-byte steps and its memory.copy
-  // from 256 on; the bytes differ, so a misplaced or missing byte shows.
+  // Lengths 0-300 cross putBytes' 1-, 2-, 4-, 8-byte cases, its 16-32 bytes
+  // without a loop, its 16-byte steps and its memory.copy from 256 on; the
+  // bytes differ, so a misplaced or missing byte shows.
   const bytes = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 7 + seed) & 0xff);
   for (const name of ["transform", "transform-simd"]) {
     const p = await load(wasm[name]);

@@ -272,3 +272,81 @@ func TestSkippedValues(t *testing.T) {
 		t.Fatalf("%d of %d accepted: the cases do not tell accepting from rejecting", accepted, len(recs))
 	}
 }
+
+// TestWhitespace checks whitespace between tokens, which the plugin skips
+// with a test of one byte before any loop (every byte above 0x20 ends a
+// run), against the Go reference: each of JSON's four whitespace bytes,
+// runs of them, and the bytes next to them that are not whitespace (0x00,
+// 0x0b, 0x0c, 0x1f, 0x21, 0x7f, 0x80), alone in each gap of an order that
+// has every kind of token (keys, strings, numbers, literals, objects and
+// arrays, empty and not, at each level), and in every gap at once.
+func TestWhitespace(t *testing.T) {
+	tr := open(t)
+	tokens := []string{`{`, `"order_id"`, `:`, `"o"`, `,`, `"customer"`, `:`, `{`, `"id"`, `:`, `"c"`, `,`, `"n"`, `:`, `[`, `"a"`, `,`, `1`, `,`, `{`, `}`, `]`, `,`, `"m"`, `:`, `{`, `"k"`, `:`, `null`, `}`, `}`,
+		`,`, `"amount_cents"`, `:`, `-12`, `,`, `"currency"`, `:`, `"E"`, `,`, `"x"`, `:`, `[`, `]`, `,`, `"y"`, `:`, `{`, `}`, `,`, `"z"`, `:`, `[`, `true`, `,`, `"s"`, `]`, `}`}
+	runs := []string{"", " ", "\t", "\n", "\r", "  ", " \t\n\r", "\r\n\t ", "\x00", "\x0b", "\x0c", "\x1f", "\x21", "\x7f", "\x80", " \x0b", "\t!"}
+	var recs []record.Record
+	add := func(v string) {
+		recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(1)})
+	}
+	for _, w := range runs {
+		for gap := 0; gap <= len(tokens); gap++ {
+			add(strings.Join(tokens[:gap], "") + w + strings.Join(tokens[gap:], ""))
+		}
+		add(w + strings.Join(tokens, w) + w)
+	}
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	accepted := 0
+	for i := range recs {
+		compare(t, recs[i], res[i])
+		if res[i].Err == nil {
+			accepted++
+		}
+	}
+	if accepted == 0 || accepted == len(recs) {
+		t.Fatalf("%d of %d accepted: the cases do not tell accepting from rejecting", accepted, len(recs))
+	}
+}
+
+// TestKeyLengths checks the comparison of keys other than the known ones
+// (eqBytes: 8, 4 and 1 bytes at a time) against the Go reference: two keys
+// of every length 0-40 that differ in one byte, at each position, or not at
+// all (a duplicate), at top level and in customer.
+func TestKeyLengths(t *testing.T) {
+	tr := open(t)
+	var recs []record.Record
+	add := func(v string) {
+		recs = append(recs, record.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(1)})
+	}
+	for n := 0; n <= 40; n++ {
+		a := make([]byte, n)
+		for i := range a {
+			a[i] = 'a' + byte(i%26)
+		}
+		for at := -1; at < n; at++ {
+			b := append([]byte{}, a...)
+			if at >= 0 {
+				b[at] = 'Z'
+			}
+			pair := `"` + string(a) + `":1,"` + string(b) + `":2`
+			add(`{"order_id":"o",` + pair + `,"customer":{"id":"c"},"amount_cents":1,"currency":"E"}`)
+			add(`{"order_id":"o","customer":{"id":"c",` + pair + `},"amount_cents":1,"currency":"E"}`)
+		}
+	}
+	res, err := tr.Transform(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	for i := range recs {
+		compare(t, recs[i], res[i])
+	}
+}
