@@ -4,7 +4,8 @@
 // Encoding writes straight into a caller-provided buffer (the guest's input
 // buffer) in one pass. Decoding allocates the results; KEEP answers alias
 // the input records, and output records of a whole batch share one copy of
-// the reply, one array of records and one of headers.
+// the reply (or the reply itself, DecodeResultOwned) and a few arrays of
+// records and of headers.
 package abi
 
 import (
@@ -190,26 +191,62 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 // output records point into buf itself instead of a copy of it. kept says
 // whether they do (the batch had output records); the caller must then not
 // write to buf again. When kept is false nothing refers to buf.
+//
+// A batch that starts with entries of one output record each with as many
+// headers as the first (a transform that changes every record) is decoded
+// in one pass on amd64 and arm64, into arrays of records and headers sized
+// for all of its entries being so; from the first other entry on, the
+// records go to arrays of their exact size. Those arrays are never larger
+// than an all-uniform batch of the same length needs, and no larger than
+// the reply allows.
 func DecodeResultOwned(buf []byte, in []record.Record, reject func(reason string) error) (res []plugins.Result, kept bool, err error) {
 	return decodeResult(buf, in, reject, true)
 }
 
 func decodeResult(buf []byte, in []record.Record, reject func(reason string) error, owned bool) ([]plugins.Result, bool, error) {
-	nrec, nhdr, ok := scan(buf, len(in))
+	if len(buf) < 4 || uint64(le.Uint32(buf)) != uint64(len(in)) {
+		return decodeResultChecked(buf, in, reject, owned)
+	}
+	results := make([]plugins.Result, len(in))
+	// The leading KEEP entries (a filter's, all of a batch kept as it is)
+	// are answered in one pass; given buf, so are leading entries that
+	// answer one record each, as a transform that changes every record
+	// does (amd64 and arm64; none elsewhere). The rest, from the first
+	// other entry on, is checked and then decoded.
+	i, p := 0, 4
+	for i < len(in) && len(buf)-p >= 8 && le.Uint64(buf[p:]) == keepEntry {
+		results[i].Records = in[i : i+1 : i+1]
+		i++
+		p += 8
+	}
+	uniform := 0
+	if owned && i == 0 {
+		uniform, p = fillUniform(buf, in, results)
+		i = uniform
+	}
+	nrec, nhdr, ok := scan(buf, p, len(in)-i)
 	if !ok {
 		// The checked decoder says where and why the batch is malformed.
 		return decodeResultChecked(buf, in, reject, owned)
 	}
-	results := make([]plugins.Result, len(in))
 	if nrec > 0 && !owned {
 		buf = bytes.Clone(buf)
 	}
-	fill(buf, in, results, reject, nrec, nhdr)
-	return results, nrec > 0, nil
+	// An entry of no records has an empty Records, not nil, when the batch
+	// has output records (decodeResultChecked cuts it from their array).
+	var recs []record.Record
+	if nrec > 0 {
+		recs = make([]record.Record, nrec)
+	} else if uniform > 0 {
+		recs = []record.Record{}
+	}
+	fill(buf, p, in[i:], results[i:], reject, recs, nhdr)
+	return results, uniform > 0 || nrec > 0, nil
 }
 
-// scanPortable reports whether buf is a well-formed result batch for n input
-// records, and counts its output records and their headers: the first of
+// scanPortable reports whether buf from p on holds n well-formed entries of a
+// result batch and nothing else, and counts their output records and the
+// records' headers: the first of
 // decodeResult's two passes in safe Go (scan is it but on amd64 and arm64,
 // decode_unaligned.go). It accepts exactly the batches decodeResultChecked
 // accepts (TestDecodeImplementations and FuzzDecodeImplementations check
@@ -217,11 +254,7 @@ func decodeResult(buf []byte, in []record.Record, reject func(reason string) err
 // to field and bounds every field of an output record by the record's size,
 // read first: a record's fields are well formed only if they end exactly at
 // its end, so they can be bounded by it rather than by the whole batch.
-func scanPortable(buf []byte, n int) (nrec, nhdr int, ok bool) {
-	if len(buf) < 4 || uint64(le.Uint32(buf)) != uint64(n) {
-		return 0, 0, false
-	}
-	p := 4
+func scanPortable(buf []byte, p, n int) (nrec, nhdr int, ok bool) {
 	for range n {
 		if len(buf)-p < 8 {
 			return 0, 0, false
@@ -317,21 +350,17 @@ func skipNullable(b []byte, q int) (int, bool) {
 	return q + int(l), true
 }
 
-// fillPortable answers every entry of buf, a result batch that scan
-// accepted with nrec output records holding nhdr headers in all: KEEP
-// aliases the input, ERR_RECORD is reject's error, and output records go to
-// exactly sized arrays and point into buf.
-func fillPortable(buf []byte, in []record.Record, results []plugins.Result, reject func(string) error, nrec, nhdr int) {
-	var recs []record.Record
-	if nrec > 0 {
-		recs = make([]record.Record, nrec)
-	}
+// fillPortable answers the entries of buf from p on, for in and results,
+// which scan accepted with len(recs) output records holding nhdr headers in
+// all: KEEP aliases the input, ERR_RECORD is reject's error, and output
+// records go to recs and an exactly sized array of headers and point into
+// buf.
+func fillPortable(buf []byte, p int, in []record.Record, results []plugins.Result, reject func(string) error, recs []record.Record, nhdr int) {
 	var hdrs []record.Header
 	if nhdr > 0 {
 		hdrs = make([]record.Header, nhdr)
 	}
 	in = in[:len(results)]
-	p := 4
 	for i := range results {
 		e := le.Uint64(buf[p:])
 		p += 8

@@ -7,8 +7,11 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-func scan(buf []byte, n int) (nrec, nhdr int, ok bool) { return scanPortable(buf, n) }
+func scan(buf []byte, p, n int) (nrec, nhdr int, ok bool) { return scanPortable(buf, p, n) }
 
-func fill(buf []byte, in []record.Record, results []plugins.Result, reject func(string) error, nrec, nhdr int) {
-	fillPortable(buf, in, results, reject, nrec, nhdr)
+func fill(buf []byte, p int, in []record.Record, results []plugins.Result, reject func(string) error, recs []record.Record, nhdr int) {
+	fillPortable(buf, p, in, results, reject, recs, nhdr)
 }
+
+// fillUniform decodes no entry here: see decode_unaligned.go.
+func fillUniform(_ []byte, _ []record.Record, _ []plugins.Result) (entries, p int) { return 0, 4 }

@@ -59,6 +59,29 @@ func replies(tb testing.TB) []struct {
 			{Key: nil, Value: []byte("twice"), Topic: "orders", Offset: 10, Headers: []record.Header{{Key: "", Value: nil}}},
 		},
 		{{Value: []byte("keep")}, {Value: []byte("keep")}, {Value: []byte("reject")}},
+		// One record each with the same headers: decoded in one pass.
+		{
+			{Key: []byte("k1"), Value: []byte(`{"a":1}`), Timestamp: ts, Topic: "orders", Partition: 3, Offset: 7,
+				Headers: []record.Header{{Key: "trace-id", Value: []byte("0123456789abcdef")}, {Key: "v", Value: []byte("1")}}},
+			{Key: []byte{}, Value: nil, Topic: "orders", Partition: 3, Offset: 8,
+				Headers: []record.Header{{Key: "", Value: nil}, {Key: "v", Value: []byte{}}}},
+			{Key: nil, Value: []byte("x"), Timestamp: time.UnixMilli(-1767225600123).UTC(), Topic: "orders", Partition: 3, Offset: 9,
+				Headers: []record.Header{{Key: "trace-id", Value: []byte("x")}, {Key: "v", Value: []byte("1")}}},
+		},
+		// ... until one with another number of headers, or none.
+		{
+			{Key: []byte("k1"), Value: []byte("a"), Headers: []record.Header{{Key: "h", Value: []byte("1")}}},
+			{Key: []byte("k2"), Value: []byte("b"), Headers: []record.Header{{Key: "h", Value: []byte("2")}}},
+			{Key: []byte("k3"), Value: []byte("c"), Headers: []record.Header{{Key: "h", Value: []byte("3")}, {Key: "i"}}},
+			{Key: []byte("k4"), Value: []byte("d")},
+			{Key: []byte("k5"), Value: []byte("e"), Headers: []record.Header{{Key: "h", Value: []byte("5")}}},
+		},
+		{{Key: []byte("k1"), Value: []byte("a")}, {Key: []byte("k2"), Value: []byte("b")}},
+		{{Key: []byte("k1"), Value: []byte("a")}, {Key: []byte("k2"), Value: []byte("b"), Headers: []record.Header{{Key: "h"}}}},
+		// ... until one of no records: its Records is empty, not nil.
+		// (The value is long enough for the reply to hold three records:
+		// fillUniform does not start on a batch too short for all to be.)
+		{{Key: []byte("k1"), Value: bytes.Repeat([]byte("a"), 100)}, {Value: []byte("drop")}, {Value: []byte("keep")}},
 	}
 	var out []struct {
 		in    []record.Record
@@ -96,6 +119,23 @@ func replies(tb testing.TB) []struct {
 	return out
 }
 
+// recsFor is decodeResult's array of n records for fill: nil for none.
+func recsFor(n int) []record.Record {
+	if n == 0 {
+		return nil
+	}
+	return make([]record.Record, n)
+}
+
+// scanBatch is decodeResult's check of the count, then scanf over every
+// entry.
+func scanBatch(scanf func([]byte, int, int) (int, int, bool), buf []byte, n int) (nrec, nhdr int, ok bool) {
+	if len(buf) < 4 || uint64(binary.LittleEndian.Uint32(buf)) != uint64(n) {
+		return 0, 0, false
+	}
+	return scanf(buf, 4, n)
+}
+
 // agree decodes reply for in with decodeResult and decodeResultChecked, both
 // owning the same buffer (neither writes it), and fails unless they give
 // the same answer: the same error, or results equal field by field, the
@@ -106,8 +146,8 @@ func agree(t *testing.T, reply []byte, in []record.Record) (accepted bool) {
 	t.Helper()
 	calls := 0
 	reject := func(reason string) error { calls++; return errors.New(reason) }
-	_, _, ok := scan(reply, len(in))
-	_, _, okPortable := scanPortable(reply, len(in))
+	_, _, ok := scanBatch(scan, reply, len(in))
+	_, _, okPortable := scanBatch(scanPortable, reply, len(in))
 	want, wantKept, wantErr := decodeResultChecked(reply, in, reject, true)
 	wantCalls := calls
 	calls = 0
@@ -152,9 +192,9 @@ func agree(t *testing.T, reply []byte, in []record.Record) (accepted bool) {
 	}
 	// The safe Go scan and fill (the only ones on machines other than amd64
 	// and arm64) decode the same.
-	nrec, nhdr, _ := scanPortable(reply, len(in))
+	nrec, nhdr, _ := scanBatch(scanPortable, reply, len(in))
 	portable := make([]plugins.Result, len(in))
-	fillPortable(reply, in, portable, errors.New, nrec, nhdr)
+	fillPortable(reply, 4, in, portable, errors.New, recsFor(nrec), nhdr)
 	if !reflect.DeepEqual(portable, want) {
 		t.Fatalf("fillPortable\n got  %+v\n want %+v\n reply %x", portable, want, reply)
 	}
@@ -192,7 +232,7 @@ func TestDecodeImplementations(t *testing.T) {
 				count(agree(t, tt.reply[:n], in))
 				// Read nothing past the end: at the end of the mapped
 				// memory (Linux), a byte too far faults.
-				atPageEnd(t, tt.reply[:n], func(b []byte) { scan(b, len(in)) })
+				atPageEnd(t, tt.reply[:n], func(b []byte) { _, _, _ = decodeResult(b, in, errors.New, true) })
 			}
 			for _, c := range []byte{0, 1, 0x80} {
 				count(agree(t, append(bytes.Clone(tt.reply), c), in))
@@ -205,7 +245,7 @@ func TestDecodeImplementations(t *testing.T) {
 					b := bytes.Clone(tt.reply)
 					b[pos] = c
 					count(agree(t, b, in))
-					atPageEnd(t, b, func(b []byte) { scan(b, len(in)) })
+					atPageEnd(t, b, func(b []byte) { _, _, _ = decodeResult(b, in, errors.New, true) })
 				}
 			}
 		}
@@ -235,12 +275,12 @@ func FuzzDecodeImplementations(f *testing.F) {
 
 // decodePortable is decodeResult with scanPortable and fillPortable.
 func decodePortable(buf []byte, in []record.Record, reject func(string) error, _ bool) ([]plugins.Result, bool, error) {
-	nrec, nhdr, ok := scanPortable(buf, len(in))
+	nrec, nhdr, ok := scanBatch(scanPortable, buf, len(in))
 	if !ok {
 		return nil, false, errors.New("malformed")
 	}
 	results := make([]plugins.Result, len(in))
-	fillPortable(buf, in, results, reject, nrec, nhdr)
+	fillPortable(buf, 4, in, results, reject, recsFor(nrec), nhdr)
 	return results, nrec > 0, nil
 }
 
