@@ -244,11 +244,10 @@ func decodeResult(buf []byte, in []record.Record, reject func(reason string) err
 	return results, uniform > 0 || nrec > 0, nil
 }
 
-// scanPortable reports whether buf from p on holds n well-formed entries of a
-// result batch and nothing else, and counts their output records and the
-// records' headers: the first of
-// decodeResult's two passes in safe Go (scan is it but on amd64 and arm64,
-// decode_unaligned.go). It accepts exactly the batches decodeResultChecked
+// scanPortable reports whether buf from p on holds n well-formed entries of
+// a result batch and nothing else, and counts their output records and the
+// records' headers: the check before fill in safe Go (scan is it but on
+// amd64 and arm64, decode_unaligned.go). It accepts exactly the batches decodeResultChecked
 // accepts (TestDecodeImplementations and FuzzDecodeImplementations check
 // that) but keeps its position in a local, has no error to carry from field
 // to field and bounds every field of an output record by the record's size,
