@@ -4,7 +4,8 @@
 // Encoding writes straight into a caller-provided buffer (the guest's input
 // buffer) in one pass. Decoding allocates the results; KEEP answers alias
 // the input records, and output records of a whole batch share one copy of
-// the reply, one array of records and one of headers.
+// the reply (or the reply itself, DecodeResultOwned) and a few arrays of
+// records and of headers.
 package abi
 
 import (
@@ -190,11 +191,226 @@ func DecodeResult(buf []byte, in []record.Record, reject func(reason string) err
 // output records point into buf itself instead of a copy of it. kept says
 // whether they do (the batch had output records); the caller must then not
 // write to buf again. When kept is false nothing refers to buf.
+//
+// A batch that starts with entries of one output record each with as many
+// headers as the first (a transform that changes every record) is decoded
+// in one pass on amd64 and arm64, into arrays of records and headers sized
+// for all of its entries being so; from the first other entry on, the
+// records go to arrays of their exact size. Those arrays are never larger
+// than an all-uniform batch of the same length needs, and no larger than
+// the reply allows.
 func DecodeResultOwned(buf []byte, in []record.Record, reject func(reason string) error) (res []plugins.Result, kept bool, err error) {
 	return decodeResult(buf, in, reject, true)
 }
 
 func decodeResult(buf []byte, in []record.Record, reject func(reason string) error, owned bool) ([]plugins.Result, bool, error) {
+	if len(buf) < 4 || uint64(le.Uint32(buf)) != uint64(len(in)) {
+		return decodeResultChecked(buf, in, reject, owned)
+	}
+	results := make([]plugins.Result, len(in))
+	// The leading KEEP entries (a filter's, all of a batch kept as it is)
+	// are answered in one pass; given buf, so are leading entries that
+	// answer one record each, as a transform that changes every record
+	// does (amd64 and arm64; none elsewhere). The rest, from the first
+	// other entry on, is checked and then decoded.
+	i, p := 0, 4
+	for i < len(in) && len(buf)-p >= 8 && le.Uint64(buf[p:]) == keepEntry {
+		results[i].Records = in[i : i+1 : i+1]
+		i++
+		p += 8
+	}
+	uniform := 0
+	if owned && i == 0 {
+		uniform, p = fillUniform(buf, in, results)
+		i = uniform
+	}
+	nrec, nhdr, ok := scan(buf, p, len(in)-i)
+	if !ok {
+		// The checked decoder says where and why the batch is malformed.
+		return decodeResultChecked(buf, in, reject, owned)
+	}
+	if nrec > 0 && !owned {
+		buf = bytes.Clone(buf)
+	}
+	// An entry of no records has an empty Records, not nil, when the batch
+	// has output records (decodeResultChecked cuts it from their array).
+	var recs []record.Record
+	if nrec > 0 {
+		recs = make([]record.Record, nrec)
+	} else if uniform > 0 {
+		recs = []record.Record{}
+	}
+	fill(buf, p, in[i:], results[i:], reject, recs, nhdr)
+	return results, uniform > 0 || nrec > 0, nil
+}
+
+// scanPortable reports whether buf from p on holds n well-formed entries of
+// a result batch and nothing else, and counts their output records and the
+// records' headers: the check before fill in safe Go (scan is it but on
+// amd64 and arm64, decode_unaligned.go). It accepts exactly the batches decodeResultChecked
+// accepts (TestDecodeImplementations and FuzzDecodeImplementations check
+// that) but keeps its position in a local, has no error to carry from field
+// to field and bounds every field of an output record by the record's size,
+// read first: a record's fields are well formed only if they end exactly at
+// its end, so they can be bounded by it rather than by the whole batch.
+func scanPortable(buf []byte, p, n int) (nrec, nhdr int, ok bool) {
+	for range n {
+		if len(buf)-p < 8 {
+			return 0, 0, false
+		}
+		e := le.Uint64(buf[p:])
+		p += 8
+		if e == keepEntry {
+			continue
+		}
+		status, count := uint32(e), uint32(e>>32)
+		switch status {
+		case wire.EntryReject:
+			if uint64(count) > uint64(len(buf)-p) {
+				return 0, 0, false
+			}
+			p += int(count)
+		case wire.EntryOK:
+			for range count {
+				if len(buf)-p < 4 {
+					return 0, 0, false
+				}
+				size := le.Uint32(buf[p:])
+				p += 4
+				if size < 20 || uint64(size) > uint64(len(buf)-p) {
+					return 0, 0, false
+				}
+				// The fields after offset, timestamp and partition.
+				b := buf[p+20 : p+int(size)]
+				p += int(size)
+				hc, ok := scanFields(b)
+				if !ok {
+					return 0, 0, false
+				}
+				nrec++
+				nhdr += hc
+			}
+		default:
+			return 0, 0, false
+		}
+	}
+	return nrec, nhdr, p == len(buf)
+}
+
+// scanFields reports whether b is exactly the key, value, header count and
+// headers of an output record, and returns the header count.
+func scanFields(b []byte) (hc int, ok bool) {
+	q, ok := skipNullable(b, 0)
+	if !ok {
+		return 0, false
+	}
+	if q, ok = skipNullable(b, q); !ok || len(b)-q < 4 {
+		return 0, false
+	}
+	h := le.Uint32(b[q:])
+	q += 4
+	// Each header takes at least 8 bytes: a count the rest cannot hold is
+	// wrong, and this bounds the loop and the count (<= MaxInt32).
+	if uint64(h) > uint64(len(b)-q)/8 {
+		return 0, false
+	}
+	for range h {
+		if len(b)-q < 4 {
+			return 0, false
+		}
+		kl := le.Uint32(b[q:])
+		q += 4
+		if uint64(kl) > uint64(len(b)-q) {
+			return 0, false
+		}
+		q += int(kl)
+		if q, ok = skipNullable(b, q); !ok {
+			return 0, false
+		}
+	}
+	return int(h), q == len(b)
+}
+
+// skipNullable returns the position after the nullable length-prefixed
+// field at b[q:] (a length of -1 is null), or false when it is not there:
+// short, past the end of b or of another negative length.
+func skipNullable(b []byte, q int) (int, bool) {
+	if len(b)-q < 4 {
+		return 0, false
+	}
+	l := le.Uint32(b[q:])
+	q += 4
+	if l == math.MaxUint32 {
+		return q, true
+	}
+	if uint64(l) > uint64(len(b)-q) { // a negative length (> MaxInt32) is past the end too
+		return 0, false
+	}
+	return q + int(l), true
+}
+
+// fillPortable answers the entries of buf from p on, for in and results,
+// which scan accepted with len(recs) output records holding nhdr headers in
+// all: KEEP aliases the input, ERR_RECORD is reject's error, and output
+// records go to recs and an exactly sized array of headers and point into
+// buf.
+func fillPortable(buf []byte, p int, in []record.Record, results []plugins.Result, reject func(string) error, recs []record.Record, nhdr int) {
+	var hdrs []record.Header
+	if nhdr > 0 {
+		hdrs = make([]record.Header, nhdr)
+	}
+	in = in[:len(results)]
+	for i := range results {
+		e := le.Uint64(buf[p:])
+		p += 8
+		if e == keepEntry {
+			results[i].Records = in[i : i+1 : i+1]
+			continue
+		}
+		n := int(e >> 32)
+		if uint32(e) == wire.EntryReject {
+			results[i].Err = reject(string(buf[p : p+n]))
+			p += n
+			continue
+		}
+		src := &in[i]
+		out := recs[:n:n]
+		recs = recs[n:]
+		for j := range out {
+			size := int(le.Uint32(buf[p:]))
+			b := buf[p+4 : p+4+size]
+			p += 4 + size
+			r := &out[j]
+			r.Offset, r.Partition, r.Topic = src.Offset, src.Partition, src.Topic
+			r.Timestamp = fromMs(int64(le.Uint64(b[8:])))
+			q := 20
+			r.Key, q = getBytes(b, q)
+			r.Value, q = getBytes(b, q)
+			hc := int(le.Uint32(b[q:]))
+			q += 4
+			if hc > 0 {
+				h := hdrs[:hc:hc]
+				hdrs = hdrs[hc:]
+				r.Headers = h
+				for k := range h {
+					kl := int(le.Uint32(b[q:]))
+					q += 4
+					if kl > 0 {
+						h[k].Key = unsafe.String(&b[q], kl)
+					}
+					q += kl
+					h[k].Value, q = getBytes(b, q)
+				}
+			}
+		}
+		results[i].Records = out
+	}
+}
+
+// decodeResultChecked is the decoder that checks every field as it reads
+// it and knows what is wrong where: decodeResult's answer for a batch that
+// scan does not accept.
+func decodeResultChecked(buf []byte, in []record.Record, reject func(reason string) error, owned bool) ([]plugins.Result, bool, error) {
 	if len(buf) < 4 {
 		return nil, false, &MalformedError{0, "short count"}
 	}

@@ -14,22 +14,8 @@ import (
 	"github.com/streamd/streamd/sdk/go/streamd"
 )
 
-// The Go SDK's pure code is the reference guest: a copying identity.
-func init() {
-	streamd.Transform(streamd.Manifest{Name: "copy", Version: "1"}, func(r *streamd.Record) ([]streamd.Record, error) {
-		switch string(r.Value) {
-		case "keep":
-			return nil, streamd.KeepRecord
-		case "reject":
-			return nil, errors.New("no thanks")
-		case "drop":
-			return nil, nil
-		case "twice":
-			return []streamd.Record{*r, *r}, nil
-		}
-		return []streamd.Record{*r}, nil
-	})
-}
+// The Go SDK's copying identity that answers these tests' requests is
+// registered in decode_test.go (init), for this package's tests as well.
 
 func sample() []record.Record {
 	return []record.Record{
