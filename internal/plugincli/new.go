@@ -113,8 +113,8 @@ func newCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	build, test := projectCommands(*dir, *kind)
-	fmt.Fprintf(stdout, "made %s: a %s %s plugin (%s)\nbuild it and run its test:\n  %s\n  %s\n",
-		*dir, langs[*langName].name, *kind, strings.Join(sortedKeys(files), ", "), build, test)
+	fmt.Fprintf(stdout, "made %s: a %s plugin in %s (%s)\nbuild it and run its test:\n  %s\n  %s\n",
+		*dir, *kind, langs[*langName].name, strings.Join(sortedKeys(files), ", "), build, test)
 	return nil
 }
 
