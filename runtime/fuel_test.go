@@ -4,25 +4,149 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
 )
+
+// hostileDeadline bounds each test here that runs a guest in an endless
+// loop, which only the host stops: right, each call ends just after the
+// plugin's timeout; if the fuel checks or the timeout break, the test fails
+// within seconds, naming the guest, not at go test's -timeout.
+const hostileDeadline = 10 * time.Second
+
+// stuckGrace is how long a call may go on past its test's deadline (the
+// host then stops a fueled guest at its next refill) before it is given up
+// on and left running.
+const stuckGrace = 2 * time.Second
+
+// errNotStopped: a guest ran until its test's deadline.
+var errNotStopped = errors.New("not stopped by its timeout")
+
+// childTest, in a child process's environment, names the test it runs
+// (inChild).
+const childTest = "STREAMD_RUNTIME_FUEL_CHILD"
+
+// inChild runs the test t in a child process of this test binary, killed
+// if it has not ended hostileDeadline+stuckGrace+10s from now, and reports
+// whether it did (the caller then returns); in that child it returns false
+// and the test runs. A guest loop that the fuel instrumentation left
+// without a check cannot be stopped, nor preempted: wazero's compiled code
+// has no safe point for Go's scheduler, so the next garbage collection
+// waits for it forever, with the whole process (callWithin's timer
+// included). Only a process outside can then fail the test, naming guest.
+func inChild(t *testing.T, guest string) bool {
+	t.Helper()
+	if os.Getenv(childTest) == t.Name() {
+		return false
+	}
+	run := strings.Split(t.Name(), "/")
+	for i, p := range run {
+		run[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	limit := hostileDeadline + stuckGrace + 10*time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", strings.Join(run, "/"), "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childTest+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s: %v: the test's process did not end within %v (a guest loop without a fuel check?) and was killed; its output:\n%s",
+			guest, errNotStopped, limit, out)
+	case err != nil:
+		t.Fatalf("%s: the test failed in its child process: %v\n%s", guest, err, out)
+	case bytes.Contains(out, []byte("--- SKIP: "+t.Name()+" ")):
+		t.Skipf("skipped in its child process:\n%s", out)
+	case !bytes.Contains(out, []byte("--- PASS: "+t.Name()+" ")):
+		t.Fatalf("%s: the child process did not run the test:\n%s", guest, out)
+	}
+	return true
+}
+
+// deadline returns the context for a test's calls of hostile guests, which
+// ends hostileDeadline from now.
+func deadline(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), hostileDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// loadHostile loads path into h like load, and closes it when the test ends
+// with a context that ends stuckGrace later: Close waits for calls still
+// running, and a guest that callWithin left running never ends.
+func loadHostile(t *testing.T, h *runtime.Host, path string, opts plugins.Options) *runtime.Module {
+	t.Helper()
+	if opts.Wasm.CacheDir == "" {
+		opts.Wasm.CacheDir = filepath.Join(tmpRoot, "cache")
+	}
+	m, err := h.Load(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stuckGrace)
+		defer cancel()
+		testenv.Close(t, ctx, m)
+	})
+	return m
+}
+
+// callWithin calls m's transform with in under ctx (deadline); guest names
+// the plugin in messages. A call still running at ctx's end returns
+// errNotStopped, whether the host then stops it or it is still running
+// stuckGrace later (it is then left running).
+func callWithin(ctx context.Context, m *runtime.Module, guest string, in []record.Record) ([]plugins.Result, error) {
+	type result struct {
+		res []plugins.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := m.Call(ctx, runtime.OpTransform, in)
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		if ctx.Err() == nil {
+			return r.res, r.err
+		}
+		return nil, fmt.Errorf("%s: %w: it ran until the test's %v deadline (then: %v)", guest, errNotStopped, hostileDeadline, r.err)
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-done:
+		return nil, fmt.Errorf("%s: %w: it ran until the test's %v deadline (then: %v)", guest, errNotStopped, hostileDeadline, r.err)
+	case <-time.After(stuckGrace):
+		return nil, fmt.Errorf("%s: %w: still running %v after the test's %v deadline (left running)", guest, errNotStopped, stuckGrace, hostileDeadline)
+	}
+}
 
 // TestFuelTimeoutIsPrompt: an instrumented guest in an endless loop stops
 // right after its timeout, call after call.
 func TestFuelTimeoutIsPrompt(t *testing.T) {
-	m := load(t, wat(t, "misbehave"), plugins.Options{Pool: 1, Timeout: 200 * time.Millisecond, Config: map[string]any{"mode": "loop"}})
+	if inChild(t, "misbehave.wat (mode loop)") {
+		return
+	}
+	m := loadHostile(t, newHost(t), wat(t, "misbehave"), plugins.Options{Pool: 1, Timeout: 200 * time.Millisecond, Config: map[string]any{"mode": "loop"}})
+	ctx := deadline(t)
 	for range 3 {
 		start := time.Now()
-		_, err := m.Call(context.Background(), runtime.OpTransform, recs("a"))
+		_, err := callWithin(ctx, m, "misbehave.wat (mode loop)", recs("a"))
+		if errors.Is(err, errNotStopped) {
+			t.Fatal(err)
+		}
 		if !errors.Is(err, runtime.ErrBatch) {
 			t.Fatalf("err %v, want ErrBatch", err)
 		}
@@ -91,20 +215,22 @@ func TestFuelFallbackLogged(t *testing.T) {
 		{"readable", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if inChild(t, "misbehave.wat (mode loop, "+tc.name+")") {
+				return
+			}
 			var buf bytes.Buffer
 			h := newHost(t)
 			if tc.rewrite != nil {
 				runtime.SetRewrite(h, tc.rewrite)
 			}
-			ctx := context.Background()
-			m, err := h.Load(ctx, path, plugins.Options{Pool: 1, Timeout: 200 * time.Millisecond, Config: map[string]any{"mode": "loop"},
+			m := loadHostile(t, h, path, plugins.Options{Pool: 1, Timeout: 200 * time.Millisecond, Config: map[string]any{"mode": "loop"},
 				Logger: slog.New(slog.NewTextHandler(&buf, nil)), Wasm: plugins.WasmOptions{CacheDir: t.TempDir()}})
-			if err != nil {
+			start := time.Now()
+			_, err := callWithin(deadline(t), m, "misbehave.wat (mode loop, "+tc.name+")", recs("a"))
+			if errors.Is(err, errNotStopped) {
 				t.Fatal(err)
 			}
-			defer testenv.Close(t, ctx, m)
-			start := time.Now()
-			if _, err := m.Call(ctx, runtime.OpTransform, recs("a")); !errors.Is(err, runtime.ErrBatch) {
+			if !errors.Is(err, runtime.ErrBatch) {
 				t.Fatalf("err %v, want ErrBatch (the timeout)", err)
 			}
 			if d := time.Since(start); d > 5*time.Second {

@@ -90,6 +90,7 @@ func instantiate(tb testing.TB, e *env, bin []byte) api.Module {
 // loop iterations.
 func TestSemanticsKept(t *testing.T) {
 	bin := watModule(t, "loops")
+	ctx := deadline(t)
 	for _, tc := range []struct {
 		fn      string
 		args    []uint64
@@ -108,7 +109,7 @@ func TestSemanticsKept(t *testing.T) {
 	} {
 		e := &env{}
 		mod := instantiate(t, e, bin)
-		res, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+		res, err := callWithin(ctx, mod, "loops.wat "+tc.fn+fmt.Sprint(tc.args), tc.fn, tc.args...)
 		if err != nil {
 			t.Fatalf("%s%v: %v", tc.fn, tc.args, err)
 		}
@@ -126,8 +127,9 @@ func TestLeafEntriesFree(t *testing.T) {
 	bin := watModule(t, "loops")
 	e := &env{}
 	mod := instantiate(t, e, bin)
+	ctx := deadline(t)
 	for range 1000 {
-		if _, err := mod.ExportedFunction("bump").Call(context.Background()); err != nil {
+		if _, err := callWithin(ctx, mod, "loops.wat bump", "bump"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +137,7 @@ func TestLeafEntriesFree(t *testing.T) {
 		t.Fatalf("1000 calls of a leaf function took %d refills, want 0 (one per 100 checks was 10)", e.refills)
 	}
 	for range 1000 {
-		if _, err := mod.ExportedFunction("indirect").Call(context.Background(), 1, 1); err != nil {
+		if _, err := callWithin(ctx, mod, "loops.wat indirect(1, 1)", "indirect", 1, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,6 +152,7 @@ func TestLeafEntriesFree(t *testing.T) {
 // with and without loops.
 func TestStops(t *testing.T) {
 	bin := watModule(t, "loops")
+	ctx := deadline(t)
 	for _, tc := range []struct {
 		fn   string
 		args []uint64
@@ -159,7 +162,10 @@ func TestStops(t *testing.T) {
 	} {
 		e := &env{stop: 3}
 		mod := instantiate(t, e, bin)
-		_, err := mod.ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
+		_, err := callWithin(ctx, mod, "loops.wat "+tc.fn+fmt.Sprint(tc.args), tc.fn, tc.args...)
+		if errors.Is(err, errNotStopped) {
+			t.Fatal(err)
+		}
 		if !errors.Is(err, errStop) || e.refills != 3 {
 			t.Errorf("%s: err %v after %d refills, want errStop after 3", tc.fn, err, e.refills)
 		}
@@ -175,6 +181,7 @@ func TestStops(t *testing.T) {
 // are its checks / 100.
 func TestHostile(t *testing.T) {
 	bin := watModule(t, "hostile")
+	ctx := deadline(t)
 	for _, tc := range []struct {
 		fn      string
 		args    []uint64
@@ -202,9 +209,9 @@ func TestHostile(t *testing.T) {
 		name := tc.fn + fmt.Sprint(tc.args)
 		e := &env{stop: tc.stop}
 		mod := instantiate(t, e, bin)
-		err := callWithin(mod, 20*time.Second, tc.fn, tc.args...)
-		if errors.Is(err, errStillRunning) {
-			t.Fatalf("%s: %v", name, err)
+		_, err := callWithin(ctx, mod, "hostile.wat "+name, tc.fn, tc.args...)
+		if errors.Is(err, errNotStopped) {
+			t.Fatal(err)
 		}
 		switch {
 		case tc.stop > 0 && !errors.Is(err, errStop):
@@ -220,25 +227,60 @@ func TestHostile(t *testing.T) {
 	}
 }
 
-var errStillRunning = errors.New("still running: a check is missing")
+// hostileDeadline bounds each test that runs guests: some never return
+// unless the instrumentation stops them, and a wrong rewrite can make any
+// loop endless. Right, every call ends in milliseconds; a missing check
+// fails the test within seconds, naming the guest, not at go test's
+// -timeout.
+const hostileDeadline = 10 * time.Second
 
-// callWithin calls fn, and gives up on it after d: wazero's own checks
-// (env.runtime) stop a loop when the context ends, and a call that does not
-// return even so (recursion or tail calls without checks, which wazero does
-// not check) is left running.
-func callWithin(mod api.Module, d time.Duration, fn string, args ...uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	done := make(chan error, 1)
+// stuckGrace is how long a call may go on past its test's deadline before
+// it is given up on: wazero's own checks (env.runtime) stop a loop when the
+// context ends, but not recursion or tail calls, which would run on.
+const stuckGrace = 2 * time.Second
+
+// errNotStopped: a guest ran until its test's deadline.
+var errNotStopped = errors.New("not stopped by the fuel refill (a check is missing?)")
+
+// deadline returns the context for a test's guest calls, which ends
+// hostileDeadline from now.
+func deadline(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), hostileDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// callWithin calls fn (guest names the module and function in messages)
+// under ctx (deadline) and returns its results. A call still running at
+// ctx's end returns errNotStopped, whether wazero's check then stops it or
+// it is still running stuckGrace later (it is then left running).
+func callWithin(ctx context.Context, mod api.Module, guest, fn string, args ...uint64) ([]uint64, error) {
+	f := mod.ExportedFunction(fn)
+	if f == nil {
+		return nil, fmt.Errorf("%s: no export %q", guest, fn)
+	}
+	type result struct {
+		res []uint64
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		_, err := mod.ExportedFunction(fn).Call(ctx, args...)
-		done <- err
+		res, err := f.Call(ctx, args...)
+		done <- result{res, err}
 	}()
 	select {
-	case err := <-done:
-		return err
-	case <-time.After(d + 10*time.Second):
-		return errStillRunning
+	case r := <-done:
+		if ctx.Err() == nil {
+			return r.res, r.err
+		}
+		return nil, fmt.Errorf("%s: %w: it ran until the test's %v deadline (then: %v)", guest, errNotStopped, hostileDeadline, r.err)
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-done:
+		return nil, fmt.Errorf("%s: %w: it ran until the test's %v deadline (then: %v)", guest, errNotStopped, hostileDeadline, r.err)
+	case <-time.After(stuckGrace):
+		return nil, fmt.Errorf("%s: %w: still running %v after the test's %v deadline (left running)", guest, errNotStopped, stuckGrace, hostileDeadline)
 	}
 }
 
@@ -247,8 +289,8 @@ func callWithin(mod api.Module, d time.Duration, fn string, args ...uint64) erro
 func TestNamesKept(t *testing.T) {
 	e := &env{stop: 1}
 	mod := instantiate(t, e, watModule(t, "loops"))
-	_, err := mod.ExportedFunction("fib").Call(context.Background(), 60)
-	if err == nil || !contains(err.Error(), ".fib(i32) i32") {
+	_, err := callWithin(deadline(t), mod, "loops.wat fib[60]", "fib", 60)
+	if errors.Is(err, errNotStopped) || err == nil || !contains(err.Error(), ".fib(i32) i32") {
 		t.Fatalf("err %v, want a stack trace naming fib", err)
 	}
 }
@@ -265,8 +307,8 @@ func TestNamesWhenUnnamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	mod := instantiate(t, &env{}, bin)
-	_, err = mod.ExportedFunction("outer").Call(context.Background())
-	if err == nil || !contains(err.Error(), "\t.$0()\n") || !contains(err.Error(), "\t.outer()") {
+	_, err = callWithin(deadline(t), mod, "unnamed.wat outer", "outer")
+	if errors.Is(err, errNotStopped) || err == nil || !contains(err.Error(), "\t.$0()\n") || !contains(err.Error(), "\t.outer()") {
 		t.Fatalf("err %v, want a stack trace with .$0() and .outer()", err)
 	}
 }
@@ -337,6 +379,7 @@ func TestPlugins(t *testing.T) {
 // and a chain of 2^40 calls without loops are still stopped by the refill.
 func TestEntryChecks(t *testing.T) {
 	bin := watModule(t, "chains")
+	ctx := deadline(t)
 	for _, tc := range []struct {
 		fn      string
 		calls   int // how many times fn is called
@@ -351,9 +394,9 @@ func TestEntryChecks(t *testing.T) {
 		e := &env{stop: tc.stop}
 		mod := instantiate(t, e, bin)
 		for range tc.calls {
-			err := callWithin(mod, 20*time.Second, tc.fn)
-			if errors.Is(err, errStillRunning) {
-				t.Fatalf("%s: %v", tc.fn, err)
+			_, err := callWithin(ctx, mod, "chains.wat "+tc.fn, tc.fn)
+			if errors.Is(err, errNotStopped) {
+				t.Fatal(err)
 			}
 			if (tc.stop > 0) != errors.Is(err, errStop) || (tc.stop == 0 && err != nil) {
 				t.Fatalf("%s: err %v (stop %d)", tc.fn, err, tc.stop)
