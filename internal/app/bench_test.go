@@ -354,7 +354,7 @@ func runUntilFunc(b *testing.B, run func(context.Context) error, total int64, ev
 					heaps++
 					if f, err := os.Create(fmt.Sprintf("%s.%d", hp, heaps)); err == nil {
 						_ = pprof.Lookup("heap").WriteTo(f, 0)
-						f.Close()
+						_ = f.Close()
 					}
 				}
 				if n >= total {

@@ -88,7 +88,7 @@ func TestDowngradeTestsUnderWazero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
-	defer rt.Close(ctx)
+	defer func() { _ = rt.Close(ctx) }()
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	// One thread (Wasm has no other) and no capture: a failing test
 	// aborts the module (panic=abort), and the output then ends with its
