@@ -661,8 +661,10 @@ export class Output {
     this.count = 0;
     this.outcome = OUTCOME_RECORDS;
     this.phase = PH_NONE;
-    outU32(0); // status OK
-    outU32(0); // out_count, patched in finishEntry
+    // status OK and out_count (patched in finishEntry), as one word.
+    outEnsure(8);
+    store<u64>(outPos, 0);
+    outPos += 8;
   }
 
   /** @internal Finishes the entry; returns the number of records emitted. */
@@ -691,8 +693,10 @@ export class Output {
   /** Answers KEEP: the input record goes on unchanged. */
   keep(): void {
     this.rewind();
-    outU32(0);
-    outU32(KEEP_MARK);
+    // status OK and the KEEP mark, as one word.
+    outEnsure(8);
+    store<u64>(outPos, <u64>KEEP_MARK << 32);
+    outPos += 8;
     this.outcome = OUTCOME_KEEP;
   }
 
@@ -1177,18 +1181,13 @@ export function streamd_process(len: i32): i32 {
   batchFailMsg = null;
   let p = base + 8;
   for (let i: u32 = 0; i < count; i++) {
-    const at = <i32>(p - base);
-    if (p + 4 > end) return batchError("record " + i.toString() + " at byte " + at.toString() + ": size past end of batch");
+    if (p + 4 > end) return sizeError(i, p, -1, len);
     const size = load<u32>(p);
     const body = p + 4;
-    if (<u64>size > <u64>(end - body)) {
-      return batchError("record " + i.toString() + " at byte " + at.toString() + ": size " + size.toString() + " past end of batch (" + len.toString() + " bytes)");
-    }
+    if (<u64>size > <u64>(end - body)) return sizeError(i, p, <i64>size, len);
     const bend = body + <usize>size;
     const err = parseBody(rec, body, bend);
-    if (err >= 0) {
-      return batchError("record " + i.toString() + " at byte " + at.toString() + ": " + bodyErrors[err] + " at byte " + (<i32>(errAt - base)).toString());
-    }
+    if (err >= 0) return bodyError(i, p, err);
     rec.bodyPtr = body;
     rec.bodyLen = size;
     rec.index = <i32>i;
@@ -1217,6 +1216,20 @@ export function streamd_process(len: i32): i32 {
   }
   replyBytes(outPtr, outPos - outPtr);
   return STATUS_OK;
+}
+
+// sizeError reports record i's size word at p (size -1: not there) as past
+// the end of the len-byte batch; bodyError reports parseBody's error err of
+// record i at p. Out of line: streamd_process builds no string per record.
+function sizeError(i: u32, p: usize, size: i64, len: i32): i32 {
+  const at = <i32>(p - inPtr);
+  if (size < 0) return batchError("record " + i.toString() + " at byte " + at.toString() + ": size past end of batch");
+  return batchError("record " + i.toString() + " at byte " + at.toString() + ": size " + (<u32>size).toString() + " past end of batch (" + len.toString() + " bytes)");
+}
+
+function bodyError(i: u32, p: usize, err: i32): i32 {
+  const at = <i32>(p - inPtr);
+  return batchError("record " + i.toString() + " at byte " + at.toString() + ": " + bodyErrors[err] + " at byte " + (<i32>(errAt - inPtr)).toString());
 }
 
 const bodyErrors: string[] = [

@@ -338,6 +338,20 @@ test("malformed batches: ERR_BATCH naming record and byte", async () => {
     })(), /bytes left over in body/],
     [new Uint8Array([...good, 1]), /1 trailing bytes after record 1/],
   ];
+  // The whole message, for a record past the first too.
+  const two = encodeRequest(OP.TRANSFORM, [rec("keep"), rec("keep", { headers: [["h", "v"]] })]);
+  const at1 = 12 + dv(two).getUint32(8, true);
+  const mut2 = (f) => {
+    const b = two.slice();
+    f(dv(b));
+    return b;
+  };
+  cases.push(
+    [mut((d) => d.setUint32(8, 1000, true)), new RegExp(`^streamd sdk: bad request batch: record 0 at byte 8: size 1000 past end of batch \\(${good.length} bytes\\)$`)],
+    [mut2((d) => d.setUint32(at1, 1000, true)), new RegExp(`^streamd sdk: bad request batch: record 1 at byte ${at1}: size 1000 past end of batch \\(${two.length} bytes\\)$`)],
+    [mut2((d) => d.setInt32(at1 + 4 + 20, 100, true)), new RegExp(`^streamd sdk: bad request batch: record 1 at byte ${at1}: key past end of body at byte ${at1 + 4 + 24}$`)],
+    [mut2((d) => d.setInt32(at1 + 4 + 20, -7, true)), new RegExp(`^streamd sdk: bad request batch: record 1 at byte ${at1}: negative length other than -1 at byte ${at1 + 4 + 20}$`)],
+  );
   for (const [bytes, re] of cases) {
     const r = p.processRaw(bytes);
     assert.equal(r.status, STATUS.ERR_BATCH, `${re}: status ${r.status}`);
