@@ -16,16 +16,18 @@ echo 'int main(void){return 0;}' >"$tmp/probe.c"
 	echo "$0: no sanitizers: $cc cannot build and run with $san" >&2
 	san=
 }
+cflags="-std=c11 -O1 -g -Wall -Wextra -Werror $san -I$here/.."
+# The SDK compiled once (it does not look at TEST_*), linked into each test.
+# shellcheck disable=SC2086 # cflags is a list of flags
+"$cc" $cflags -c "$here/../streamd.c" -o "$tmp/streamd.o"
 for kind in TRANSFORM CODEC SINK; do
-	# shellcheck disable=SC2086 # san is a list of flags or empty
-	"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror $san -DTEST_$kind -I"$here/.." \
-		"$here/../streamd.c" "$here/streamd_test.c" -o "$tmp/test_$kind"
+	# shellcheck disable=SC2086
+	"$cc" $cflags -DTEST_$kind "$tmp/streamd.o" "$here/streamd_test.c" -o "$tmp/test_$kind"
 	printf '%s: ' "$kind"
 	"$tmp/test_$kind"
 done
 
 # A short fuzz run of the request decoder (FUZZ_SECONDS, default 3).
 # shellcheck disable=SC2086
-"$cc" -std=c11 -O1 -g -Wall -Wextra -Werror $san -I"$here/.." \
-	"$here/../streamd.c" "$here/fuzz.c" -o "$tmp/fuzz"
+"$cc" $cflags "$tmp/streamd.o" "$here/fuzz.c" -o "$tmp/fuzz"
 "$tmp/fuzz" "${FUZZ_SECONDS:-3}"
