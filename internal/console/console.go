@@ -102,6 +102,7 @@ type options struct {
 	pipelines func() []Pipeline
 	journal   *Journal
 	fluid     func() any
+	broker    func() any // broker.go
 	log       *slog.Logger
 	interval  time.Duration
 	history   time.Duration
@@ -201,6 +202,7 @@ func New(opts ...Option) *Console {
 	c.mux.HandleFunc("GET /ui/api/journal", c.journalInfo)
 	c.mux.HandleFunc("GET /ui/api/journal/quarantine", c.journalQuarantine)
 	c.mux.HandleFunc("GET /ui/api/fluid", c.fluidInfo)
+	c.mux.HandleFunc("GET /ui/api/broker", c.brokerInfo)
 	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/ui/api/"):
