@@ -30,9 +30,10 @@ def main():
     mib = 1 << 20
 
     fig, ax = plt.subplots(3, 2, figsize=(13, 11))
+    retention = "retention %g min" % (s["retention_s"] / 60) if s["retention_s"] > 0 else "no retention"
     fig.suptitle(
-        "streamd run, embedded broker: %.0f records/s generated, retention %.0f min, %.1f%% dead-lettered, load average %.1f on 2 cores"
-        % (s["orders_in_per_s"], s["retention_s"] / 60, 100 * s["dlq_share"], s["load1_mean"]),
+        "streamd run, embedded broker: %.0f records/s generated, %s, %.1f%% dead-lettered, load average %.1f on 2 cores"
+        % (s["orders_in_per_s"], retention, 100 * s["dlq_share"], s["load1_mean"]),
         fontsize=11,
     )
 
@@ -48,7 +49,10 @@ def main():
         a.grid(True, color="#e5e5e5")
         a.legend(fontsize=8, loc="upper left")
 
-    panel(ax[0][0], "daemon memory", [("rss_bytes", "RSS"), ("heap_inuse_bytes", "Go heap in use")], "MiB", mib)
+    mem = [("rss_bytes", "RSS"), ("heap_inuse_bytes", "Go heap in use")]
+    if "heap_goal_bytes" in rows[0]:
+        mem.append(("heap_goal_bytes", "GC goal (2x live heap)"))
+    panel(ax[0][0], "daemon memory", mem, "MiB", mib)
     panel(ax[0][1], "broker disk and index estimate", [("disk_bytes", "data directory"), ("index_bytes", "index in memory (estimate)")], "MiB", mib)
     panel(ax[1][0], "open files and goroutines", [("open_fds", "open files"), ("goroutines", "goroutines"), ("segments", "segment files")], "count")
     panel(ax[1][1], "records retained (all topics)", [("retained_records", "retained")], "records")
@@ -75,7 +79,7 @@ def main():
     a.set_ylim(bottom=0)
     a.grid(True, color="#e5e5e5")
     a.legend(fontsize=8, loc="upper left")
-    fig.text(0.5, 0.005, "slopes: least squares over the samples after the shaded %.0f minutes (two retentions)" % (s["settle_s"] / 60),
+    fig.text(0.5, 0.005, "slopes per hour: least squares over the samples after the shaded %g minutes" % (s["settle_s"] / 60),
              ha="center", fontsize=9, color="#555555")
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(out, dpi=80)

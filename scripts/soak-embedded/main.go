@@ -79,7 +79,7 @@ type soak struct {
 }
 
 // columns of samples.csv, after t (seconds since start) and load1.
-var columns = []string{"rss_bytes", "heap_inuse_bytes", "heap_alloc_bytes", "open_fds", "goroutines", "disk_bytes",
+var columns = []string{"rss_bytes", "heap_inuse_bytes", "heap_alloc_bytes", "heap_goal_bytes", "open_fds", "goroutines", "disk_bytes",
 	"index_bytes", "segments", "retained_records", "in_orders", "out_orders", "dlq_orders", "out_copy", "lag_orders",
 	"deleted_records", "skipped_unread", "source_skipped"}
 
@@ -124,7 +124,7 @@ func (s *soak) run() error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // the daemon's log: read by people, written by it
 	d := exec.Command(bin, "run", "-c", cfg)
 	d.Stdout, d.Stderr = logf, logf
 	if err := d.Start(); err != nil {
@@ -155,7 +155,7 @@ func (s *soak) run() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // flushed after every row
 	w := csv.NewWriter(f)
 	_ = w.Write(append([]string{"t", "load1"}, columns...))
 	start := time.Now()
@@ -191,7 +191,7 @@ loop:
 			_ = w.Write(rec)
 			w.Flush()
 			fmt.Printf("t=%4.0fs load %.1f rss %.0f MiB heap %.0f MiB fds %.0f disk %.0f MiB index %.1f MiB in %.0f out %.0f lag %.0f unread-deleted %.0f\n",
-				row[0], row[1], row[2]/(1<<20), row[3]/(1<<20), row[5], row[7]/(1<<20), row[8]/(1<<20), row[11], row[12], row[15], row[17])
+				row[0], row[1], row[2]/(1<<20), row[3]/(1<<20), row[6], row[8]/(1<<20), row[9]/(1<<20), row[12], row[13], row[16], row[18])
 			if now.Sub(start) >= s.duration {
 				break loop
 			}
@@ -273,8 +273,8 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 func get(url string) (string, error) {
@@ -283,7 +283,7 @@ func get(url string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }() // read to the end below
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
 		return "", err
@@ -356,6 +356,11 @@ func (s *soak) sample(since time.Duration) ([]float64, error) {
 			m["heap_inuse_bytes"] = v
 		case "go_memstats_heap_alloc_bytes":
 			m["heap_alloc_bytes"] = v
+		case "go_memstats_next_gc_bytes":
+			// The collector's goal: twice the heap live after the
+			// last collection (GOGC=100), a steadier sign of what is
+			// live than the heap in use, which saws between them.
+			m["heap_goal_bytes"] = v
 		case "process_open_fds":
 			m["open_fds"] = v
 		case "go_goroutines":
@@ -493,7 +498,7 @@ func (s *soak) summarize(rows [][]float64, logFile string) error {
 	fmt.Printf("\n%d samples over %.0f s; load average (1 min) mean %.1f; orders in %.0f/s, %.2f%% dead-lettered; retention deleted %.0f records, %.0f of them unread by a group (%d warnings), sources skipped %.0f\n\n",
 		sum.Samples, sum.Duration, sum.LoadMean, sum.InPerSec, 100*sum.DLQShare, sum.Deleted, sum.Unread, sum.RetentionLog, sum.SourceSkip)
 	fmt.Printf("| after %.0f min | mean | slope per hour |\n|---|---:|---:|\n", s.settle.Minutes())
-	for _, c := range []string{"rss_bytes", "heap_inuse_bytes", "disk_bytes", "index_bytes", "open_fds", "goroutines", "segments", "retained_records"} {
+	for _, c := range []string{"rss_bytes", "heap_inuse_bytes", "heap_goal_bytes", "disk_bytes", "index_bytes", "open_fds", "goroutines", "segments", "retained_records"} {
 		mean, sl := sum.Mean[c], sum.SlopesPerH[c]
 		if strings.HasSuffix(c, "_bytes") {
 			fmt.Printf("| %s | %.1f MiB | %+.1f MiB/h |\n", c, mean/(1<<20), sl/(1<<20))
