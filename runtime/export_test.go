@@ -1,7 +1,9 @@
 package runtime
 
-// SetRewrite makes h instrument modules with f instead of fuel.Instrument,
+import "github.com/streamd/streamd/runtime/internal/fuel"
+
+// SetRewrite makes h instrument modules with f instead of fuel.Rewrite,
 // so that a test can give it a module the instrumentation cannot read.
-func SetRewrite(h *Host, f func(bin []byte, module, name string, fuel uint32) ([]byte, error)) {
+func SetRewrite(h *Host, f func(bin []byte, o fuel.Options) ([]byte, error)) {
 	h.rewrite = f
 }

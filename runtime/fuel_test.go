@@ -18,6 +18,7 @@ import (
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
+	"github.com/streamd/streamd/runtime/internal/fuel"
 )
 
 // hostileDeadline bounds each test here that runs a guest in an endless
@@ -206,11 +207,11 @@ func TestFuelFallbackLogged(t *testing.T) {
 	path := wat(t, "misbehave")
 	for _, tc := range []struct {
 		name     string
-		rewrite  func([]byte, string, string, uint32) ([]byte, error)
+		rewrite  func([]byte, fuel.Options) ([]byte, error)
 		wantWarn bool
 	}{
-		{"unreadable", func([]byte, string, string, uint32) ([]byte, error) {
-			return nil, errors.New("unsupported by the fuel instrumentation: opcode 0xfd 300 at offset 77")
+		{"unreadable", func([]byte, fuel.Options) ([]byte, error) {
+			return nil, fmt.Errorf("%w: opcode 0xfd 300 at offset 77", fuel.ErrUnsupported)
 		}, true},
 		{"readable", nil, false},
 	} {
