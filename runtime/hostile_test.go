@@ -336,3 +336,48 @@ func TestHostileLog(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileCompile: a module larger than max_module_bytes is refused
+// before it is read whole; one whose compile runs past compile_timeout is
+// given up on at the deadline (wazero stops before its next function);
+// one with a function whose compile time would be unbounded is refused
+// before it is compiled.
+func TestHostileCompile(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("(block ", n) + strings.Repeat(")", n) }
+	t.Run("size", func(t *testing.T) {
+		h := hostile{name: "big", decls: `(data (i32.const 4096) "` + strings.Repeat("x", 200_000) + `")`}
+		m, err, d := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{MaxModuleBytes: 100_000}})
+		if m != nil || err == nil || !strings.Contains(err.Error(), "more than max_module_bytes = 100000 (97.7 KiB) allows") {
+			t.Fatalf("error %v, want the module refused for its size", err)
+		}
+		t.Logf("refused after %v: %v", d.Round(time.Millisecond), err)
+	})
+	t.Run("deadline", func(t *testing.T) {
+		// 12 functions nested 8,000 deep: about 0.5 s each to compile.
+		var decls strings.Builder
+		for i := range 12 {
+			fmt.Fprintf(&decls, "(func $deep%d %s)\n", i, deep(8000))
+		}
+		h := hostile{name: "slow", decls: decls.String()}
+		path := h.build(t)
+		const timeout = time.Second
+		m, err, d := loadWithin(t, path, h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{CompileTimeout: timeout, CacheDir: t.TempDir()}})
+		if m != nil || err == nil || !strings.Contains(err.Error(), "compiling took longer than compile_timeout = 1s") {
+			t.Fatalf("error %v, want the compile given up on", err)
+		}
+		// The deadline, and at most one function's compile to notice it.
+		if d > timeout+1500*time.Millisecond {
+			t.Fatalf("the load took %v, want about its %v compile_timeout", d, timeout)
+		}
+		t.Logf("refused after %v: %v", d.Round(time.Millisecond), err)
+	})
+	t.Run("complex", func(t *testing.T) {
+		h := hostile{name: "complex", decls: "(func $deep " + deep(9000) + ")"}
+		m, err, _ := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1})
+		if m != nil || err == nil || !strings.Contains(err.Error(), "too complex to compile in bounded time") ||
+			!strings.Contains(err.Error(), "blocks nest more than 8192 deep") {
+			t.Fatalf("error %v, want the function refused as too complex", err)
+		}
+		t.Logf("%v", err)
+	})
+}

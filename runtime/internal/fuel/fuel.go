@@ -1233,6 +1233,9 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 		dst = w.addSite(dst)
 		run = at
 	}
+	// landing: a site is due before the next instruction that does
+	// something (see end, below).
+	landing := false
 	for {
 		if r.err != nil {
 			return nil, r.errorf("instruction")
@@ -1242,8 +1245,15 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 		}
 		at := r.i
 		if emit {
-			if o := w.owners[len(w.owners)-1]; o.cur >= 0 && w.sites[o.cur].bytes >= splitBytes {
+			switch next := r.b[at]; {
+			case landing && next != 0x0b && next != 0x05 && next != 0x07 && next != 0x18 && next != 0x19:
+				landing = false
 				site(at)
+			case landing:
+			default:
+				if o := w.owners[len(w.owners)-1]; o.cur >= 0 && w.sites[o.cur].bytes >= splitBytes {
+					site(at)
+				}
 			}
 		}
 		extra := 0 // bytes of code that the instruction runs beyond its own (a call)
@@ -1266,11 +1276,16 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 				c := w.ctl[len(w.ctl)-1]
 				w.ctl = w.ctl[:len(w.ctl)-1]
 				if c.loop {
+					// The code after the loop is its owner's, paid for.
 					w.owners = w.owners[:len(w.owners)-1]
+					landing = false
 				} else if c.site {
 					// A branch out of the block may have skipped its
-					// sites: the code after it pays at a site of its own.
-					site(r.i)
+					// sites: the code after it pays at a site of its own,
+					// written before the next instruction that is not an
+					// end (a branch to the block around this one lands
+					// after its end, and that block has the same sites).
+					landing = true
 				}
 				continue
 			}
@@ -1278,6 +1293,7 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 			if op == 0x07 {
 				r.u32()
 			}
+			landing = false // the arm before ends here: its code is done
 			if emit && len(w.ctl) > 0 && w.ctl[len(w.ctl)-1].site {
 				// This arm is entered by a branch past the sites of the
 				// one before.
