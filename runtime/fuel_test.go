@@ -49,6 +49,12 @@ const childTest = "STREAMD_RUNTIME_FUEL_CHILD"
 // included). Only a process outside can then fail the test, naming guest.
 func inChild(t *testing.T, guest string) bool {
 	t.Helper()
+	return inChildFor(t, guest, hostileDeadline+stuckGrace+10*time.Second)
+}
+
+// inChildFor is inChild with the child's time limit.
+func inChildFor(t *testing.T, guest string, limit time.Duration) bool {
+	t.Helper()
 	if os.Getenv(childTest) == t.Name() {
 		return false
 	}
@@ -56,7 +62,6 @@ func inChild(t *testing.T, guest string) bool {
 	for i, p := range run {
 		run[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	limit := hostileDeadline + stuckGrace + 10*time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", strings.Join(run, "/"), "-test.count=1", "-test.v")

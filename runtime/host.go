@@ -98,6 +98,10 @@ type Host struct {
 	// rewrite is fuel.Rewrite when nil; tests give a rewriter that cannot
 	// read a module (export_test.go).
 	rewrite func(bin []byte, o fuel.Options) ([]byte, error)
+	// raw loads modules that are not plugins: no ABI checks, no manifest
+	// or init (tests only: the generative test runs random modules
+	// through the sandbox, export_test.go).
+	raw bool
 }
 
 // NewHost returns a Host. Close it to release the compilation caches.
@@ -230,7 +234,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 				name, plugins.ErrMemoryLimit, pagesText(mem.Min()), limitText(maxPages))
 		}
 	}
-	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, maxTable, opts)
+	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, maxTable, h.raw, opts)
 	if err != nil {
 		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, err

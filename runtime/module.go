@@ -73,6 +73,7 @@ type Module struct {
 	maxTable uint32 // max_table_elements, enforced by the table limits the rewrite sets
 	logLimit logLimits
 	fueled   bool         // instrumented by runtime/internal/fuel
+	raw      bool         // not a plugin: no ABI checks, manifest or init (Host.raw)
 	dirs     []*rootfs.FS // granted directories, closed with the module
 	clock    bool         // the clock grant: real clocks and sleeps
 	base     *slog.Logger // opts.Logger
@@ -129,8 +130,9 @@ type instance struct {
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, maxPages, maxTable uint32, opts plugins.Options) (_ *Module, err error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, maxPages, maxTable uint32, raw bool, opts plugins.Options) (_ *Module, err error) {
 	m := &Module{
+		raw:      raw,
 		name:     name,
 		fueled:   fueled,
 		rt:       rt,
@@ -152,7 +154,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
 	m.compiled = cm
-	if m.version, err = checkExports(name, m.compiled, fueled); err != nil {
+	if m.version, err = checkExports(name, m.compiled, fueled); err != nil && !raw {
 		return nil, err
 	}
 	// Every WASI call looks at the call's deadline before and after it
@@ -208,7 +210,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 	if err != nil {
 		return nil, err
 	}
-	if opts.Kind != "" && m.manifest.Kind != opts.Kind {
+	if opts.Kind != "" && m.manifest.Kind != opts.Kind && !raw {
 		inst.close(ctx)
 		return nil, fmt.Errorf("%s: plugin %s is a %s plugin, not a %s", name, m.manifest.Name, m.manifest.Kind, opts.Kind)
 	}
@@ -402,6 +404,9 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.fnManifest = mod.ExportedFunction("streamd_manifest")
 	inst.fnInit = mod.ExportedFunction("streamd_init")
 	inst.fnProc = mod.ExportedFunction("streamd_process")
+	if m.raw {
+		return inst, nil
+	}
 	if fn := mod.ExportedFunction("_initialize"); fn != nil {
 		if err := inst.invoke(ctx, fn); err != nil {
 			inst.close(ctx)
@@ -503,11 +508,16 @@ func (inst *instance) close(ctx context.Context) {
 
 // invoke calls fn with inst.stack, bounded by the timeout and by ctx.
 func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
+	return inst.invokeStack(ctx, fn, inst.stack[:])
+}
+
+// invokeStack is invoke with a stack of its own (CallWithStack's).
+func (inst *instance) invokeStack(ctx context.Context, fn api.Function, stack []uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if inst.m.timeout < 0 { // trusted: nothing can stop the guest
-		return fn.CallWithStack(inst.ctx, inst.stack[:])
+		return fn.CallWithStack(inst.ctx, stack)
 	}
 	var stop func() bool
 	if inst.m.fueled {
@@ -530,7 +540,7 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 		inst.until = time.Now().Add(inst.m.timeout)
 	}
 	inst.timer.Reset(time.Until(inst.until))
-	err := fn.CallWithStack(inst.ctx, inst.stack[:])
+	err := fn.CallWithStack(inst.ctx, stack)
 	fired := !inst.timer.Stop()
 	inst.done = nil
 	if own {
