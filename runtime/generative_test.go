@@ -43,10 +43,10 @@ const (
 	// costs wazero a walk of its whole stack (up to 50 MB of frames) to
 	// build the error, measured at up to ~300 ms on a loaded 2-core
 	// machine (docs/reliability.md).
-	genTimeout  = 400 * time.Millisecond
-	genPages    = 16 // 1 MiB
-	genTable    = 10_000
-	genMaxTabs  = 2
+	genTimeout = 400 * time.Millisecond
+	genPages   = 16 // 1 MiB
+	genTable   = 10_000
+	genMaxTabs = 2
 	// genOverhead is what the process's RSS may grow by beyond the caps:
 	// the guest's call stack is wazero's, which a recursion grows to its
 	// fixed ceiling of 50 MB (100 MB more while it is copied to grow)
