@@ -100,7 +100,7 @@ func callBounded(t *testing.T, m *runtime.Module, guest string) error {
 
 // loadWithin loads path under the test's deadline: a load still running
 // then fails the test, naming guest, instead of hanging it.
-func loadWithin(t *testing.T, path, guest string, opts plugins.Options) (*runtime.Module, error, time.Duration) {
+func loadWithin(t *testing.T, path, guest string, opts plugins.Options) (*runtime.Module, time.Duration, error) {
 	t.Helper()
 	if opts.Wasm.CacheDir == "" {
 		opts.Wasm.CacheDir = filepath.Join(tmpRoot, "cache")
@@ -124,11 +124,11 @@ func loadWithin(t *testing.T, path, guest string, opts plugins.Options) (*runtim
 				testenv.Close(t, ctx, r.m)
 			})
 		}
-		return r.m, r.err, time.Since(start)
+		return r.m, time.Since(start), r.err
 	case <-deadline(t).Done():
 		t.Fatalf("%s: %v: its load ran until the test's %v deadline", guest, errNotStopped, hostileDeadline)
 	}
-	return nil, nil, 0
+	return nil, 0, nil
 }
 
 // TestHostileFuelRewrite: a module that names a global it does not declare,
@@ -157,7 +157,7 @@ func TestHostileFuelRewrite(t *testing.T) {
 				return
 			}
 			path := tc.h.build(t)
-			m, err, _ := loadWithin(t, path, tc.h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
+			m, _, err := loadWithin(t, path, tc.h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
 			if err == nil {
 				err := callBounded(t, m, tc.h.name)
 				t.Fatalf("%s loaded, and its call ended with %v; want it refused at load", tc.h.name, err)
@@ -221,7 +221,7 @@ func TestHostileStart(t *testing.T) {
 			if inChild(t, h.name) {
 				return
 			}
-			m, err, d := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
+			m, d, err := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
 			if m != nil {
 				t.Fatalf("%s loaded", h.name)
 			}
@@ -260,7 +260,7 @@ func TestHostileTables(t *testing.T) {
 			return
 		}
 		h := hostile{name: "table-initial", decls: `(table $t 16777216 funcref)`}
-		m, err, _ := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
+		m, _, err := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
 		if m != nil {
 			t.Fatalf("%s loaded", h.name)
 		}
@@ -346,7 +346,7 @@ func TestHostileCompile(t *testing.T) {
 	deep := func(n int) string { return strings.Repeat("(block ", n) + strings.Repeat(")", n) }
 	t.Run("size", func(t *testing.T) {
 		h := hostile{name: "big", decls: `(data (i32.const 4096) "` + strings.Repeat("x", 200_000) + `")`}
-		m, err, d := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{MaxModuleBytes: 100_000}})
+		m, d, err := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{MaxModuleBytes: 100_000}})
 		if m != nil || err == nil || !strings.Contains(err.Error(), "more than max_module_bytes = 100000 (97.7 KiB) allows") {
 			t.Fatalf("error %v, want the module refused for its size", err)
 		}
@@ -361,7 +361,7 @@ func TestHostileCompile(t *testing.T) {
 		h := hostile{name: "slow", decls: decls.String()}
 		path := h.build(t)
 		const timeout = time.Second
-		m, err, d := loadWithin(t, path, h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{CompileTimeout: timeout, CacheDir: t.TempDir()}})
+		m, d, err := loadWithin(t, path, h.name, plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{CompileTimeout: timeout, CacheDir: t.TempDir()}})
 		if m != nil || err == nil || !strings.Contains(err.Error(), "compiling took longer than compile_timeout = 1s") {
 			t.Fatalf("error %v, want the compile given up on", err)
 		}
@@ -373,7 +373,7 @@ func TestHostileCompile(t *testing.T) {
 	})
 	t.Run("complex", func(t *testing.T) {
 		h := hostile{name: "complex", decls: "(func $deep " + deep(9000) + ")"}
-		m, err, _ := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1})
+		m, _, err := loadWithin(t, h.build(t), h.name, plugins.Options{Pool: 1})
 		if m != nil || err == nil || !strings.Contains(err.Error(), "too complex to compile in bounded time") ||
 			!strings.Contains(err.Error(), "blocks nest more than 8192 deep") {
 			t.Fatalf("error %v, want the function refused as too complex", err)
