@@ -142,6 +142,16 @@ func (h *Host) cache(dir string) (wazero.CompilationCache, error) {
 // manifest and init, and returns the Module. opts.Kind, when set, must match
 // the manifest's kind.
 func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Module, error) {
+	bin, err := readModule(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return h.load(ctx, path, bin, opts)
+}
+
+// readModule reads the module file at path, refusing one larger than
+// max_module_bytes without reading all of it.
+func readModule(path string, opts plugins.Options) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -149,7 +159,7 @@ func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Mo
 	defer func() { _ = f.Close() }()
 	limit := maxModuleBytes(opts)
 	// Read one byte more than the limit allows, so that a file over it
-	// is told from one at it without reading all of a huge file.
+	// is told from one at it.
 	bin, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -162,7 +172,7 @@ func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Mo
 		return nil, fmt.Errorf("%s: the module is %s, more than max_module_bytes = %d (%s) allows",
 			path, bytesText(uint64(size)), limit, bytesText(uint64(limit)))
 	}
-	return h.load(ctx, path, bin, opts)
+	return bin, nil
 }
 
 func maxModuleBytes(opts plugins.Options) int64 {

@@ -843,6 +843,10 @@ func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	inst.stopIfOver()
 	ptr, n := uint32(stack[0]), uint32(stack[1])
+	if mod.Memory() == nil {
+		inst.replyErr = errors.New("reply from a module without memory")
+		return
+	}
 	b, ok := mod.Memory().Read(ptr, n)
 	if !ok {
 		inst.replyErr = fmt.Errorf("reply(%#x, %d) is outside guest memory (%d bytes)", ptr, n, mod.Memory().Size())
@@ -875,9 +879,9 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		inst.log.drop(int(n))
 		return
 	}
-	size := mod.Memory().Size()
-	if uint64(ptr)+uint64(n) > uint64(size) {
-		inst.m.logger.Warn("log call outside guest memory", "ptr", ptr, "len", n)
+	if mod.Memory() == nil || uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
+		// Within the budget too: a guest could make this line in a loop.
+		inst.log.log(ctx, inst.m.logger, slog.LevelWarn, fmt.Appendf(nil, "log call outside guest memory: ptr %#x, len %d", ptr, n), 0)
 		return
 	}
 	take := min(int(n), inst.log.limits.line)
