@@ -63,7 +63,8 @@ func buildHostile(t *testing.T, dir, name, pages, decls, process string) string 
 // TestHostileBesideHealthy: hostile Wasm stages (bulk memory work between
 // checks, a table grown past its cap, unbounded logging) run in pipelines
 // of their own beside a healthy one in one daemon. The healthy pipeline
-// keeps its rate, /healthz answers every probe within 100 ms, and each
+// keeps its rate, /healthz answers every probe within 100 ms (500 ms on an
+// overloaded machine: testenv.ProbeBound), and each
 // hostile pipeline fails with a message that names the cause. (Before the
 // sandbox's fixes the first froze the whole process, /healthz included.)
 func TestHostileBesideHealthy(t *testing.T) {
@@ -113,7 +114,8 @@ type = "drop"
 
 	// Probe /healthz every 50 ms for 6 s.
 	var worst time.Duration
-	var slow, probes int
+	var slow, late, probes int
+	bound := testenv.ProbeBound()
 	client := &http.Client{Timeout: 5 * time.Second}
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		t0 := time.Now()
@@ -124,13 +126,16 @@ type = "drop"
 		}
 		probes++
 		worst = max(worst, d)
-		if err != nil || resp.StatusCode != http.StatusOK || d > 100*time.Millisecond {
+		if d > 100*time.Millisecond {
 			slow++
+		}
+		if err != nil || resp.StatusCode != http.StatusOK || d > bound {
+			late++
 		}
 	}
 	n, elapsed := written()-before, time.Since(start)
-	if slow > 0 {
-		t.Errorf("%d of %d /healthz probes failed or took more than 100 ms (the slowest %v)", slow, probes, worst)
+	if late > 0 {
+		t.Errorf("%d of %d /healthz probes failed or took more than %v (the slowest %v)", late, probes, bound, worst)
 	}
 
 	// Each hostile pipeline failed, saying why.
@@ -165,8 +170,8 @@ type = "drop"
 	if want := int64(0.9 * rate * elapsed.Seconds()); n < want {
 		t.Errorf("the healthy pipeline wrote %d records in %v, want at least %d (%d/s)", n, elapsed.Round(time.Millisecond), want, rate)
 	}
-	t.Logf("%d /healthz probes, the slowest %v; the healthy pipeline wrote %d records in %v (%.0f/s of %d/s)",
-		probes, worst.Round(time.Millisecond), n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), rate)
+	t.Logf("%d /healthz probes, %d slower than 100 ms (bound %v at this load), the slowest %v; the healthy pipeline wrote %d records in %v (%.0f/s of %d/s)",
+		probes, slow, bound, worst.Round(time.Millisecond), n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), rate)
 	for _, g := range hostileGuests {
 		t.Logf("hostile-%s: %s", g.name, byName["hostile-"+g.name])
 	}

@@ -258,20 +258,24 @@ type rewriter struct {
 	// The globals the rewrite adds after the module's own (whose count is
 	// gFuel): the fuel, two scratch globals of the bulk instructions'
 	// charges, and the refused table size (TableRequest).
-	gFuel, gN, gR, gReq uint32
-	bulk, grow          []byte // the code before a bulk instruction, after table.grow (but its table index)
+	gFuel, gR, gReq uint32
+	grow            []byte // the code after table.grow, but its table index
 
 	// The function body being written (see expr): its index in the module
 	// as given, its locals (parameters included), and the check sites, the
 	// code owners (the function and each loop in it) and the open blocks.
-	fnIdx     uint32
-	locals    uint64
-	brTargets int // br_table targets in the function so far
-	sites     []site
-	owners    []owner
-	ctl       []ctlEntry
-	checked   []bool
-	cost      []int
+	fnIdx      uint32
+	locals     uint64
+	scratch    uint32 // the local the rewrite adds to a function with bulk instructions
+	hasScratch bool
+	hasBulk    []bool // which functions have bulk instructions (entryChecks)
+	scanBulk   bool
+	brTargets  int // br_table targets in the function so far
+	sites      []site
+	owners     []owner
+	ctl        []ctlEntry
+	checked    []bool
+	cost       []int
 	// refs marks the functions an element segment, an export or a global
 	// names, the only ones a table or a ref.func can hold (so that
 	// call_indirect and call_ref can call); maxIndirect is the most code
@@ -392,28 +396,27 @@ func (w *rewriter) appendImport(dst []byte) []byte {
 // added is how many globals the rewrite adds.
 func (w *rewriter) added() uint32 {
 	if w.opts.TableRequest != "" {
-		return 4
+		return 3
 	}
-	return 3
+	return 2
 }
 
 // setGlobals numbers the added globals, after the module's w.globals, and
 // makes the code that uses them.
 func (w *rewriter) setGlobals() {
-	w.gFuel, w.gN, w.gR, w.gReq = w.globals, w.globals+1, w.globals+2, w.globals+3
+	w.gFuel, w.gR, w.gReq = w.globals, w.globals+1, w.globals+2
 	w.check = w.checkCode()
-	w.bulk = w.bulkCode()
 	w.grow = w.growCode()
 }
 
 // appendGlobals appends the added globals: the fuel (mutable i32, starting
-// at the fuel), the scratch n and r (mutable i32) and the refused table
-// size (mutable i64).
+// at the fuel), the scratch r (mutable i32) and the refused table size
+// (mutable i64).
 func (w *rewriter) appendGlobals(dst []byte) []byte {
 	dst = append(dst, 0x7f, 0x01, 0x41)
 	dst = appendS32(dst, int32(w.fuel))
 	dst = append(dst, 0x0b)
-	dst = append(dst, 0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
+	dst = append(dst, 0x7f, 0x01, 0x41, 0x00, 0x0b)
 	if w.opts.TableRequest != "" {
 		dst = append(dst, 0x7e, 0x01, 0x42, 0x00, 0x0b)
 	}
@@ -491,35 +494,43 @@ const (
 // sites of its own inside it.
 const splitBytes = 8192
 
-// bulkCode goes before every bulk memory or table instruction, whose count
-// of bytes or elements n is on top of the stack: it charges n>>bulkShift
-// units, refills if the fuel is spent, and puts n back:
+// appendBulk appends the code that goes before every bulk memory or table
+// instruction, whose count n of bytes or elements is on top of the stack:
+// it keeps n in the function's scratch local n, and when n is at least
+// bulkSmall it charges n>>bulkShift units and refills if the fuel is
+// spent; a smaller one is paid for at its site, as bulkSmall bytes of
+// code (expr).
 //
-//	global.set $n
-//	global.get $fuel  global.get $n  i32.const bulkShift  i32.shr_u  i32.sub  global.set $fuel
-//	global.get $fuel  i32.const 1  i32.lt_s  if  call $refill  global.set $fuel  end
-//	global.get $n
-func (w *rewriter) bulkCode() []byte {
-	g, n := appendU32(nil, w.gFuel), appendU32(nil, w.gN)
-	var c []byte
-	c = append(append(c, 0x24), n...)
-	c = append(append(c, 0x23), g...)
-	c = append(append(c, 0x23), n...)
-	c = append(c, 0x41, bulkShift, 0x76, 0x6b, 0x24)
-	c = append(append(c, g...), 0x23)
-	c = append(append(c, g...), 0x41, 0x01, 0x48, 0x04, 0x40, 0x10)
-	c = appendU32(c, w.funcImports)
-	c = append(append(append(c, 0x24), g...), 0x0b, 0x23)
-	return append(c, n...)
+//	local.tee $n  local.get $n  i32.const bulkSmall  i32.ge_u
+//	if
+//	  global.get $fuel  local.get $n  i32.const bulkShift  i32.shr_u  i32.sub  global.set $fuel
+//	  global.get $fuel  i32.const 1  i32.lt_s  if  call $refill  global.set $fuel  end
+//	end
+func (w *rewriter) appendBulk(dst []byte, n uint32) []byte {
+	g, l := appendU32(nil, w.gFuel), appendU32(nil, n)
+	dst = append(append(dst, 0x22), l...)
+	dst = append(append(dst, 0x20), l...)
+	dst = appendS32(append(dst, 0x41), bulkSmall)
+	dst = append(dst, 0x4f, 0x04, 0x40, 0x23)
+	dst = append(append(dst, g...), 0x20)
+	dst = append(append(dst, l...), 0x41, bulkShift, 0x76, 0x6b, 0x24)
+	dst = append(append(dst, g...), 0x23)
+	dst = append(append(dst, g...), 0x41, 0x01, 0x48, 0x04, 0x40, 0x10)
+	dst = appendU32(dst, w.funcImports)
+	return append(append(append(dst, 0x24), g...), 0x0b, 0x0b)
 }
 
+// bulkSmall is the size below which a bulk instruction is paid for at its
+// site rather than charged when it runs (under ~100 ns of work).
+const bulkSmall = 1024
+
 // growCode goes after table.grow (when Options.TableRequest is set), with
-// the growth asked for still in $n (bulkCode): when the growth was refused
-// (-1), it records the size asked for in $req. The table's index goes
-// between its two parts.
+// the growth asked for still in the local $n (appendBulk): when the growth
+// was refused (-1), it records the size asked for in $req. The table's
+// index goes between its two parts.
 //
 //	global.set $r  global.get $r  i32.const -1  i32.eq
-//	if  table.size T  i64.extend_i32_u  global.get $n  i64.extend_i32_u  i64.add  global.set $req  end
+//	if  table.size T  i64.extend_i32_u  local.get $n  i64.extend_i32_u  i64.add  global.set $req  end
 //	global.get $r
 func (w *rewriter) growCode() []byte {
 	r := appendU32(nil, w.gR)
@@ -529,11 +540,11 @@ func (w *rewriter) growCode() []byte {
 	return append(c, 0x41, 0x7f, 0x46, 0x04, 0x40, 0xfc, 0x10)
 }
 
-// appendGrow appends growCode for table t.
-func (w *rewriter) appendGrow(dst []byte, t uint32) []byte {
+// appendGrow appends growCode for table t, the growth in local n.
+func (w *rewriter) appendGrow(dst []byte, t, n uint32) []byte {
 	dst = append(dst, w.grow...)
 	dst = appendU32(dst, t)
-	dst = append(append(dst, 0xad, 0x23), appendU32(nil, w.gN)...)
+	dst = append(append(dst, 0xad, 0x20), appendU32(nil, n)...)
 	dst = append(dst, 0xad, 0x7c, 0x24)
 	dst = appendU32(dst, w.gReq)
 	dst = append(append(dst, 0x0b, 0x23), appendU32(nil, w.gR)...)
@@ -913,6 +924,7 @@ func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 		w.brTargets = 0
 		w.locals = uint64(w.typeParams[w.funcTypes[i]])
 		groups := fr.u32()
+		groupsAt := fr.i
 		for j := uint32(0); j < groups && fr.err == nil; j++ {
 			w.locals += uint64(fr.u32())
 			fr.valtype()
@@ -920,7 +932,18 @@ func (w *rewriter) codeSection(body []byte, base int) ([]byte, error) {
 		if fr.err != nil {
 			return nil, fr.errorf("locals of function body %d", i)
 		}
-		fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
+		// A function with bulk instructions gets a scratch i32 local
+		// after its own (appendBulk), which no instruction of the module
+		// can name (the index checks).
+		w.hasScratch = w.hasBulk[i] && w.locals < 1<<31
+		if w.hasScratch {
+			w.scratch = uint32(w.locals)
+			fb = appendU32(fb[:0], groups+1)
+			fb = append(fb, fr.b[groupsAt:fr.i]...)
+			fb = append(fb, 0x01, 0x7f)
+		} else {
+			fb = append(fb[:0], fr.b[bodyStart:fr.i]...)
+		}
 		// The sites: the entry (see entryChecks for which functions have
 		// one), every loop head, and more in long code (expr).
 		w.sites, w.ctl = w.sites[:0], w.ctl[:0]
@@ -988,6 +1011,7 @@ const entryLimit = 2048
 func (w *rewriter) entryChecks(r reader, n uint32) ([]bool, []int, error) {
 	checked := make([]bool, n)
 	size := make([]int, n)
+	w.hasBulk = make([]bool, n)
 	callees := make([][]uint32, n)
 	w.scanning = true
 	defer func() { w.scanning = false }()
@@ -1004,7 +1028,7 @@ func (w *rewriter) entryChecks(r reader, n uint32) ([]bool, []int, error) {
 			fr.u32()
 			fr.valtype()
 		}
-		w.calls, w.opaque, w.callees = false, false, w.callees[:0]
+		w.calls, w.opaque, w.callees, w.scanBulk = false, false, w.callees[:0], false
 		var err error
 		if fr.err != nil {
 			return allTrue(checked), allLimit(size), nil
@@ -1013,6 +1037,7 @@ func (w *rewriter) entryChecks(r reader, n uint32) ([]bool, []int, error) {
 			return allTrue(checked), allLimit(size), nil
 		}
 		size[i] = int(sz)
+		w.hasBulk[i] = w.scanBulk
 		checked[i] = w.opaque
 		for _, c := range w.callees {
 			if c < w.funcImports || c-w.funcImports >= n {
@@ -1458,14 +1483,21 @@ func (w *rewriter) expr(r *reader, dst []byte, inCode bool) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			if w.scanning && bulk(sub) {
+				w.scanBulk = true
+			}
 			if emit && bulk(sub) {
+				if !w.hasScratch {
+					return nil, fmt.Errorf("%w: a bulk instruction at offset %d the scan did not see", ErrUnsupported, r.base+at)
+				}
 				flush(at)
-				dst = append(dst, w.bulk...)
+				dst = w.appendBulk(dst, w.scratch)
 				run = at
+				extra = bulkSmall
 				if sub == 15 && w.opts.TableRequest != "" { // table.grow
-					w.spend(r.i - at)
+					w.spend(r.i - at + extra)
 					flush(r.i)
-					dst = w.appendGrow(dst, imm)
+					dst = w.appendGrow(dst, imm, w.scratch)
 					run = r.i
 					continue
 				}
