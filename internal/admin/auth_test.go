@@ -124,6 +124,10 @@ type answer struct {
 func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader) answer {
 	t.Helper()
 	req := httptest.NewRequest(method, path, body)
+	req.Host = "127.0.0.1" // the listener's own (httptest's example.com is refused)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -192,6 +196,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("403 detail %q: want the token's name, its role and the role needed", d)
 	}
 	req := httptest.NewRequest("GET", "/pipelines", nil)
+	req.Host = "localhost"
 	req.Header.Set("Authorization", "Basic "+readToken)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -518,4 +523,71 @@ func shutdown(t testing.TB, s interface{ Shutdown(context.Context) error }) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
+}
+
+// TestTokensFileSameSizeAndTime: a rotation that keeps the file's size
+// and modification time (a restore, cp -p, a configuration tool) is seen:
+// the revoked token is refused and the new one accepted.
+func TestTokensFileSameSizeAndTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oldTok, newTok := "r-0123456789abcdef-old1", "r-0123456789abcdef-new2"
+		path := writeTokens(t, "read a "+oldTok+"\n")
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, err := LoadTokens(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("read a "+newTok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if _, r := toks.Lookup(oldTok); r != RoleNone {
+			t.Errorf("the revoked token still has role %v", r)
+		}
+		if _, r := toks.Lookup(newTok); r != RoleRead {
+			t.Errorf("the new token has role %v", r)
+		}
+	})
+}
+
+// TestTokensFileMissingFailsClosed: while the tokens file is missing,
+// every token is refused (deleting the file revokes them all), logged
+// once; when it is back, its tokens count again.
+func TestTokensFileMissingFailsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := writeTokens(t, "read a "+readToken+"\nwrite b "+writeToken+"\n")
+		var logs bytes.Buffer
+		toks, err := LoadTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		content, _ := os.ReadFile(path)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			time.Sleep(time.Second)
+			for _, tok := range []string{readToken, writeToken} {
+				if _, r := toks.Lookup(tok); r != RoleNone {
+					t.Fatalf("the tokens file is gone, and a token has role %v", r)
+				}
+			}
+		}
+		if n := strings.Count(logs.String(), "cannot be read"); n != 1 {
+			t.Errorf("the missing file is logged %d times, want once:\n%s", n, logs.String())
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if _, r := toks.Lookup(writeToken); r != RoleWrite {
+			t.Errorf("the file is back, and its write token has role %v", r)
+		}
+	})
 }
