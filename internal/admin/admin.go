@@ -36,6 +36,8 @@ type Server struct {
 	timeouts   Timeouts
 	maxHeader  int
 	maxBody    int64
+	hosts      []string
+	listenName string // the host name of Start's address, when it is one
 }
 
 // New returns a server for the pipelines that pipelines returns, with
@@ -138,6 +140,9 @@ func (s *Server) Start(addr string) (string, error) {
 	if err := s.exposed(addr, ln.Addr()); err != nil {
 		_ = ln.Close()
 		return "", err
+	}
+	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+		s.listenName = h // the name it was told to listen on is its own
 	}
 	s.srv = &http.Server{
 		Handler:           s,

@@ -88,3 +88,12 @@ func WithMaxBodyBytes(n int64) Option {
 		}
 	}
 }
+
+// WithHosts adds names the listener answers to besides localhost and the
+// loopback addresses ("name", any port, or "name:port"): the names a
+// proxy in front of it or its operators use. With names given, every
+// request must name one of them or a loopback name, on any listen
+// address (see the request filter in filter.go).
+func WithHosts(names ...string) Option {
+	return func(s *Server) { s.hosts = append(s.hosts, names...) }
+}

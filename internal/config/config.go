@@ -49,6 +49,11 @@ type Admin struct {
 	IdleTimeout       Duration `toml:"idle_timeout"`
 	MaxHeaderBytes    int      `toml:"max_header_bytes"`
 	MaxBodyBytes      int64    `toml:"max_body_bytes"`
+	// Hosts are names the listener answers to besides localhost and the
+	// loopback addresses ("name", or "name:port"): a request with another
+	// Host is refused (DNS rebinding). Empty on a listener that is not
+	// loopback: any Host.
+	Hosts []string `toml:"hosts"`
 }
 
 // Log configures logging.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -60,6 +61,15 @@ func (c *Config) validateAdmin(k *checker) {
 	k.dur("admin.idle_timeout", a.IdleTimeout.Duration, rangeHTTPTimeout)
 	k.int("admin.max_header_bytes", int64(a.MaxHeaderBytes), rangeHeaderBytes)
 	k.int("admin.max_body_bytes", a.MaxBodyBytes, rangeBodyBytes)
+	for i, h := range a.Hosts {
+		name, _, err := net.SplitHostPort(h)
+		if err != nil {
+			name = h
+		}
+		if name == "" || strings.ContainsAny(h, "/ @?#*") || strings.Contains(h, "://") {
+			k.bad(fmt.Sprintf("admin.hosts[%d]", i), "%q: want a host name or address, optionally with :PORT (e.g. \"admin.example.com\"), not a URL", h)
+		}
+	}
 	if t := a.TLS; t != nil {
 		if t.CertFile == "" || t.KeyFile == "" {
 			k.bad("admin.tls", "set cert_file and key_file (the server's certificate and key)")
