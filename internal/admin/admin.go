@@ -37,6 +37,7 @@ type Server struct {
 	maxHeader  int
 	maxBody    int64
 	hosts      []string
+	streams    streams
 	listenName string // the host name of Start's address, when it is one
 }
 

@@ -29,6 +29,13 @@
 // who made it: the token's name, the client certificate's subject, or
 // auth=none. Handlers learn the caller with CallerOf.
 //
+// Long-lived responses (the console's event streams and taps) are counted
+// with OpenStream against one limit and each token's (or client
+// certificate's) share of it (WithStreamLimits): past either the request
+// is answered 429 and its connection closed. A stream of a bearer token
+// ends within a second of the token being revoked or the tokens file
+// becoming unreadable.
+//
 // Server timeouts (header read, whole request, write, idle), a header size
 // limit and a request body limit bound what one slow or huge client can
 // hold.

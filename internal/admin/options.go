@@ -97,3 +97,11 @@ func WithMaxBodyBytes(n int64) Option {
 func WithHosts(names ...string) Option {
 	return func(s *Server) { s.hosts = append(s.hosts, names...) }
 }
+
+// WithStreamLimits bounds the long-lived responses (event streams, taps:
+// see OpenStream): max open at once, perToken of them for one token or
+// client certificate; 0 keeps the defaults (DefaultMaxStreams,
+// DefaultMaxStreamsPerToken, at most max).
+func WithStreamLimits(max, perToken int) Option {
+	return func(s *Server) { s.streams.max, s.streams.perCaller = max, perToken }
+}

@@ -54,6 +54,12 @@ type Admin struct {
 	// Host is refused (DNS rebinding). Empty on a listener that is not
 	// loopback: any Host.
 	Hosts []string `toml:"hosts"`
+	// MaxStreams bounds the long-lived responses open at once (event
+	// streams, taps); MaxStreamsPerToken is one token's (or one client
+	// certificate's) share (defaults: admin.DefaultMaxStreams,
+	// admin.DefaultMaxStreamsPerToken).
+	MaxStreams         int `toml:"max_streams"`
+	MaxStreamsPerToken int `toml:"max_streams_per_token"`
 }
 
 // Log configures logging.

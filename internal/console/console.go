@@ -164,6 +164,8 @@ type Console struct {
 	series  *series
 	replays *replays
 
+	tick tickCache
+
 	obsMu     sync.Mutex
 	observers map[string]*observer
 	openTaps  atomic.Int64
