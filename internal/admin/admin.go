@@ -74,8 +74,11 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 
 // readyz answers 503 while a pipeline that is not done or stopped is not
 // ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
-// with each one's reason.
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+// naming them. Each one's reason (which can name brokers, users and the
+// text of errors) is given only to a caller who may read: a token of
+// role read or write, or anyone when no tokens are configured; an open
+// probe (WithProbesOpen) without a token gets the names alone.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	var notReady []string
 	reasons := map[string]string{}
 	for _, p := range s.pipelines() {
@@ -89,7 +92,13 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	if len(notReady) > 0 {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady, "reasons": reasons})
+		body := map[string]any{"status": "not ready", "pipelines": notReady}
+		if c, _ := CallerOf(r.Context()); c.Role >= RoleRead || s.tokens == nil {
+			body["reasons"] = reasons
+		} else {
+			body["detail"] = "why: send a token of role read"
+		}
+		WriteJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})

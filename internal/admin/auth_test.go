@@ -23,6 +23,8 @@ import (
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/internal/tlsconf"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 const (
@@ -135,9 +137,10 @@ func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader
 	h.ServeHTTP(rec, req)
 	a := answer{code: rec.Code, body: rec.Body.String()}
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(rec.Body.Bytes(), &a.json); err != nil {
-			t.Fatalf("%s %s: JSON answer %s: %v", method, path, a.body, err)
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("%s %s: JSON answer %s is not JSON", method, path, a.body)
 		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &a.json) // an error's {"error", "detail"}
 	}
 	return a
 }
@@ -590,4 +593,53 @@ func TestTokensFileMissingFailsClosed(t *testing.T) {
 			t.Errorf("the file is back, and its write token has role %v", r)
 		}
 	})
+}
+
+// unreadySource never connects: its Ready fails with an error that names
+// a broker and a user.
+type unreadySource struct{}
+
+func (unreadySource) Ready(context.Context) error {
+	return errors.New("dial tcp 10.9.8.7:9092: SASL user alice: connection refused")
+}
+func (unreadySource) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (unreadySource) Ack([]pipeline.Msg)           {}
+func (unreadySource) Commit(context.Context) error { return nil }
+func (unreadySource) Close(context.Context) error  { return nil }
+
+// TestReadyzOpenSaysLittle: with tokens and the probes open, /readyz
+// without a token says only that a pipeline is not ready and which; the
+// reason (a broker address, a user name, an error's text) needs a read
+// token.
+func TestReadyzOpenSaysLittle(t *testing.T) {
+	p := pipeline.New("orders", unreadySource{}, plugins.SinkFunc(func(_ context.Context, b []record.Record) ([]error, error) {
+		return make([]error, len(b)), nil
+	}), pipeline.WithRetry(10*time.Millisecond, 10*time.Millisecond, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for p.Status().Reason == "" || !strings.Contains(p.Status().Reason, "alice") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := New(prometheus.NewRegistry(), func() []*pipeline.Pipeline { return []*pipeline.Pipeline{p} }, nil, WithTokens(tokens(t)))
+	h := s.Handler()
+	a := do(t, h, "GET", "/readyz", "", nil)
+	if a.code != 503 || !strings.Contains(a.body, `"orders"`) {
+		t.Fatalf("readyz without a token: %d %s; want 503 naming the pipeline", a.code, a.body)
+	}
+	for _, secret := range []string{"10.9.8.7", "alice", "connection refused", "reasons"} {
+		if strings.Contains(a.body, secret) {
+			t.Errorf("readyz without a token says %q:\n%s", secret, a.body)
+		}
+	}
+	if a := do(t, h, "GET", "/readyz", readToken, nil); a.code != 503 || !strings.Contains(a.body, "alice") {
+		t.Errorf("readyz with a read token: %d %s; want the reason", a.code, a.body)
+	}
+	if a := do(t, newServer(nil).Handler(), "GET", "/readyz", "", nil); a.code != 200 {
+		t.Errorf("readyz of no pipeline: %d", a.code)
+	}
 }
