@@ -37,6 +37,7 @@ type Server struct {
 	maxHeader  int
 	maxBody    int64
 	hosts      []string
+	redact     func(string) string
 	streams    streams
 	listenName string // the host name of Start's address, when it is one
 }
@@ -63,7 +64,7 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 		for _, p := range s.pipelines() {
 			out = append(out, p.Status())
 		}
-		WriteJSON(w, http.StatusOK, out)
+		s.WriteRedactedJSON(w, http.StatusOK, out)
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -88,7 +89,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 		if !st.Ready {
 			notReady = append(notReady, p.Name())
-			reasons[p.Name()] = st.Reason
+			reasons[p.Name()] = s.redactText(st.Reason)
 		}
 	}
 	if len(notReady) > 0 {
@@ -209,6 +210,39 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// redactText is s with what the redactor (WithRedactor) hides hidden.
+func (s *Server) redactText(t string) string {
+	if s.redact == nil {
+		return t
+	}
+	return s.redact(t)
+}
+
+// WriteRedactedJSON is WriteJSON with every string of v passed through
+// the server's redactor (WithRedactor): for answers that carry errors and
+// status, which can quote configuration values.
+func (s *Server) WriteRedactedJSON(w http.ResponseWriter, code int, v any) {
+	if s.redact == nil {
+		WriteJSON(w, code, v)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	b = RedactJSON(b, s.redact)
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		out.Reset()
+		out.Write(b)
+	}
+	out.WriteByte('\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(out.Bytes())
 }
 
 // InProcess returns a RoundTripper that serves requests with the server's

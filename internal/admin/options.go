@@ -105,3 +105,9 @@ func WithHosts(names ...string) Option {
 func WithStreamLimits(max, perToken int) Option {
 	return func(s *Server) { s.streams.max, s.streams.perCaller = max, perToken }
 }
+
+// WithRedactor passes the strings of the status answers (/pipelines,
+// the reasons of /readyz, and the routes that write with
+// WriteRedactedJSON) through f: the daemon hides there what came into its
+// config from ${file:} and ${ENV} (config.Config.Redact).
+func WithRedactor(f func(string) string) Option { return func(s *Server) { s.redact = f } }

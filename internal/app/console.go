@@ -48,6 +48,7 @@ func (a *App) newConsole() {
 	}
 	cc := &a.cfg.Console
 	opts := []console.Option{console.WithPipelines(a.consolePipelines), console.WithLogger(a.log.With("component", "console")),
+		console.WithRedactor(a.redact),
 		console.WithTapLimits(console.TapLimits{Rate: float64(cc.TapMaxRate), ValueBytes: cc.TapMaxValueBytes, Open: cc.TapMaxOpen})}
 	if jc := a.cfg.Journal; jc != nil {
 		j := &console.Journal{Stats: a.journalStats}

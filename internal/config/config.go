@@ -25,6 +25,9 @@ type Config struct {
 	File string `toml:"-"`
 	pos  *positions
 	raw  map[string]any // the file as plain tables, for isSet
+	// interpolated are the values ${ENV} and ${file:} references put in,
+	// for Redact.
+	interpolated []interpolation
 }
 
 // Admin configures the admin HTTP server.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/dlq"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
@@ -106,6 +107,7 @@ type options struct {
 	interval  time.Duration
 	history   time.Duration
 	tap       TapLimits
+	redact    func(string) string
 }
 
 // WithPipelines sets where the console learns the pipelines.
@@ -120,6 +122,11 @@ func WithFluid(f func() any) Option { return func(o *options) { o.fluid = f } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRedactor passes the strings of the status the console shows (the
+// ticks' pipeline status, the pipeline page) through f: the daemon hides
+// there what came into its config from ${ENV} and ${file:}.
+func WithRedactor(f func(string) string) Option { return func(o *options) { o.redact = f } }
 
 // WithSampling sets how often pipelines are sampled (default 1s) and how
 // long the samples are kept (default 15m).
@@ -332,6 +339,14 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 	_, _ = w.Write(b)
+}
+
+// redactJSON is b with the strings the redactor hides hidden.
+func (c *Console) redactJSON(b []byte) []byte {
+	if c.o.redact == nil {
+		return b
+	}
+	return admin.RedactJSON(b, c.o.redact)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -112,7 +112,11 @@ func (c *Console) tickData(since, t int64) ([]byte, error) {
 			ev.Status[p.Name] = statusView{Status: st, LagKnown: lagSum(st.Lag) >= 0 || len(st.Lag) == 0}
 		}
 	}
-	return json.Marshal(ev)
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	return c.redactJSON(b), nil
 }
 
 // nextTick returns the tick event after last: the shared one when last is
