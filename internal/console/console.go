@@ -108,6 +108,7 @@ type options struct {
 	history   time.Duration
 	tap       TapLimits
 	redact    func(string) string
+	replayMax int64
 }
 
 // WithPipelines sets where the console learns the pipelines.
@@ -122,6 +123,16 @@ func WithFluid(f func() any) Option { return func(o *options) { o.fluid = f } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReplayMaxRecords bounds the dead letters one replay selects
+// (default DefaultReplayMaxRecords); a request may ask for fewer.
+func WithReplayMaxRecords(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.replayMax = n
+		}
+	}
+}
 
 // WithRedactor passes the strings of the status the console shows (the
 // ticks' pipeline status, the pipeline page) through f: the daemon hides
@@ -185,7 +196,7 @@ type Console struct {
 
 // New returns a console.
 func New(opts ...Option) *Console {
-	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil },
+	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil }, replayMax: DefaultReplayMaxRecords,
 		tap: TapLimits{Rate: DefaultTapRate, ValueBytes: DefaultTapValueBytes, Open: DefaultTapOpen}}
 	for _, f := range opts {
 		f(&o)
@@ -195,7 +206,7 @@ func New(opts ...Option) *Console {
 	}
 	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{}), observers: map[string]*observer{}}
 	c.series = newSeries(int(o.history / o.interval))
-	c.replays = newReplays(o.log)
+	c.replays = newReplays(o.log, o.replayMax)
 	c.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
 	c.mux.HandleFunc("GET /ui/api/info", c.info)
 	c.mux.HandleFunc("GET /ui/api/events", c.events)

@@ -31,7 +31,8 @@
 //	GET  /ui/api/pipelines/{p}              status, stages, partitions (lag, owner), last errors
 //	GET  /ui/api/dlq/{p}?partition=&from=&until=&stage=&error=&source_topic=&limit=
 //	GET  /ui/api/dlq/{p}/{partition}/{offset}   one dead letter
-//	POST /ui/api/dlq/{p}/replay             {"filter": {...}, "to": "source"|"pipeline", "topic": ""} -> 202 {"id"}
+//	POST /ui/api/dlq/{p}/replay             {"filter": {...}, "to": "source"|"pipeline", "topic": "", "max_records": N, "force": false}
+//	                                        -> 202 {"id"}; 409 naming the replay of {p} that is running
 //	GET  /ui/api/replays, /ui/api/replays/{id}   replay progress
 //	GET  /ui/api/journal, /ui/api/journal/quarantine?limit=
 //	GET  /ui/api/fluid

@@ -35,6 +35,15 @@ commands:
                            exit 1 if the pipeline rejects any of them again
       --topic T            with --to source: to topic T instead, partitioned by key
       --dry-run            count what would be replayed, send nothing
+      --max-records N      replay at most N of the selected dead letters (then say where to
+                           resume); --to pipeline: at most the daemon's [console]
+                           replay_max_records (default 100000)
+      --force              a replayed record the pipeline rejects again is dead-lettered
+                           again; without it, it is not (its dead letter is still there)
+
+A replayed record carries streamd-replay-of (the dead letter) and
+streamd-replay-count (how many times it was replayed). One replay of a
+pipeline runs at a time in the daemon (--to pipeline).
 
 selection (ls, replay):
   --partition N            one partition of the dead-letter topic (default all)
@@ -58,7 +67,8 @@ The brokers and the dead-letter topic (errors.dlq_topic) come from the config.
 type dlqFlags struct {
 	cfg, offsets, stage, errText, sourceTopic, to, topic, admin, tokenFile, caFile string
 	partition, limit, maxBytes, batch                                              int
-	json, dryRun, raw                                                              bool
+	json, dryRun, raw, force                                                       bool
+	maxRecords                                                                     int64
 }
 
 // DLQ is `streamd dlq ARGS`: it returns the exit code.
@@ -99,6 +109,8 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.topic, "topic", "", "replay --to source: this topic instead of each record's source topic")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "replay: only count")
 	fs.IntVar(&f.batch, "batch", 500, "replay: records per batch")
+	fs.Int64Var(&f.maxRecords, "max-records", 0, "replay: at most this many dead letters (0: all; --to pipeline: the daemon's bound)")
+	fs.BoolVar(&f.force, "force", false, "replay: dead-letter again a replayed record rejected again")
 	adminFlags(fs, &f.admin, &f.tokenFile, &f.caFile)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
@@ -120,6 +132,9 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	filter, err := f.filter()
 	if err != nil {
 		return usage("%v", err)
+	}
+	if f.maxRecords < 0 {
+		return usage("--max-records %d: want 1 or more (0: all)", f.maxRecords)
 	}
 	cfg, err := config.Load(f.cfg)
 	if err != nil {
@@ -190,7 +205,7 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer cl.Close()
-	pr, err := dlq.Replay(ctx, r, filter, dlq.ToTopic(cl, f.topic), dlq.ReplayOptions{Batch: f.batch, Progress: progressPrinter(stderr)})
+	pr, err := dlq.Replay(ctx, r, filter, dlq.ToTopic(cl, f.topic), dlq.ReplayOptions{Batch: f.batch, MaxRecords: f.maxRecords, Force: f.force, Progress: progressPrinter(stderr)})
 	printProgress(stdout, pr, "replayed to "+targetName(f.topic))
 	if err != nil {
 		return fail(err)
@@ -372,8 +387,12 @@ func printProgress(w io.Writer, p dlq.Progress, what string) {
 	for _, s := range p.SkippedAt {
 		fmt.Fprintf(w, "  skipped: %s\n", s)
 	}
-	if p.Err != "" {
-		fmt.Fprintf(w, "stopped early: %s\n", p.Err)
+	if p.Err != "" || p.Stopped != "" {
+		why := p.Err
+		if why == "" {
+			why = p.Stopped
+		}
+		fmt.Fprintf(w, "stopped early: %s\n", why)
 		for part, next := range p.Resume {
 			fmt.Fprintf(w, "  partition %d: replayed up to offset %d; resume with --partition %d --offsets %d-\n", part, next-1, part, next)
 		}
