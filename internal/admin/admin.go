@@ -37,6 +37,7 @@ type Server struct {
 	maxHeader  int
 	maxBody    int64
 	hosts      []string
+	routes     []mounted
 	redact     func(string) string
 	streams    streams
 	listenName string // the host name of Start's address, when it is one
@@ -55,21 +56,21 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 		o(s)
 	}
 	s.guarded = s.guard(http.HandlerFunc(s.route))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /pipelines", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.Handle("GET /pipelines", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		var out []pipeline.Status
 		for _, p := range s.pipelines() {
 			out = append(out, p.Status())
 		}
 		s.WriteRedactedJSON(w, http.StatusOK, out)
-	})
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
-	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}))
+	s.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	s.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+	s.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	s.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	return s
 }
 
@@ -106,7 +107,53 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Handle mounts h on pattern (http.ServeMux syntax).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.routes = append(s.routes, mounted{pattern, h})
+}
+
+// Router is implemented by a handler mounted on the server that can list
+// the requests it serves, as http.ServeMux patterns ("GET /a/{x}", or a
+// path alone for any method): Routes names them instead of the pattern it
+// was mounted on.
+type Router interface {
+	Routes() []string
+}
+
+type mounted struct {
+	pattern string
+	h       http.Handler
+}
+
+// Routes returns the pattern of every request the server serves: its own
+// routes, and those mounted with Handle and HandlePrefix (what a mounted
+// Router lists, else the pattern or prefix it was mounted on), in the
+// order they were mounted. Tests walk it to check every route against the
+// guard, so that a route added later is checked without anyone listing
+// it.
+func (s *Server) Routes() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(pattern string, h http.Handler) {
+		list := []string{pattern}
+		if r, ok := h.(Router); ok {
+			list = r.Routes()
+		}
+		for _, p := range list {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, m := range s.routes {
+		add(m.pattern, m.h)
+	}
+	for _, p := range s.prefixes {
+		add(p.prefix, p.h)
+	}
+	return out
+}
 
 type prefixRoute struct {
 	prefix string

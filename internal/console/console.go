@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,7 @@ const (
 type Console struct {
 	o       options
 	mux     *http.ServeMux
+	routes  []string
 	series  *series
 	replays *replays
 
@@ -207,21 +209,21 @@ func New(opts ...Option) *Console {
 	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{}), observers: map[string]*observer{}}
 	c.series = newSeries(int(o.history / o.interval))
 	c.replays = newReplays(o.log, o.replayMax)
-	c.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
-	c.mux.HandleFunc("GET /ui/api/info", c.info)
-	c.mux.HandleFunc("GET /ui/api/events", c.events)
-	c.mux.HandleFunc("GET /ui/api/pipelines/{p}", c.pipelineDetail)
-	c.mux.HandleFunc("GET /ui/api/dlq/{p}", c.dlqList)
-	c.mux.HandleFunc("GET /ui/api/dlq/{p}/{partition}/{offset}", c.dlqGet)
-	c.mux.HandleFunc("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
-	c.mux.HandleFunc("GET /ui/api/replays", c.replayList)
-	c.mux.HandleFunc("GET /ui/api/replays/{id}", c.replayGet)
-	c.mux.HandleFunc("GET /ui/api/tap/{p}", c.tapStream)
-	c.mux.HandleFunc("GET /ui/api/tap/{p}/{stage}", c.tapStream)
-	c.mux.HandleFunc("GET /ui/api/journal", c.journalInfo)
-	c.mux.HandleFunc("GET /ui/api/journal/quarantine", c.journalQuarantine)
-	c.mux.HandleFunc("GET /ui/api/fluid", c.fluidInfo)
-	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+	c.handle("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	c.handle("GET /ui/api/info", c.info)
+	c.handle("GET /ui/api/events", c.events)
+	c.handle("GET /ui/api/pipelines/{p}", c.pipelineDetail)
+	c.handle("GET /ui/api/dlq/{p}", c.dlqList)
+	c.handle("GET /ui/api/dlq/{p}/{partition}/{offset}", c.dlqGet)
+	c.handle("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
+	c.handle("GET /ui/api/replays", c.replayList)
+	c.handle("GET /ui/api/replays/{id}", c.replayGet)
+	c.handle("GET /ui/api/tap/{p}", c.tapStream)
+	c.handle("GET /ui/api/tap/{p}/{stage}", c.tapStream)
+	c.handle("GET /ui/api/journal", c.journalInfo)
+	c.handle("GET /ui/api/journal/quarantine", c.journalQuarantine)
+	c.handle("GET /ui/api/fluid", c.fluidInfo)
+	c.handle("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/ui/api/"):
 			writeErr(w, http.StatusNotFound, "%s %s: no such console API", r.Method, r.URL.Path)
@@ -237,6 +239,16 @@ func New(opts ...Option) *Console {
 
 // ServeHTTP serves /ui/ and /ui/api/.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// handle mounts f on pattern and notes the pattern for Routes.
+func (c *Console) handle(pattern string, f http.HandlerFunc) {
+	c.mux.HandleFunc(pattern, f)
+	c.routes = append(c.routes, pattern)
+}
+
+// Routes lists the console's routes as http.ServeMux patterns (the admin
+// server's admin.Router).
+func (c *Console) Routes() []string { return slices.Clone(c.routes) }
 
 // Start samples the pipelines until Close.
 func (c *Console) Start() {
