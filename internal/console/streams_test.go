@@ -1,8 +1,11 @@
 package console_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -233,5 +236,92 @@ func TestEventsEncodedOncePerTick(t *testing.T) {
 	}
 	if n > 2*25 {
 		t.Fatalf("the pipelines were looked at %d times in 2 s with %d streams: the tick is built again per stream", n, streams)
+	}
+}
+
+// openFDs is how many file descriptors this process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(es)
+}
+
+// TestEventStreamFlood: many event-stream attempts, each on a connection
+// of its own that the client leaves open, against a server with a small
+// limit: the first limit are served, every other one gets 429 and the
+// server closes its connection (the process's file descriptors do not
+// grow with the attempts), and /healthz answers quickly all along. (By
+// hand with 5,000 attempts and the daemon's RSS: docs/operations.md,
+// "Securing the admin listener".)
+func TestEventStreamFlood(t *testing.T) {
+	const limit, attempts = 8, 1000
+	p := runPipeline(t, "gen", 10)
+	c := console.New(console.WithPipelines(func() []console.Pipeline { return []console.Pipeline{{Name: "gen", P: p}} }))
+	base := serve(t, c, admin.WithStreamLimits(limit, limit), admin.WithTimeouts(admin.Timeouts{Write: time.Minute}))
+	c.Start()
+	defer testenv.Close(t, context.Background(), c)
+	addr := strings.TrimPrefix(base, "http://")
+	fds0 := openFDs(t)
+	var kept []net.Conn
+	refused := 0
+	var worst time.Duration
+	health := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range attempts {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		if _, err := fmt.Fprintf(conn, "GET /ui/api/events HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(conn)
+		status, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		switch {
+		case strings.HasPrefix(status, "HTTP/1.1 200"):
+			kept = append(kept, conn)
+		case strings.HasPrefix(status, "HTTP/1.1 429"):
+			refused++
+			// The server closes the connection after its answer: the
+			// client, which does not close it, reads to the end.
+			if _, err := io.Copy(io.Discard, br); err != nil {
+				t.Fatalf("attempt %d: the refused connection was not closed by the server: %v", i, err)
+			}
+			_ = conn.Close()
+		default:
+			t.Fatalf("attempt %d: %q", i, status)
+		}
+		if i%100 == 99 {
+			start := time.Now()
+			hr, err := health.Get(base + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = hr.Body.Close()
+			worst = max(worst, time.Since(start))
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	fds := openFDs(t)
+	t.Logf("%d attempts: %d served, %d refused (429); fds %d -> %d; /healthz at worst %s", attempts, len(kept), refused, fds0, fds, worst)
+	if len(kept) != limit || refused != attempts-limit {
+		t.Fatalf("%d served, %d refused; want %d served", len(kept), refused, limit)
+	}
+	// The streams kept open hold two descriptors each here (client and
+	// server ends, one process); the refused ones hold none.
+	if fds > fds0+2*limit+20 {
+		t.Fatalf("file descriptors %d -> %d after %d attempts: refused connections stay open", fds0, fds, attempts)
+	}
+	if worst > 50*time.Millisecond {
+		t.Errorf("/healthz took %s during the flood", worst)
+	}
+	for _, conn := range kept {
+		_ = conn.Close()
 	}
 }
