@@ -63,7 +63,9 @@ type = "drop"
 	go func() { done <- a.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("Run: %v", err)
+		}
 		testenv.Close(t, context.Background(), a)
 	}()
 	get := func(path string) string {

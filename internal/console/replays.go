@@ -75,19 +75,6 @@ func newReplays(log *slog.Logger, maxRecords int64) *replays {
 	return &replays{log: log, ctx: ctx, cancel: cancel, maxRecords: maxRecords}
 }
 
-// running returns the replay of pipeline that has not ended, if one has
-// not.
-func (rs *replays) running(pipeline string) (ReplayJob, bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	for _, j := range rs.jobs {
-		if j.Pipeline == pipeline && !j.Done {
-			return *j, true
-		}
-	}
-	return ReplayJob{}, false
-}
-
 func (rs *replays) close() {
 	rs.cancel()
 	rs.wg.Wait()
