@@ -129,8 +129,9 @@ func (s *Server) checkHost(r *http.Request) refusal {
 
 // hostAllowed reports whether Host names this listener: a loopback name
 // or address, or the name of its listen address, with the listener's
-// port (none: the scheme's default) on a loopback connection; or one of
-// s.hosts ("name": any port, or "name:port").
+// port (none: the scheme's default) on a loopback connection; an address
+// on another connection; or one of s.hosts ("name": any port, or
+// "name:port").
 func (s *Server) hostAllowed(host, port string, tls, loopback bool) bool {
 	name, hport, err := net.SplitHostPort(host)
 	if err != nil {
@@ -152,6 +153,11 @@ func (s *Server) hostAllowed(host, port string, tls, loopback bool) bool {
 		if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
 			return true
 		}
+	}
+	if !loopback && net.ParseIP(name) != nil {
+		// An address is no DNS name: nothing to rebind. Clients that
+		// reach the listener by address (an orchestrator's probes) pass.
+		return true
 	}
 	for _, h := range s.hosts {
 		hn, hp, err := net.SplitHostPort(h)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -168,5 +169,42 @@ func TestWriteLoggedWithCertSubject(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "admin write") || !strings.Contains(logs.String(), `client_cert="CN=streamd-client"`) {
 		t.Fatalf("the write is not logged with the certificate's subject:\n%s", logs.String())
+	}
+}
+
+// TestRequestFilterHostsOtherInterface: with [admin] hosts, a connection
+// that did not come over loopback must name one of them too, or be sent to
+// an address (an orchestrator's probe): an address is not a DNS name that
+// could be made to point here.
+func TestRequestFilterHostsOtherInterface(t *testing.T) {
+	var ip net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			ip = n.IP
+			break
+		}
+	}
+	if ip == nil {
+		t.Skip("no address but loopback on this machine")
+	}
+	s := newServer(nil, WithHosts("admin.example.com"), WithTokens(tokens(t)))
+	addr, err := s.Start(net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	_, port, _ := net.SplitHostPort(addr)
+	for _, tc := range []struct {
+		host string
+		code int
+	}{
+		{"admin.example.com", 200},
+		{addr, 200},
+		{"evil.example:" + port, 403},
+	} {
+		if code, body := (call{method: "GET", path: "/healthz", host: tc.host}).do(t, addr); code != tc.code {
+			t.Errorf("Host %s over %s: %d %s, want %d", tc.host, ip, code, body, tc.code)
+		}
 	}
 }
