@@ -17,9 +17,19 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// HeaderReplayOf is set on a replayed record: the dead letter it came
-// from, "TOPIC/PARTITION@OFFSET" of the dead-letter topic.
-const HeaderReplayOf = "streamd-replay-of"
+// Headers of a replayed record.
+const (
+	// HeaderReplayOf is the dead letter it came from,
+	// "TOPIC/PARTITION@OFFSET" of the dead-letter topic.
+	HeaderReplayOf = "streamd-replay-of"
+	// HeaderReplayCount is how many times the record has been replayed,
+	// this time included: 1 for a dead letter of a record read from its
+	// source, one more for a dead letter of a replayed record.
+	HeaderReplayCount = "streamd-replay-count"
+	// HeaderReplayForce is set ("1") by a replay with Force: if the record
+	// is rejected again, it is dead-lettered again (GuardReplays).
+	HeaderReplayForce = "streamd-replay-force"
+)
 
 // deadLetterHeaders are the headers pipeline.DeadLetter and its truncation
 // add; Original removes them.
@@ -92,8 +102,9 @@ var ErrTruncated = errors.New("the dead letter was truncated to fit the dead-let
 
 // Original returns the record that was rejected, as a Target takes it:
 // its key, value and own headers (without the dead-letter headers, plus
-// HeaderReplayOf naming the dead letter in dlqTopic), and its source
-// topic, partition and offset. It shares no bytes with e.
+// HeaderReplayOf naming the dead letter in dlqTopic and HeaderReplayCount
+// one above the one it had), and its source topic, partition and offset.
+// It shares no bytes with e.
 func (e *Entry) Original(dlqTopic string) (record.Record, error) {
 	if e.Truncated != "" {
 		return record.Record{}, fmt.Errorf("%s/%d@%d: %w (%s left out)", dlqTopic, e.Partition, e.Offset, ErrTruncated, e.Truncated)
@@ -106,6 +117,12 @@ func (e *Entry) Original(dlqTopic string) (record.Record, error) {
 		r.DelHeader(k)
 	}
 	r.SetHeader(HeaderReplayOf, []byte(Position{dlqTopic, e.Partition, e.Offset}.String()))
+	count := 0
+	if v, ok := r.Header(HeaderReplayCount); ok {
+		count, _ = strconv.Atoi(string(v))
+	}
+	r.SetHeader(HeaderReplayCount, []byte(strconv.Itoa(max(count, 0)+1)))
+	r.DelHeader(HeaderReplayForce)
 	r.Topic, r.Partition, r.Offset = e.Source.Topic, e.Source.Partition, e.Source.Offset
 	return r, nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -72,6 +73,9 @@ limits default to a pipeline's defaults):
   --clock                  grant the real clock (default: a fake one)
   --random=false           the same fixed "random" bytes in every run
   -v                       show the plugin's log on stderr
+  --raw                    run: write the output as it is to a terminal too (by default,
+                           control characters of records are written as JSON escapes,
+                           \u009b, when the output is a terminal: the same JSON)
   --cache DIR              compiled Wasm cache ("" for none)
 Docs: docs/plugins.md.
 `)
@@ -83,7 +87,7 @@ type common struct {
 	maxPages                  uint
 	timeout                   time.Duration
 	clock, random, messages   bool
-	verbose                   bool
+	verbose, raw              bool
 	cacheDir                  string
 	dirs                      dirFlag
 }
@@ -127,6 +131,9 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST or GUEST=HOST:ro (repeatable)")
 		fs.BoolVar(&c.clock, "clock", false, "grant a Wasm plugin the real clock")
 		fs.BoolVar(&c.random, "random", true, "random bytes from crypto/rand; false: a fixed sequence")
+		if !needExpect {
+			fs.BoolVar(&c.raw, "raw", false, "write the output as it is, to a terminal too")
+		}
 	}
 	if needExpect {
 		fs.StringVar(&c.expect, "expect", "", "expected output, JSON lines")
@@ -265,7 +272,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open p
 	if err != nil {
 		return err
 	}
-	if _, err = stdout.Write(out); err != nil {
+	w := stdout
+	if !c.raw && termsafe.IsTerminal(stdout) {
+		// Records' control characters would act on the terminal.
+		ts := termsafe.NewWriter(stdout)
+		defer func() { _ = ts.Flush() }()
+		w = ts
+	}
+	if _, err = w.Write(out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "streamd plugin run %s: %s\n", file, summaryLine(sum, c))
@@ -312,6 +326,14 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		return 2, fmt.Errorf("%s: %w", c.expect, err)
 	}
 	if diff != "" {
+		if termsafe.IsTerminal(stdout) {
+			// Lines that quote records: each escaped.
+			ls := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+			for i := range ls {
+				ls[i] = termsafe.String(ls[i])
+			}
+			diff = strings.Join(ls, "\n") + "\n"
+		}
 		fmt.Fprintf(stdout, "FAIL %s: output differs from %s\n%s", file, c.expect, diff)
 		fmt.Fprintf(stdout, "  %s\n", summaryLine(sum, c))
 		return 1, nil
