@@ -79,6 +79,9 @@ type counters struct {
 	in, out, errors, dlq, dropped, retries atomic.Int64
 	// byStage counts rejections per stage; the last is the sink's.
 	byStage []atomic.Int64
+	// byKind counts rejections per stage (the last is the sink's) and
+	// kind (in the order of Kinds).
+	byKind [][5]atomic.Int64
 }
 
 func (c *counters) snapshot() Counts {
@@ -134,6 +137,10 @@ type Status struct {
 	// Rejected is Errors per stage name (SinkStage for the sink), every
 	// stage listed.
 	Rejected map[string]int64 `json:"rejected"`
+	// ErrorKinds is Errors per plugin (the stage's name for a stage or
+	// sink without one: SinkStage for the sink) and kind (KindRejected,
+	// KindTrap, ...); only kinds that happened are listed.
+	ErrorKinds map[string]map[string]int64 `json:"error_kinds,omitempty"`
 }
 
 // New returns a pipeline named name that reads src and writes sink. If
@@ -156,6 +163,7 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 		p.dlq, _ = writePath(o.dlq, o)
 	}
 	p.n.byStage = make([]atomic.Int64, len(o.stages)+1)
+	p.n.byKind = make([][5]atomic.Int64, len(o.stages)+1)
 	for _, ob := range p.obs.news {
 		ob.ObserveNew(p)
 	}
@@ -188,6 +196,26 @@ func (p *Pipeline) Status() Status {
 		s.Rejected[st.Name] += p.n.byStage[i].Load()
 	}
 	s.Rejected[SinkStage] += p.n.byStage[len(p.o.stages)].Load()
+	for i := range p.n.byKind {
+		label := SinkStage
+		if i < len(p.o.stages) {
+			label = p.o.stages[i].Name
+			if p.o.stages[i].Plugin != "" {
+				label = p.o.stages[i].Plugin
+			}
+		}
+		for k := range p.n.byKind[i] {
+			if n := p.n.byKind[i][k].Load(); n > 0 {
+				if s.ErrorKinds == nil {
+					s.ErrorKinds = map[string]map[string]int64{}
+				}
+				if s.ErrorKinds[label] == nil {
+					s.ErrorKinds[label] = map[string]int64{}
+				}
+				s.ErrorKinds[label][Kinds[k]] += n
+			}
+		}
+	}
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
 	}

@@ -184,7 +184,10 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 		opts      plugincli.CompareOptions
 	}{
 		{"output", t.Output, gotOut, plugincli.CompareOptions{}},
-		{"dlq", t.DLQ, gotDLQ, plugincli.CompareOptions{ContainsHeaders: []string{pipeline.HeaderError}}},
+		{"dlq", t.DLQ, gotDLQ, plugincli.CompareOptions{
+			ContainsHeaders: []string{pipeline.HeaderError, pipeline.HeaderErrorDetail},
+			OptionalHeaders: []string{pipeline.HeaderErrorDetail, pipeline.HeaderErrorKind},
+		}},
 	} {
 		var want []byte
 		if f.path != "" {

@@ -260,7 +260,7 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tERROR")
+	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tKIND\tERROR")
 	for i := range es {
 		e := &es[i]
 		errText := strings.ReplaceAll(e.Error, "\n", " ")
@@ -270,8 +270,12 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		if e.Truncated != "" {
 			errText = "[truncated: " + e.Truncated + "] " + errText
 		}
-		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), e.Stage, e.Source,
-			recview.Bytes(e.Record.Key, f.maxBytes), errText)
+		kind := e.Kind
+		if kind == "" {
+			kind = "-" // a dead letter written before the kind header
+		}
+		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), e.Stage, e.Source,
+			recview.Bytes(e.Record.Key, f.maxBytes), kind, errText)
 	}
 	_ = tw.Flush()
 	note := fmt.Sprintf("%d dead letters in %s", len(es), topic)
@@ -294,6 +298,12 @@ func printEntry(w io.Writer, topic string, e *dlq.Entry, f dlqFlags) {
 		fmt.Fprintf(w, "plugin       %s\n", e.Plugin)
 	}
 	fmt.Fprintf(w, "error        %s\n", e.Error)
+	if e.Kind != "" {
+		fmt.Fprintf(w, "kind         %s\n", e.Kind)
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(w, "detail       %s\n", strings.ReplaceAll(e.Detail, "\n", "\n             "))
+	}
 	if e.Truncated != "" {
 		fmt.Fprintf(w, "truncated    %s (the dead-letter topic's size limit left it out: this one cannot be replayed)\n", e.Truncated)
 	}

@@ -130,7 +130,9 @@ func isolate(ctx context.Context, call callFunc, batch []record.Record) ([]outco
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			res[i] = outcome{err: err, kind: batchKind(err)}
+			// Worded and classified as a pipeline's dead letter is.
+			err = pipeline.RecordCallError(err)
+			res[i] = outcome{err: err, kind: pipeline.ErrorKind(err)}
 			if res[i].kind == KindTimeout {
 				timeouts++
 			}
