@@ -16,6 +16,7 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins/load"
 	"github.com/streamd/streamd/record"
 )
@@ -98,19 +99,27 @@ docs/plugins.md, "Pipeline tests".
 	return code
 }
 
-// captureSink keeps what a pipeline writes.
+// captureSink keeps what a pipeline writes. With maxBytes it refuses a
+// record as a Kafka sink with that max_record_bytes does.
 type captureSink struct {
-	mu   sync.Mutex
-	recs []record.Record
+	maxBytes int32 // 0: no limit
+	mu       sync.Mutex
+	recs     []record.Record
 }
 
 func (s *captureSink) Write(_ context.Context, batch []record.Record) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	errs := make([]error, len(batch))
 	for i := range batch {
+		if s.maxBytes > 0 {
+			if errs[i] = kafka.CheckRecordSize(&batch[i], s.maxBytes); errs[i] != nil {
+				continue
+			}
+		}
 		s.recs = append(s.recs, batch[i].Clone())
 	}
-	return make([]error, len(batch)), nil
+	return errs, nil
 }
 
 func (s *captureSink) jsonLines() []byte {
@@ -138,7 +147,13 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 	if err != nil {
 		return fail("input: %v", err)
 	}
-	out, dlq := &captureSink{}, &captureSink{}
+	// The limits of the pipeline's Kafka producers: the sink's (a Kafka
+	// sink) and the dead-letter topic's, which has the sink's
+	// max_record_bytes.
+	out, dlq := &captureSink{}, &captureSink{maxBytes: int32(pc.Sink.MaxRecordBytes)}
+	if pc.Sink.Type == "kafka" {
+		out.maxBytes = dlq.maxBytes
+	}
 	p, err := app.BuildTest(ctx, cfg, i, log, load.Open, src, out, dlq)
 	if err != nil {
 		return fail("%v", err)
