@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -60,7 +62,7 @@ docs/plugins.md, "Pipeline tests".
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	code, ran := 0, 0
 	for _, file := range fs.Args() {
-		cfg, err := config.Load(file)
+		cfg, err := config.LoadForTest(file) // a test uses no broker
 		if err == nil {
 			err = cfg.CheckHostDirs()
 		}
@@ -207,6 +209,10 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 		var want []byte
 		if f.path != "" {
 			if want, err = os.ReadFile(cfg.Resolve(f.path)); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return fail("%s: %v: to write what the pipeline does into it (then read it): streamd test --update %s",
+						f.key, err, shellQuote(cfg.File))
+				}
 				return fail("%s: %v", f.key, err)
 			}
 		}
@@ -245,4 +251,12 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// shellQuote quotes s for a shell command line, when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

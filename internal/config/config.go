@@ -25,6 +25,8 @@ type Config struct {
 	File string `toml:"-"`
 	pos  *positions
 	raw  map[string]any // the file as plain tables, for isSet
+	// noBrokers: kafka.brokers may be left out (LoadForTest).
+	noBrokers bool
 }
 
 // Admin configures the admin HTTP server.
