@@ -141,6 +141,19 @@ type Status struct {
 	// sink without one: SinkStage for the sink) and kind (KindRejected,
 	// KindTrap, ...); only kinds that happened are listed.
 	ErrorKinds map[string]map[string]int64 `json:"error_kinds,omitempty"`
+	// ReloadRefused lists the stages (and the sink) whose plugin file
+	// holds a new version that a hot reload refused (it did not load, or
+	// is another plugin): the running version goes on (plugins.ReloadReporter).
+	ReloadRefused []RefusedReload `json:"reload_refused,omitempty"`
+}
+
+// RefusedReload is a stage's refused hot reload, in Status.
+type RefusedReload struct {
+	// Stage is the stage's name, or SinkStage.
+	Stage  string    `json:"stage"`
+	Plugin string    `json:"plugin,omitempty"`
+	Error  string    `json:"error"`
+	At     time.Time `json:"at"`
 }
 
 // New returns a pipeline named name that reads src and writes sink. If
@@ -216,6 +229,7 @@ func (p *Pipeline) Status() Status {
 			}
 		}
 	}
+	s.ReloadRefused = p.refusedReloads()
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
 	}
@@ -290,6 +304,23 @@ func (p *Pipeline) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// refusedReloads lists the refused hot reloads of the stages and the sink.
+func (p *Pipeline) refusedReloads() []RefusedReload {
+	var out []RefusedReload
+	add := func(stage, plugin string, part any) {
+		if r, ok := part.(plugins.ReloadReporter); ok {
+			if rr := r.ReloadRefused(); rr != nil {
+				out = append(out, RefusedReload{Stage: stage, Plugin: plugin, Error: rr.Err.Error(), At: rr.At})
+			}
+		}
+	}
+	for _, st := range p.o.stages {
+		add(st.Name, st.Plugin, st.Transformer)
+	}
+	add(SinkStage, "", p.sink)
+	return out
 }
 
 func stageHealth(st Stage) error {
