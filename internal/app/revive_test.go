@@ -86,7 +86,9 @@ type = "drop"
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err) // p's failure was replaced by its restart
+		}
 		testenv.Close(t, context.Background(), a)
 	})
 	// p, as /v1/status has it (JSON).
