@@ -23,21 +23,31 @@ import (
 // counters).
 const reviveEvery = 100 * time.Millisecond
 
-// reviveOnReload waits, after u's Run failed with err, for one of u's
-// plugins to be reloaded, then restarts u; it ends when u was replaced
-// (a restart by hand, a config reload) or the daemon stops.
-func (a *App) reviveOnReload(u *unit, err error) {
-	type watched struct {
-		r    plugins.Reloader
-		name string
-		base int64
-	}
-	var ws []watched
-	for _, p := range u.loaded {
+// reloadWatch is a plugin of a failed pipeline that can be hot reloaded,
+// and its reload count when the pipeline failed.
+type reloadWatch struct {
+	r    plugins.Reloader
+	name string
+	base int64
+}
+
+// reloadWatches returns the plugins of loaded that can be hot reloaded.
+// Called by the goroutine that ran the pipeline, before it says it ended:
+// u.loaded is released only after that.
+func reloadWatches(loaded []plugins.Plugin) []reloadWatch {
+	var ws []reloadWatch
+	for _, p := range loaded {
 		if r, ok := p.(plugins.Reloader); ok {
-			ws = append(ws, watched{r, p.Manifest().Name, r.Reloads()})
+			ws = append(ws, reloadWatch{r, p.Manifest().Name, r.Reloads()})
 		}
 	}
+	return ws
+}
+
+// reviveOnReload waits, after u's Run failed with err, for one of ws to be
+// reloaded, then restarts u; it ends when u was replaced (a restart by
+// hand, a config reload) or the daemon stops.
+func (a *App) reviveOnReload(u *unit, err error, ws []reloadWatch) {
 	if len(ws) == 0 {
 		return
 	}

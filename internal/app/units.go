@@ -207,7 +207,7 @@ func (a *App) start(u *unit) {
 		if retry {
 			go a.restartLater(u, again)
 		} else if err != nil && ctx.Err() == nil {
-			go a.reviveOnReload(u, err) // revive.go
+			go a.reviveOnReload(u, err, reloadWatches(u.loaded)) // revive.go
 		}
 		// Done before Run hears of it: Run asks every unit whether it
 		// is still running when it hears one ended.
