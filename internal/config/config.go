@@ -28,6 +28,8 @@ type Config struct {
 	// interpolated are the values ${ENV} and ${file:} references put in,
 	// for Redact.
 	interpolated []interpolation
+	// noBrokers: kafka.brokers may be left out (LoadForTest).
+	noBrokers bool
 }
 
 // Admin configures the admin HTTP server.

@@ -51,16 +51,32 @@ func Load(path string) (*Config, error) {
 
 var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
 
+// LoadForTest is Load for `streamd test`, which runs pipelines without a
+// broker: kafka.brokers (or [kafka.embedded]) may be left out. Everything
+// else is checked as Load does.
+func LoadForTest(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, b, os.LookupEnv, true)
+}
+
 // Parse is Load on bytes already read; name is used in errors and to
 // resolve relative paths; lookup resolves ${ENV} references.
 func Parse(name string, src []byte, lookup func(string) (string, bool)) (*Config, error) {
+	return parse(name, src, lookup, false)
+}
+
+// parse is Parse; noBrokers lets kafka.brokers be left out.
+func parse(name string, src []byte, lookup func(string) (string, bool), noBrokers bool) (*Config, error) {
 	// The parser's time grows with the square of the nesting depth: bound
 	// the depth first.
 	if _, line := scanDepth(string(src), MaxDepth); line > 0 {
 		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf(
 			"nested more than %d levels deep (allowed: at most %d levels of tables, arrays and dotted keys)", MaxDepth, MaxDepth)}
 	}
-	c := &Config{File: name}
+	c := &Config{File: name, noBrokers: noBrokers}
 	md, err := toml.Decode(string(src), c)
 	if err != nil {
 		return nil, decodeError(name, err)

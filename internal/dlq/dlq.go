@@ -34,7 +34,7 @@ const (
 // deadLetterHeaders are the headers pipeline.DeadLetter and its truncation
 // add; Original removes them.
 var deadLetterHeaders = []string{
-	pipeline.HeaderError, pipeline.HeaderStage, pipeline.HeaderPlugin,
+	pipeline.HeaderError, pipeline.HeaderErrorDetail, pipeline.HeaderErrorKind, pipeline.HeaderStage, pipeline.HeaderPlugin,
 	pipeline.HeaderSourceTopic, pipeline.HeaderSourcePartition, pipeline.HeaderSourceOffset,
 	pipeline.HeaderTruncated, pipeline.HeaderValueBytes, pipeline.HeaderKeyBytes,
 }
@@ -56,8 +56,12 @@ type Entry struct {
 	Partition int32     `json:"partition"`
 	Offset    int64     `json:"offset"`
 	Time      time.Time `json:"time"`
-	// Error, Stage and Plugin say why it was rejected.
+	// Error (its first line: the cause), Detail (the rest: a stack trace),
+	// Kind (rejected, trap, timeout, memory or failed), Stage and Plugin
+	// say why it was rejected.
 	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+	Kind   string `json:"kind,omitempty"`
 	Stage  string `json:"stage"`
 	Plugin string `json:"plugin,omitempty"`
 	// Source is where the rejected record was read (Partition and Offset
@@ -89,7 +93,7 @@ func FromRecord(r record.Record) Entry {
 	}
 	return Entry{
 		Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp,
-		Error: h(pipeline.HeaderError), Stage: h(pipeline.HeaderStage), Plugin: h(pipeline.HeaderPlugin),
+		Error: h(pipeline.HeaderError), Detail: h(pipeline.HeaderErrorDetail), Kind: h(pipeline.HeaderErrorKind), Stage: h(pipeline.HeaderStage), Plugin: h(pipeline.HeaderPlugin),
 		Source:    Position{Topic: h(pipeline.HeaderSourceTopic), Partition: int32(num(pipeline.HeaderSourcePartition)), Offset: num(pipeline.HeaderSourceOffset)},
 		Truncated: h(pipeline.HeaderTruncated),
 		Record:    r,

@@ -321,7 +321,7 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tERROR")
+	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tKIND\tERROR")
 	for i := range es {
 		e := &es[i]
 		errText := strings.ReplaceAll(e.Error, "\n", " ")
@@ -332,8 +332,12 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		if e.Truncated != "" {
 			errText = "[truncated: " + f.text(e.Truncated) + "] " + errText
 		}
-		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), f.text(e.Stage), f.text(e.Source.String()),
-			f.text(recview.Bytes(e.Record.Key, f.maxBytes).String()), errText)
+		kind := e.Kind
+		if kind == "" {
+			kind = "-" // a dead letter written before the kind header
+		}
+		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), f.text(e.Stage), f.text(e.Source.String()),
+			f.text(recview.Bytes(e.Record.Key, f.maxBytes).String()), f.text(kind), errText)
 	}
 	_ = tw.Flush()
 	note := fmt.Sprintf("%d dead letters in %s", len(es), topic)
@@ -356,6 +360,16 @@ func printEntry(w io.Writer, topic string, e *dlq.Entry, f dlqFlags) {
 		fmt.Fprintf(w, "plugin       %s\n", f.text(e.Plugin))
 	}
 	fmt.Fprintf(w, "error        %s\n", f.text(e.Error))
+	if e.Kind != "" {
+		fmt.Fprintf(w, "kind         %s\n", f.text(e.Kind))
+	}
+	if e.Detail != "" {
+		lines := strings.Split(e.Detail, "\n")
+		for i, l := range lines {
+			lines[i] = f.text(l)
+		}
+		fmt.Fprintf(w, "detail       %s\n", strings.Join(lines, "\n             "))
+	}
 	if e.Truncated != "" {
 		fmt.Fprintf(w, "truncated    %s (the dead-letter topic's size limit left it out: this one cannot be replayed)\n", f.text(e.Truncated))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -66,6 +67,9 @@ limits default to a pipeline's defaults):
   --op encode|decode       a codec's operation
   --batch N                records per call (default 1024)
   --batch-bytes N          key+value bytes per call (default 1048576)
+  --max-record-bytes N     the Kafka sink's max_record_bytes: an output record
+                           over it is refused as the sink refuses it (default
+                           1048588; negative: no limit)
   --timeout D              bound of one call (default 5s; negative: none)
   --max-memory-pages N     memory cap of a Wasm instance, 64 KiB pages (default 256 = 16 MiB)
   --pool N                 Wasm instances (default 2)
@@ -84,6 +88,7 @@ Docs: docs/plugins.md.
 type common struct {
 	input, expect, config, op string
 	batch, batchBytes, pool   int
+	maxRecordBytes            int
 	maxPages                  uint
 	timeout                   time.Duration
 	clock, random, messages   bool
@@ -125,6 +130,7 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.StringVar(&c.op, "op", "", "codec operation: encode or decode")
 		fs.IntVar(&c.batch, "batch", pipeline.DefaultMaxRecords, "records per plugin call (a pipeline's batch.max_records)")
 		fs.IntVar(&c.batchBytes, "batch-bytes", pipeline.DefaultMaxBytes, "key+value bytes per plugin call (a pipeline's batch.max_bytes)")
+		fs.IntVar(&c.maxRecordBytes, "max-record-bytes", kafka.DefaultMaxRecordBytes, "the Kafka sink's max_record_bytes: a transform's or codec's output record over it is refused as the sink refuses it; negative: no limit")
 		fs.DurationVar(&c.timeout, "timeout", plugins.DefaultTimeout, "bound of one plugin call; negative: none (trusted)")
 		fs.UintVar(&c.maxPages, "max-memory-pages", plugins.DefaultMaxMemoryPages, "memory cap of a Wasm instance in 64 KiB pages")
 		fs.IntVar(&c.pool, "pool", pipeline.DefaultWorkers, "Wasm instances (a pipeline's pool, default its workers)")
@@ -166,6 +172,8 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		return "", c, errors.New("missing --expect FILE")
 	case needInput && c.batch < 1:
 		return "", c, fmt.Errorf("--batch %d: must be at least 1", c.batch)
+	case needInput && (c.maxRecordBytes == 0 || c.maxRecordBytes > 1<<30 || c.maxRecordBytes > 0 && c.maxRecordBytes < 512):
+		return "", c, fmt.Errorf("--max-record-bytes %d: must be 512 to %d (a sink's max_record_bytes), or negative for no limit", c.maxRecordBytes, 1<<30)
 	case needInput && c.batchBytes < 1:
 		return "", c, fmt.Errorf("--batch-bytes %d: must be at least 1", c.batchBytes)
 	case needInput && (c.maxPages < 1 || c.maxPages > 65536):
@@ -226,8 +234,8 @@ func summaryLine(s Summary, c common) string {
 	if s.Isolated > 0 {
 		fmt.Fprintf(&b, ", %d failed %s run record by record", s.Isolated, plural(s.Isolated, "batch", "batches"))
 	}
-	fmt.Fprintf(&b, ", %v; --timeout %v --max-memory-pages %d (%d MiB) --batch %d --batch-bytes %d --pool %d",
-		s.Elapsed.Round(time.Millisecond), c.timeout, c.maxPages, c.maxPages/16, c.batch, c.batchBytes, c.pool)
+	fmt.Fprintf(&b, ", %v; --timeout %v --max-memory-pages %d (%d MiB) --batch %d --batch-bytes %d --max-record-bytes %d --pool %d",
+		s.Elapsed.Round(time.Millisecond), c.timeout, c.maxPages, c.maxPages/16, c.batch, c.batchBytes, c.maxRecordBytes, c.pool)
 	if c.clock {
 		b.WriteString(" --clock")
 	}
@@ -301,7 +309,7 @@ func runFile(ctx context.Context, file string, c common, stderr io.Writer, open 
 	}
 	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
 	var buf bytes.Buffer
-	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes}, recs, &buf)
+	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes, MaxRecordBytes: c.maxRecordBytes}, recs, &buf)
 	if err != nil {
 		return nil, sum, err
 	}

@@ -212,6 +212,11 @@ function statusLines(st) {
   const out = [];
   if (st.error) out.push(el("div", {class: "error", "data-error": ""}, st.error));
   else if (st.reason && st.state !== "done" && st.state !== "stopped") out.push(el("div", {class: "reason"}, st.reason));
+  for (const r of st.reload_refused || [])
+    out.push(el("div", {class: "error", "data-reload-refused": r.stage}, "hot reload of stage " + r.stage +
+      (r.plugin ? " (" + r.plugin + ")" : "") + " refused; the running version stays: " + r.error));
+  if (st.state === "failed" && st.error) out.push(el("div", {class: "reason"},
+    "A new version of a hot-reloaded plugin of this pipeline starts it again by itself; else: streamd ctl restart " + st.name));
   return out;
 }
 
