@@ -446,7 +446,7 @@ func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, erro
 	}
 	switch {
 	case len(versions) == 0:
-		return 0, fmt.Errorf("%s: %w: missing export streamd_abi_vN", name, ErrNotPlugin)
+		return 0, missingExport(name, "streamd_abi_vN", cm)
 	case len(versions) > 1:
 		slices.Sort(versions)
 		return 0, fmt.Errorf("%s: %w: several ABI marker exports (versions %v), want exactly one", name, ErrNotPlugin, versions)
@@ -468,7 +468,7 @@ func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, erro
 	for _, w := range want {
 		fn, ok := fns[w.name]
 		if !ok {
-			return 0, fmt.Errorf("%s: %w: missing export %s", name, ErrNotPlugin, w.name)
+			return 0, missingExport(name, w.name, cm)
 		}
 		if !slices.Equal(fn.ParamTypes(), w.params) || !slices.Equal(fn.ResultTypes(), w.results) {
 			return 0, fmt.Errorf("%s: export %s has signature %s, want %s", name, w.name,
@@ -476,7 +476,7 @@ func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, erro
 		}
 	}
 	if _, ok := cm.ExportedMemories()["memory"]; !ok {
-		return 0, fmt.Errorf("%s: %w: missing export memory", name, ErrNotPlugin)
+		return 0, missingExport(name, "memory", cm)
 	}
 	if fn, ok := fns["_initialize"]; ok && (len(fn.ParamTypes()) != 0 || len(fn.ResultTypes()) != 0) {
 		return 0, fmt.Errorf("%s: export _initialize has signature %s, want () -> ()", name,
@@ -496,6 +496,30 @@ func checkExports(name string, cm wazero.CompiledModule, fueled bool) (int, erro
 		}
 	}
 	return versions[0], nil
+}
+
+// missingExport is the error for a module without streamd's export want:
+// it lists the functions and memories the module does export (a toolchain
+// that exports nothing by default, such as Zig without -rdynamic, shows
+// there) and points to the docs of building a plugin without an SDK.
+func missingExport(name, want string, cm wazero.CompiledModule) error {
+	var have []string
+	for e := range cm.ExportedFunctions() {
+		have = append(have, e)
+	}
+	for e := range cm.ExportedMemories() {
+		have = append(have, e)
+	}
+	slices.Sort(have)
+	list := "nothing"
+	if len(have) > 0 {
+		if len(have) > 12 {
+			have = append(have[:12], fmt.Sprintf("and %d more", len(have)-12))
+		}
+		list = strings.Join(have, ", ")
+	}
+	return fmt.Errorf("%s: %w: missing export %s (the module exports: %s); docs/plugins.md, \"A language without an SDK\", says what a plugin exports and how to build one",
+		name, ErrNotPlugin, want, list)
 }
 
 func signature(params, results []api.ValueType) string {

@@ -285,7 +285,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
 		a.addCloser(dlq.Close)
-		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, a.guardReplays(pc, dlq)))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
 	default:

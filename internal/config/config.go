@@ -25,6 +25,11 @@ type Config struct {
 	File string `toml:"-"`
 	pos  *positions
 	raw  map[string]any // the file as plain tables, for isSet
+	// interpolated are the values ${ENV} and ${file:} references put in,
+	// for Redact.
+	interpolated []interpolation
+	// noBrokers: kafka.brokers may be left out (LoadForTest).
+	noBrokers bool
 }
 
 // Admin configures the admin HTTP server.
@@ -49,6 +54,17 @@ type Admin struct {
 	IdleTimeout       Duration `toml:"idle_timeout"`
 	MaxHeaderBytes    int      `toml:"max_header_bytes"`
 	MaxBodyBytes      int64    `toml:"max_body_bytes"`
+	// Hosts are names the listener answers to besides localhost and the
+	// loopback addresses ("name", or "name:port"): a request with another
+	// Host is refused (DNS rebinding). Empty on a listener that is not
+	// loopback: any Host.
+	Hosts []string `toml:"hosts"`
+	// MaxStreams bounds the long-lived responses open at once (event
+	// streams, taps); MaxStreamsPerToken is one token's (or one client
+	// certificate's) share (defaults: admin.DefaultMaxStreams,
+	// admin.DefaultMaxStreamsPerToken).
+	MaxStreams         int `toml:"max_streams"`
+	MaxStreamsPerToken int `toml:"max_streams_per_token"`
 }
 
 // Log configures logging.

@@ -119,7 +119,7 @@ func (c *Config) validate() error {
 		bad("log.format", "must be text or json, not %q", c.Log.Format)
 	}
 	k.nonEmpty("data_dir", c.DataDir, "a directory", "data")
-	if len(c.Kafka.Brokers) == 0 {
+	if len(c.Kafka.Brokers) == 0 && !c.noBrokers {
 		bad("kafka", "set kafka.brokers or [kafka.embedded]")
 	}
 	k.nonEmpty("kafka.client_id", c.Kafka.ClientID, "a client id", "streamd")
