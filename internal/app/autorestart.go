@@ -77,7 +77,7 @@ var errReplaced = errors.New("pipeline was replaced meanwhile")
 // the pipelines it counts (each restart is a new pipeline.Pipeline).
 func newRestartMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamd_pipeline_auto_restarts_total",
-		Help: "Pipelines started again by themselves: an exactly-once pipeline whose write failed inside a transaction (aborted), restarted from its last committed offsets after a backoff."},
+		Help: "Pipelines started again by themselves: an exactly-once pipeline whose write failed inside a transaction (aborted), restarted from its last committed offsets after a backoff; a failed pipeline one of whose plugins was then hot reloaded."},
 		[]string{"pipeline"})
 	reg.MustRegister(c)
 	return c

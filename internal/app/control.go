@@ -131,7 +131,8 @@ type PipelineStatus struct {
 	Restarts int `json:"restarts"`
 	// AutoRestarts counts those that were automatic: an exactly-once
 	// pipeline started again after a write failed inside a transaction
-	// (docs/delivery.md); LastRestartCause is the last one's error, and
+	// (docs/delivery.md), a failed pipeline one of whose plugins was hot
+	// reloaded (docs/operations.md); LastRestartCause is the last one's error, and
 	// RestartAt is set while the next one waits for its backoff.
 	AutoRestarts     int       `json:"auto_restarts"`
 	LastRestartCause string    `json:"last_restart_cause,omitempty"`

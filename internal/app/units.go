@@ -206,6 +206,8 @@ func (a *App) start(u *unit) {
 		u.mu.Unlock()
 		if retry {
 			go a.restartLater(u, again)
+		} else if err != nil && ctx.Err() == nil {
+			go a.reviveOnReload(u, err, reloadWatches(u.loaded)) // revive.go
 		}
 		// Done before Run hears of it: Run asks every unit whether it
 		// is still running when it hears one ended.
