@@ -290,17 +290,42 @@ func (r *retainer) topicRetention(configs map[string]*string) (retMs, retBytes i
 // one before it, reaches that time, so a record with an old timestamp
 // never takes newer ones before it.
 func (r *retainer) cutByTime(ctx context.Context, parts []*part, now time.Time) error {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	byTopic := map[string]int{}
-	asked := map[string]map[int32]*part{}
-	for _, p := range parts {
+	found, err := r.listOffsets(ctx, parts, func(p *part) (int64, bool) {
 		if p.compacted || p.retMs < 0 || p.end <= p.start {
-			continue
+			return 0, false
 		}
 		ts := now.UnixMilli() - p.retMs
 		if p.maxTS < ts {
 			p.setCut(p.end, reasonTime) // every retained record is older
+			return 0, false
+		}
+		return ts, true
+	})
+	if err != nil {
+		return fmt.Errorf("list offsets by time: %w", err)
+	}
+	for _, p := range parts {
+		// Not found while some record is recent enough: the broker
+		// answers so when the first segment to reach the time holds
+		// the record only below the log start. Nothing is cut until it
+		// answers.
+		if o, ok := found[tp{p.topic, p.p}]; ok {
+			p.setCut(o.Offset, reasonTime)
+		}
+	}
+	return nil
+}
+
+// listOffsets asks the broker, in one ListOffsets request, for the first
+// record at or after the time at(p) of each partition p for which it
+// returns true; it returns the records found.
+func (r *retainer) listOffsets(ctx context.Context, parts []*part, at func(p *part) (int64, bool)) (map[tp]kmsg.ListOffsetsResponseTopicPartition, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	byTopic := map[string]int{}
+	for _, p := range parts {
+		ts, ok := at(p)
+		if !ok {
 			continue
 		}
 		i, ok := byTopic[p.topic]
@@ -310,36 +335,29 @@ func (r *retainer) cutByTime(ctx context.Context, parts []*part, now time.Time) 
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = p.topic
 			req.Topics = append(req.Topics, rt)
-			asked[p.topic] = map[int32]*part{}
 		}
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
 		rp.Partition = p.p
 		rp.CurrentLeaderEpoch = -1
 		rp.Timestamp = ts
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		asked[p.topic][p.p] = p
 	}
+	found := map[tp]kmsg.ListOffsetsResponseTopicPartition{}
 	if len(req.Topics) == 0 {
-		return nil
+		return found, nil
 	}
 	resp, err := req.RequestWith(ctx, r.cl)
 	if err != nil {
-		return fmt.Errorf("list offsets by time: %w", err)
+		return nil, err
 	}
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
-			p := asked[t.Topic][rp.Partition]
-			if p == nil || rp.ErrorCode != 0 || rp.Offset < 0 {
-				// Not found while some record is recent enough:
-				// the broker answers so when the first segment to
-				// reach the time holds the record only below the
-				// log start. Nothing is cut until it answers.
-				continue
+			if _, asked := byTopic[t.Topic]; asked && rp.ErrorCode == 0 && rp.Offset >= 0 {
+				found[tp{t.Topic, rp.Partition}] = rp
 			}
-			p.setCut(rp.Offset, reasonTime)
 		}
 	}
-	return nil
+	return found, nil
 }
 
 // cutByBudget cuts the largest partitions to a common size (what they

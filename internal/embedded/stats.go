@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Stats are the embedded broker's figures, as of its last retention check.
@@ -195,40 +193,14 @@ func (r *retainer) takeStats(ctx context.Context, parts []*part, d diskUse, now 
 // retained record: ListOffsets for time 0 answers the first record at or
 // after it, with its timestamp.
 func (r *retainer) oldest(ctx context.Context, parts []*part) (map[tp]int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	idx := map[string]int{}
-	for _, p := range parts {
-		if p.end <= p.start {
-			continue
-		}
-		i, ok := idx[p.topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[p.topic] = i
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = p.topic
-			req.Topics = append(req.Topics, rt)
-		}
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition = p.p
-		rp.CurrentLeaderEpoch = -1
-		rp.Timestamp = 0
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
-	out := map[tp]int64{}
-	if len(req.Topics) == 0 {
-		return out, nil
-	}
-	resp, err := req.RequestWith(ctx, r.cl)
+	found, err := r.listOffsets(ctx, parts, func(p *part) (int64, bool) { return 0, p.end > p.start })
 	if err != nil {
 		return nil, fmt.Errorf("list offsets for the oldest records: %w", err)
 	}
-	for _, t := range resp.Topics {
-		for _, rp := range t.Partitions {
-			if rp.ErrorCode == 0 && rp.Offset >= 0 && rp.Timestamp > 0 {
-				out[tp{t.Topic, rp.Partition}] = rp.Timestamp
-			}
+	out := map[tp]int64{}
+	for k, rp := range found {
+		if rp.Timestamp > 0 {
+			out[k] = rp.Timestamp
 		}
 	}
 	return out, nil
