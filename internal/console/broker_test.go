@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,7 +9,9 @@ import (
 )
 
 // TestBrokerAPI: /ui/api/broker answers the embedded broker's figures,
-// 404 without an embedded broker and 503 before it started.
+// 404 without an embedded broker and 503 before it started; /ui/api/info
+// says whether there is one (the page asks nothing of a daemon without:
+// a 404 in the browser's console is an error there).
 func TestBrokerAPI(t *testing.T) {
 	var stats any
 	for _, tt := range []struct {
@@ -29,6 +32,12 @@ func TestBrokerAPI(t *testing.T) {
 			c.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/api/broker", nil))
 			if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.body) {
 				t.Fatalf("%d %s, want %d with %q", w.Code, w.Body, tt.code, tt.body)
+			}
+			// The page's nav link follows /ui/api/info.
+			w = httptest.NewRecorder()
+			c.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ui/api/info", nil))
+			if want := fmt.Sprintf(`"broker":%t`, tt.opts != nil); !strings.Contains(w.Body.String(), want) {
+				t.Fatalf("/ui/api/info: %s, want %s", w.Body, want)
 			}
 		})
 	}

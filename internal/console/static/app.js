@@ -642,6 +642,7 @@ async function main() {
   store.history = store.info.history_ms;
   $('#nav a[data-page="journal"]').hidden = !store.info.journal;
   $('#nav a[data-page="fluid"]').hidden = !store.info.fluid;
+  $('#nav a[data-page="broker"]').hidden = !store.info.broker;
   window.addEventListener("hashchange", route);
   route();
   stream();

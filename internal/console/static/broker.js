@@ -81,9 +81,7 @@ function page() {
   return {node: root, unmount() { clearInterval(timer); }};
 }
 
+// The nav link shows where the daemon runs an embedded broker (app.js, from
+// /ui/api/info).
 C.addPage("broker", page);
-// The nav link shows where the daemon runs an embedded broker.
-document.addEventListener("DOMContentLoaded", () => {
-  api("/ui/api/broker").then(() => { document.querySelector('#nav a[data-page="broker"]').hidden = false; }, () => {});
-});
 })();
