@@ -6,13 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/plugins/schema"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
 )
@@ -255,4 +262,110 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRedpandaSchemaRegistry: a transform written with Redpanda's Rust
+// SDK and its Schema Registry client (examples/wasm/redpanda/json-to-avro)
+// registers its schema, reads it back by id and by the subject's latest
+// version through streamd's registry client, and writes Avro in the wire
+// format; a registry that cannot be reached fails its start as transient
+// (to be retried), one that refuses (409) fails it with the registry's
+// answer in the error.
+func TestRedpandaSchemaRegistry(t *testing.T) {
+	path := testenv.ForeignWasm(t, "redpanda/json-to-avro", "plugin")
+	f := srfake.New()
+	t.Cleanup(f.Close)
+	cl, err := sr.NewClient(sr.URLs(f.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Outputs: []string{"orders-avro"}, SchemaRegistry: schema.GuestRegistry(cl)}}
+	m := load(t, path, opts)
+	got, ok := f.GetSchema("orders-avro-value", 1)
+	if !ok {
+		t.Fatal("the transform registered no schema under orders-avro-value")
+	}
+	res := call(t, m, vals(`{"id":7,"item":"pen"}`))
+	wantValue := append([]byte{0, 0, 0, 0, byte(got.ID)}, 0x0e, 0x06, 'p', 'e', 'n') // id 7: zigzag 14; "pen": length 3, zigzag 6
+	if r := res[0].Records; len(r) != 1 || !bytes.Equal(r[0].Value, wantValue) || string(r[0].Key) != "k0" || len(r[0].Headers) != 1 {
+		t.Fatalf("output %+v, want value % x", res[0], wantValue)
+	}
+	if _, err := m.Call(context.Background(), runtime.OpTransform, vals(`{"item":"pen"}`)); !errors.Is(err, plugins.ErrTrap) || !strings.Contains(err.Error(), "id is not an integer") {
+		t.Fatalf("an order without an id: %v", err)
+	}
+
+	f.Intercept(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, `{"error_code":50001,"message":"down for maintenance"}`, http.StatusServiceUnavailable)
+		return true
+	})
+	_, err = newHost(t).Load(context.Background(), path, opts)
+	if !plugins.IsTransient(err) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a registry that answers 503: %v", err)
+	}
+	f.ClearInterceptors()
+	f.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		http.Error(w, `{"error_code":409,"message":"incompatible with an earlier schema"}`, http.StatusConflict)
+		return true
+	})
+	_, err = newHost(t).Load(context.Background(), path, opts)
+	if err == nil || plugins.IsTransient(err) || !errors.Is(err, plugins.ErrTrap) ||
+		!strings.Contains(err.Error(), "the schema registry had refused the transform's request: register a schema under subject \"orders-avro-value\"") ||
+		!strings.Contains(err.Error(), "incompatible with an earlier schema") {
+		t.Fatalf("a registry that refuses the schema: %v", err)
+	}
+}
+
+// TestForeignReload: a Redpanda transform's file replaced by a new
+// version is swapped in between batches, as a streamd plugin's is (the
+// old version's instances, goroutines and all, end), and a Fluvio
+// SmartModule can replace it under the same file name; a file that no
+// longer loads keeps the running version.
+func TestForeignReload(t *testing.T) {
+	read := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	path := filepath.Join(t.TempDir(), "orders.wasm")
+	replaceFile(t, path, read(rpRust(t, "identity")))
+	ctx := context.Background()
+	before := goruntime.NumGoroutine()
+	w, err := newHost(t).LoadWatched(ctx, path, plugins.Options{Pool: 2, Wasm: plugins.WasmOptions{CacheDir: filepath.Join(tmpRoot, "cache")}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := vals("{}", "nope")
+	want(t, "identity", call(t, w, in),
+		`0: "k0"="{}" h:"x" @1767225600000 p3 o100`,
+		`1: "k1"="nope" h:"x" @1767225600001 p3 o101`)
+	replaceFile(t, path, read(rpRust(t, "validation_filter")))
+	if swapped, err := w.Reload(ctx); !swapped || err != nil {
+		t.Fatalf("reload: %v %v", swapped, err)
+	}
+	want(t, "validation_filter", call(t, w, in),
+		`0: "k0"="{}" h:"x" @1767225600000 p3 o100`)
+	replaceFile(t, path, read(fluvioSM(t, "filter")))
+	if swapped, err := w.Reload(ctx); !swapped || err != nil {
+		t.Fatalf("reload to a SmartModule: %v %v", swapped, err)
+	}
+	if got := w.ABI().String(); got != "fluvio smartmodule filter (api 22)" || w.Manifest().Name != "orders" {
+		t.Errorf("after the reload: %s, %+v", got, w.Manifest())
+	}
+	want(t, "filter", call(t, w, vals("banana", "kiwi")),
+		`0: "k0"="banana" h:"x" @1767225600000 p3 o100`)
+	replaceFile(t, path, read(fluvioSM(t, "aggregate")))
+	if swapped, err := w.Reload(ctx); swapped || err == nil || w.ReloadRefused() == nil {
+		t.Fatalf("reload to an aggregate: %v %v", swapped, err)
+	}
+	want(t, "still the filter", call(t, w, vals("apple")),
+		`0: "k0"="apple" h:"x" @1767225600000 p3 o100`)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGoroutines(t, before)
 }

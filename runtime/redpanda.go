@@ -52,8 +52,11 @@ type rpGuest struct {
 	// guest (nil: a trap, a timeout...): both set before done is closed
 	// or a batch's result is sent.
 	err, abort error
-	stopOnce   sync.Once
-	started    bool
+	// srErr is the schema registry's last refusal the guest was told of,
+	// during start or the current batch: a failure that follows says it.
+	srErr    error
+	stopOnce sync.Once
+	started  bool
 
 	// Owned by the guest's goroutine while it runs (from start, and from
 	// each batch's hand-over to its result).
@@ -74,7 +77,6 @@ type rpBatch struct {
 	next   int             // records handed to the guest
 	bytes  int64           // written so far (rpOutputLimit)
 	limit  int64
-	srErr  error      // the schema registry's last refusal the guest was told of
 	result chan error // the guest's next read_batch_header sends nil; a failure its error
 }
 
@@ -161,7 +163,7 @@ func (g *rpGuest) start(ctx context.Context) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("_start: %w", g.failure(ctx, err, nil))
+		return fmt.Errorf("_start: %w", g.failure(ctx, err))
 	case fired:
 		return fmt.Errorf("_start: %w", inst.failure(errors.New("the transform became ready as it ran out of time"), true))
 	}
@@ -206,8 +208,8 @@ func (g *rpGuest) fail(err error) {
 	panic(err)
 }
 
-// failure says why the guest failed with err, during b (nil: during start).
-func (g *rpGuest) failure(ctx context.Context, err error, b *rpBatch) error {
+// failure says why the guest failed with err.
+func (g *rpGuest) failure(ctx context.Context, err error) error {
 	inst := g.inst
 	if g.abort != nil {
 		return g.abort
@@ -216,8 +218,8 @@ func (g *rpGuest) failure(ctx context.Context, err error, b *rpBatch) error {
 		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	err = inst.failure(err, inst.timedOut.Load())
-	if b != nil && b.srErr != nil {
-		err = fmt.Errorf("%w (the schema registry had refused the transform's request: %v)", err, b.srErr)
+	if g.srErr != nil {
+		err = fmt.Errorf("%w (the schema registry had refused the transform's request: %v)", err, g.srErr)
 	}
 	return err
 }
@@ -265,7 +267,7 @@ func (g *rpGuest) process(ctx context.Context, op Op, recs []record.Record) ([]p
 	}
 	switch {
 	case err != nil:
-		err = g.failure(ctx, err, b)
+		err = g.failure(ctx, err)
 		if plugins.IsTransient(err) {
 			return nil, fmt.Errorf("plugin %s: %s: %w", g.name, op, err)
 		}
@@ -306,7 +308,7 @@ func (g *rpGuest) readBatchHeader(mod api.Module, stack []uint64) {
 	case <-g.quit:
 		panic(sys.NewExitError(0))
 	}
-	g.cur = b
+	g.cur, g.srErr = b, nil
 	inst.until, inst.done = b.until, b.done
 	inst.log.reset(len(b.recs))
 	inst.sleepCut = false

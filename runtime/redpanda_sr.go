@@ -74,9 +74,7 @@ func (g *rpGuest) registryErr(what string, err error) int32 {
 		g.fail(plugins.Transient(fmt.Errorf("schema registry: %s: %w", what, err)))
 	}
 	err = fmt.Errorf("%s: %w", what, err)
-	if g.cur != nil {
-		g.cur.srErr = err
-	}
+	g.srErr = err
 	g.inst.m.logger.Warn("schema registry refused the transform's request", "err", err)
 	return rpErrSR
 }

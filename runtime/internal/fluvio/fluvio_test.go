@@ -34,7 +34,7 @@ func TestInput(t *testing.T) {
 	want = binary.BigEndian.AppendUint32(want, 1)
 	want = append(want, rec...)
 	want = append(want, 0, 1, 0, 1, 'a', 0, 1, 'b', 0) // params {a: b}, no lookback
-	want = append(want, 0, 0, 0, 0)                     // no join record
+	want = append(want, 0, 0, 0, 0)                    // no join record
 	want = binary.BigEndian.AppendUint64(want, 20)
 	if !bytes.Equal(b, want) {
 		t.Fatalf("% x\nwant % x", b, want)
