@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ type rpGuest struct {
 	cur   *rpBatch
 	memo  rpMemo // the last schema registry answer, for the get call after its len call
 	first bool   // read_batch_header was called
+	enc   []byte // the payload of the record read last, to tell a copy of it (write)
 }
 
 // rpBatch is one batch on its way through the guest.
@@ -438,13 +440,35 @@ func (g *rpGuest) write(mod api.Module, ptr, n uint32, topic string, named bool)
 			out = topic
 		}
 	}
+	src := &b.recs[i]
+	if int(n) == redpanda.RecordSize(src) {
+		// A record written as it was read (an identity, a filter) is
+		// the input record itself: no copy.
+		g.enc = redpanda.AppendRecord(g.enc[:0], src)
+		if bytes.Equal(g.enc, payload) {
+			if res.Records == nil {
+				res.Records = b.recs[i : i+1 : i+1]
+			} else {
+				res.Records = append(res.Records, *src)
+			}
+			if cap(g.enc) > 1<<20 {
+				g.enc = nil
+			}
+			return g.outputName(res, out, n)
+		}
+	}
 	key, value, headers, err := redpanda.DecodeRecord(payload)
 	if err != nil {
 		return rpErrInval
 	}
-	src := &b.recs[i]
 	res.Records = append(res.Records, record.Record{Key: key, Value: value, Headers: headers,
 		Timestamp: src.Timestamp, Topic: src.Topic, Partition: src.Partition, Offset: src.Offset})
+	return g.outputName(res, out, n)
+}
+
+// outputName notes that res's last record goes to output out ("": the
+// default) and returns n.
+func (g *rpGuest) outputName(res *plugins.Result, out string, n uint32) int32 {
 	if out != "" || res.Outputs != nil {
 		if res.Outputs == nil {
 			res.Outputs = make([]string, len(res.Records)-1, len(res.Records))

@@ -178,10 +178,16 @@ type reader struct {
 	b   []byte
 	off int
 	err error
+	// rec is the record being read (-1: none), for errors: the names of
+	// what is read are joined with it only when something fails.
+	rec int
 }
 
 func (r *reader) fail(what string, err error) {
 	if r.err == nil {
+		if r.rec >= 0 {
+			what = fmt.Sprintf("record %d %s", r.rec, what)
+		}
 		r.err = fmt.Errorf("%s at byte %d: %w", what, r.off, err)
 	}
 }
@@ -252,8 +258,8 @@ func (r *reader) varint(what string) int64 {
 	}
 }
 
-func (r *reader) data(what string) []byte {
-	n := r.varint(what + " length")
+func (r *reader) data(what, lengthWhat string) []byte {
+	n := r.varint(lengthWhat)
 	if r.err == nil && (n < 0 || n > int64(len(r.b)-r.off)) {
 		r.fail(what, fmt.Errorf("length %d with %d bytes left", n, len(r.b)-r.off))
 		return nil
@@ -278,31 +284,32 @@ func (r *reader) option(what string) bool {
 	return false
 }
 
-func (r *reader) string(what string) string {
-	n := r.u16(what + " length")
+func (r *reader) string(what, lengthWhat string) string {
+	n := r.u16(lengthWhat)
 	return string(r.take(what, int(n)))
 }
 
 func (r *reader) record(i int) Record {
-	what := fmt.Sprintf("record %d", i)
-	n := r.varint(what + " length")
+	r.rec = i
+	defer func() { r.rec = -1 }()
+	n := r.varint("length")
 	if r.err == nil && (n < 0 || n > int64(len(r.b)-r.off)) {
-		r.fail(what, fmt.Errorf("length %d with %d bytes left", n, len(r.b)-r.off))
+		r.fail("length", fmt.Errorf("length %d with %d bytes left", n, len(r.b)-r.off))
 	}
 	if r.err != nil {
 		return Record{}
 	}
 	end := r.off + int(n)
-	sub := &reader{b: r.b[:end], off: r.off}
+	sub := reader{b: r.b[:end], off: r.off, rec: i}
 	var rec Record
-	sub.u8(what + " attributes")
-	rec.TimestampDelta = sub.varint(what + " timestamp delta")
-	rec.OffsetDelta = sub.varint(what + " offset delta")
-	if sub.option(what + " key") {
-		rec.Key = sub.data(what + " key")
+	sub.u8("attributes")
+	rec.TimestampDelta = sub.varint("timestamp delta")
+	rec.OffsetDelta = sub.varint("offset delta")
+	if sub.option("key") {
+		rec.Key = sub.data("key", "key length")
 	}
-	rec.Value = sub.data(what + " value")
-	sub.varint(what + " header count")
+	rec.Value = sub.data("value", "value length")
+	sub.varint("header count")
 	if sub.err != nil {
 		r.err = sub.err
 		return Record{}
@@ -314,7 +321,7 @@ func (r *reader) record(i int) Record {
 // DecodeOutput parses the output of filter, map, filter_map or
 // array_map. Its records' keys and values are slices of b.
 func DecodeOutput(b []byte) (Output, error) {
-	r := &reader{b: b}
+	r := &reader{b: b, rec: -1}
 	var out Output
 	n := r.u32("record count")
 	if r.err == nil && uint64(n) > uint64(len(b)-r.off) { // a record takes a byte at least
@@ -328,13 +335,13 @@ func DecodeOutput(b []byte) (Output, error) {
 	}
 	if r.option("error") {
 		e := &RuntimeError{}
-		e.Hint = r.string("error hint")
+		e.Hint = r.string("error hint", "error hint length")
 		e.Offset = r.i64("error offset")
 		e.Kind = r.u8("error kind")
 		if r.option("error record key") {
-			r.data("error record key")
+			r.data("error record key", "error record key length")
 		}
-		r.data("error record value")
+		r.data("error record value", "error record value length")
 		out.Err = e
 	}
 	if r.err == nil && r.off != len(b) {
@@ -348,8 +355,8 @@ func DecodeOutput(b []byte) (Output, error) {
 
 // DecodeInitError parses the output of a failed init: its hint.
 func DecodeInitError(b []byte) (string, error) {
-	r := &reader{b: b}
-	hint := r.string("init error hint")
+	r := &reader{b: b, rec: -1}
+	hint := r.string("init error hint", "init error hint length")
 	if r.err == nil && r.off != len(b) {
 		r.fail("init error", fmt.Errorf("%d bytes after its end", len(b)-r.off))
 	}

@@ -117,23 +117,25 @@ type reader struct {
 	err error
 }
 
-func (r *reader) fail(what string, err error) {
+// fail records the first error: what (and suffix) at the current byte.
+// The names are joined only then, so that reading costs no string.
+func (r *reader) fail(what, suffix string, err error) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%s at byte %d: %w", what, r.off, err)
+		r.err = fmt.Errorf("%s%s at byte %d: %w", what, suffix, r.off, err)
 	}
 }
 
-func (r *reader) varint(what string) int64 {
+func (r *reader) varint(what, suffix string) int64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := Varint(r.b[r.off:])
 	switch {
 	case n == 0:
-		r.fail(what, errShort)
+		r.fail(what, suffix, errShort)
 		return 0
 	case n < 0:
-		r.fail(what, errors.New("varint longer than 10 bytes"))
+		r.fail(what, suffix, errors.New("varint longer than 10 bytes"))
 		return 0
 	}
 	r.off += n
@@ -142,17 +144,17 @@ func (r *reader) varint(what string) int64 {
 
 // sized reads a byte string: nil for null, else a slice of r.b.
 func (r *reader) sized(what string) []byte {
-	n := r.varint(what + " length")
+	n := r.varint(what, " length")
 	switch {
 	case r.err != nil:
 		return nil
 	case n == -1:
 		return nil
 	case n < -1:
-		r.fail(what, fmt.Errorf("length %d", n))
+		r.fail(what, "", fmt.Errorf("length %d", n))
 		return nil
 	case n > int64(len(r.b)-r.off):
-		r.fail(what, fmt.Errorf("length %d with %d bytes left", n, len(r.b)-r.off))
+		r.fail(what, "", fmt.Errorf("length %d with %d bytes left", n, len(r.b)-r.off))
 		return nil
 	}
 	s := r.b[r.off : r.off+int(n) : r.off+int(n)]
@@ -161,9 +163,9 @@ func (r *reader) sized(what string) []byte {
 }
 
 func (r *reader) count(what string) int {
-	n := r.varint(what)
+	n := r.varint(what, "")
 	if r.err == nil && (n < 0 || n > int64(len(r.b)-r.off)) { // each element takes a byte at least
-		r.fail(what, fmt.Errorf("count %d with %d bytes left", n, len(r.b)-r.off))
+		r.fail(what, "", fmt.Errorf("count %d with %d bytes left", n, len(r.b)-r.off))
 		return 0
 	}
 	return int(n)
@@ -171,7 +173,7 @@ func (r *reader) count(what string) int {
 
 func (r *reader) end(what string) error {
 	if r.err == nil && r.off != len(r.b) {
-		r.fail(what, fmt.Errorf("%d bytes after its end", len(r.b)-r.off))
+		r.fail(what, "", fmt.Errorf("%d bytes after its end", len(r.b)-r.off))
 	}
 	return r.err
 }
@@ -268,7 +270,7 @@ func AppendSubjectSchema(dst []byte, id, version int, s *Schema) []byte {
 func DecodeSchema(b []byte) (Schema, error) {
 	r := &reader{b: b}
 	var s Schema
-	s.Format = int(r.varint("schema format"))
+	s.Format = int(r.varint("schema format", ""))
 	if r.err == nil && (s.Format < FormatAvro || s.Format > FormatJSON) {
 		return Schema{}, fmt.Errorf("schema format %d at byte 0: want 0 (Avro), 1 (Protobuf) or 2 (JSON)", s.Format)
 	}
@@ -278,9 +280,9 @@ func DecodeSchema(b []byte) (Schema, error) {
 		var ref Reference
 		ref.Name = string(r.sized("reference name"))
 		ref.Subject = string(r.sized("reference subject"))
-		v := r.varint("reference version")
+		v := r.varint("reference version", "")
 		if r.err == nil && (v < -1 || v > 1<<31-1) {
-			r.fail("reference version", fmt.Errorf("%d", v))
+			r.fail("reference version", "", fmt.Errorf("%d", v))
 		}
 		ref.Version = int(v)
 		s.References = append(s.References, ref)
