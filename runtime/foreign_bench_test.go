@@ -4,10 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
-	"github.com/streamd/streamd/runtime"
 )
 
 // BenchmarkIdentityABIs: an identity transform in each ABI streamd runs,
@@ -20,7 +20,10 @@ import (
 // "a": Fluvio's SDK has no identity example), with plain Go in process as
 // the floor. docs/benchmarks.md has the figures.
 func BenchmarkIdentityABIs(b *testing.B) {
-	opts := plugins.Options{Pool: 1}
+	// A timeout long enough for a count under valgrind (a Go guest's
+	// start takes seconds there); the fuel checks are those of any
+	// timeout.
+	opts := plugins.Options{Pool: 1, Timeout: time.Minute}
 	rustV1 := filepath.Join("..", "examples", "wasm", "rust", "identity", "plugin.wasm")
 	mods := []struct {
 		name string
@@ -45,5 +48,3 @@ func BenchmarkIdentityABIs(b *testing.B) {
 		})
 	}
 }
-
-var _ = runtime.OpTransform

@@ -14,6 +14,7 @@ import (
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/runtime"
+	"github.com/streamd/streamd/runtime/internal/fuel"
 )
 
 // rpHostile is a Redpanda data transform written by hand: a _start that
@@ -314,4 +315,36 @@ func TestFluvioHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedpandaHostileUnfueled: a Redpanda transform the fuel
+// instrumentation cannot read runs with wazero's own checks, and its
+// spinning batch is stopped all the same, by the call timer closing the
+// module, its goroutine then ending.
+func TestRedpandaHostileUnfueled(t *testing.T) {
+	if inChild(t, "a spinning Redpanda guest without fuel") {
+		return
+	}
+	h := newHost(t)
+	runtime.SetRewrite(h, func([]byte, fuel.Options) ([]byte, error) {
+		return nil, fmt.Errorf("%w: a test's", fuel.ErrUnsupported)
+	})
+	before := goruntime.NumGoroutine()
+	m, err := h.Load(context.Background(), rpHostile{name: "spin", each: `(loop $spin (br $spin))`}.build(t),
+		plugins.Options{Pool: 1, Timeout: hostileTimeout, Wasm: plugins.WasmOptions{CacheDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = callWithin(deadline(t), m, "a spinning Redpanda guest without fuel", vals("a"))
+	if errors.Is(err, errNotStopped) || !errors.Is(err, plugins.ErrTimeout) {
+		t.Fatalf("call: %v", err)
+	}
+	if took := time.Since(start); took > hostileBound {
+		t.Errorf("the call took %v", took)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitGoroutines(t, before)
 }
