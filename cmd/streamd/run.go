@@ -15,7 +15,6 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/internal/sdnotify"
-	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -41,7 +40,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := app.Logger(cfg.Log, stderr)
-	a, err := app.Build(ctx, cfg, log, load.Open, stdout)
+	// The pipelines are built by Run, once the admin listener is open: a
+	// pipeline whose plugins do not load fails alone.
+	a, err := app.New(ctx, cfg, log, load.Open, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "streamd run: %v\n", err)
 		return 2
@@ -53,14 +54,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	// systemd (Type=notify): readiness, reloads, stopping, the watchdog.
-	sd := sdnotify.New(func() []pipeline.Status {
-		ps := a.Pipelines()
-		out := make([]pipeline.Status, len(ps))
-		for i, p := range ps {
-			out[i] = p.Status()
-		}
-		return out
-	}, log)
+	sd := sdnotify.New(a.Statuses, log)
 	a.SetReloadHooks(sd.Reloading, sd.Reloaded)
 	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSD()

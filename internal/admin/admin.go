@@ -27,6 +27,7 @@ type Server struct {
 	guarded   http.Handler
 	srv       *http.Server
 	pipelines func() []*pipeline.Pipeline
+	statuses  func() []pipeline.Status // WithStatuses; nil: pipelines' statuses
 	log       *slog.Logger
 
 	tls        *tls.Config
@@ -56,11 +57,7 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /pipelines", func(w http.ResponseWriter, _ *http.Request) {
-		var out []pipeline.Status
-		for _, p := range s.pipelines() {
-			out = append(out, p.Status())
-		}
-		WriteJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, s.status())
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -75,14 +72,13 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var notReady []string
 	reasons := map[string]string{}
-	for _, p := range s.pipelines() {
-		st := p.Status()
+	for _, st := range s.status() {
 		if st.State == pipeline.StateDone || st.State == pipeline.StateStopped {
 			continue
 		}
 		if !st.Ready {
-			notReady = append(notReady, p.Name())
-			reasons[p.Name()] = st.Reason
+			notReady = append(notReady, st.Name)
+			reasons[st.Name] = st.Reason
 		}
 	}
 	if len(notReady) > 0 {
@@ -90,6 +86,18 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// status is every pipeline's status, for /pipelines and /readyz.
+func (s *Server) status() []pipeline.Status {
+	if s.statuses != nil {
+		return s.statuses()
+	}
+	var out []pipeline.Status
+	for _, p := range s.pipelines() {
+		out = append(out, p.Status())
+	}
+	return out
 }
 
 // Handle mounts h on pattern (http.ServeMux syntax).

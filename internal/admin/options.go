@@ -3,6 +3,8 @@ package admin
 import (
 	"crypto/tls"
 	"time"
+
+	"github.com/streamd/streamd/pipeline"
 )
 
 // Defaults of the server's limits, used for the options not given (and by
@@ -33,6 +35,12 @@ type Timeouts struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithStatuses makes /pipelines and /readyz report what f returns instead
+// of the statuses of the server's pipelines: pipelines that have no
+// pipeline.Pipeline yet (their plugins load) or never will (they failed
+// to load) included.
+func WithStatuses(f func() []pipeline.Status) Option { return func(s *Server) { s.statuses = f } }
 
 // WithTLS serves HTTPS with c (certificates, and for mutual TLS ClientCAs
 // with ClientAuth tls.RequireAndVerifyClientCert).

@@ -219,8 +219,8 @@ func TestOnePipelineKeepsObeying(t *testing.T) {
 	ctl("pause after the restart", func() (bool, error) { return d.a.Pause("p") }, true)
 	ctl("resume after the restart", func() (bool, error) { return d.a.Resume("p") }, true)
 	changed("reload after the restart", 600)
-	if st := d.a.Status(); st.Pipelines[0].Restarts != 5 || st.Pipelines[0].State != "running" {
-		t.Fatalf("at the end: %+v", st.Pipelines[0])
+	if p := d.waitState("p", "running"); p.Restarts != 5 {
+		t.Fatalf("at the end: %+v", p)
 	}
 }
 

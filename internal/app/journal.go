@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,12 +24,15 @@ import (
 // no directory, no connection); Run opens it before any pipeline starts.
 type journalParts struct {
 	dsn         string         // resolved [journal] store
-	storePlugin plugins.Plugin // a plugin store's sink, loaded at Build
-	sinks       []*replicatorSink
+	storePlugin plugins.Plugin // a plugin store's sink, loaded by journalSetup
 
+	mu     sync.Mutex
+	sinks  []*replicatorSink
 	store  *journal.Store // set by open
 	client *kgo.Client
 	j      *journal.Journal
+	// replicate gives a sink its Replicator once the store is open.
+	replicate func(*replicatorSink) error
 }
 
 // replicatorSink is a journal pipeline's sink: the Replicator, once Run
@@ -104,13 +108,15 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	if err != nil {
 		return errors.Join(err, st.Close(ctx))
 	}
-	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		err := jp.j.Close(ctx)
 		cl.Close()
 		return errors.Join(err, st.Close(ctx))
 	})
-	for _, s := range jp.sinks {
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
+	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
+	jp.replicate = func(s *replicatorSink) error {
 		opts := s.opts
 		if q := a.cfg.Journal.QuarantineTopic; q != "" {
 			opts = append(opts, journal.WithQuarantine(journal.QuarantineTo(cl, q)))
@@ -123,6 +129,12 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 			return fmt.Errorf("journal metrics: %w", err)
 		}
 		s.r.Store(r)
+		return nil
+	}
+	for _, s := range jp.sinks {
+		if err := jp.replicate(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -134,13 +146,22 @@ func (a *App) journalSink(ctx context.Context, pc *config.Pipeline) (plugins.Sin
 		return nil, err
 	}
 	s := &replicatorSink{pipeline: pc.Name, opts: []journal.Option{journal.WithLogger(a.log.With("pipeline", pc.Name))}}
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
 	jp.sinks = append(jp.sinks, s)
+	if jp.replicate != nil { // the store is open: built by Run (New)
+		if err := jp.replicate(s); err != nil {
+			return nil, err
+		}
+		go a.expire(s.r.Load())
+	}
 	return s, nil
 }
 
-// startJournal opens the journal store, mounts the journal HTTP API and
-// runs the expiry job of the replicators until ctx is done.
-func (a *App) startJournal(ctx context.Context) error {
+// startJournal opens the journal store, serves the journal HTTP API on
+// api and runs the expiry job of the replicators until Run's context is
+// done.
+func (a *App) startJournal(ctx context.Context, api *lateHandler) error {
 	if a.cfg.Journal == nil {
 		return nil
 	}
@@ -151,14 +172,20 @@ func (a *App) startJournal(ctx context.Context) error {
 	if err := a.openJournal(ctx, jp); err != nil {
 		return err
 	}
-	a.Admin.Handle("/journal/", journal.Handler(jp.j))
+	api.set(journal.Handler(jp.j))
+	a.journalCtx = ctx
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
 	for _, s := range jp.sinks {
-		r := s.r.Load()
-		go func() {
-			if err := r.RunExpiry(ctx, jp.j, a.cfg.Journal.ExpiryInterval.Duration); err != nil && ctx.Err() == nil {
-				a.log.Error("journal expiry job stopped", "err", err)
-			}
-		}()
+		go a.expire(s.r.Load())
 	}
 	return nil
+}
+
+// expire runs r's expiry job until Run's context is done.
+func (a *App) expire(r *journal.Replicator) {
+	top := a.top()
+	if err := r.RunExpiry(top.journalCtx, a.journal.j, a.cfg.Journal.ExpiryInterval.Duration); err != nil && top.journalCtx.Err() == nil {
+		a.log.Error("journal expiry job stopped", "err", err)
+	}
 }
