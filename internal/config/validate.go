@@ -48,6 +48,7 @@ func (c *Config) setDefaults() {
 		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
 	setDefault(c, "plugins.timeout", &c.Plugins.Timeout.Duration, plugins.DefaultTimeout)
+	setDefault(c, "plugins.load_timeout", &c.Plugins.LoadTimeout.Duration, DefaultLoadTimeout)
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		at := fmt.Sprintf("pipeline[%d].", i)
@@ -125,6 +126,7 @@ func (c *Config) validate() error {
 	k.nonEmpty("plugins.cache_dir", c.Plugins.CacheDir, "a directory", "<data_dir>/wasm-cache")
 	k.int("plugins.max_memory_pages", int64(c.Plugins.MaxMemoryPages), rangeMemoryPages)
 	k.dur("plugins.timeout", c.Plugins.Timeout.Duration, rangePluginTimeout)
+	k.dur("plugins.load_timeout", c.Plugins.LoadTimeout.Duration, rangeLoadTimeout)
 	k.dur("plugins.watch", c.Plugins.Watch.Duration, rangeWatch)
 	if len(c.Pipelines) == 0 && c.Journal == nil && c.Fluid == nil {
 		bad("pipeline", "no [[pipeline]] defined")
