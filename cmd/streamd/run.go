@@ -69,7 +69,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go reloadOnHUP(ctx, a, hup)
+	go a.ReloadOn(ctx, hup)
 	start := time.Now()
 	err = a.Run(ctx)
 	log.Info("streamd stopped", "uptime", time.Since(start).Round(time.Millisecond))
@@ -78,21 +78,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// reloadOnHUP reloads the config file on SIGHUP (App.Reload: a refused
-// config changes nothing and is logged; Wasm files that changed are
-// loaded again, as before).
-func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			a.Logger().Info("SIGHUP: reloading the config")
-			_, _ = a.Reload(ctx) // logs its result
-		}
-	}
 }
 
 func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -53,6 +53,9 @@ type App struct {
 	cl *clientCache
 	// loadTimeout bounds loading one plugin.
 	loadTimeout time.Duration
+	// wrapSink, when set (by tests), wraps every pipeline's sink as it is
+	// built: a fault injector.
+	wrapSink func(pipeline string, s plugins.Sink) plugins.Sink
 	// loaded and closers are the app's own plugins and clients (the
 	// journal store, the fluid bridge), closed last.
 	loaded  []plugins.Plugin
@@ -114,7 +117,7 @@ func Logger(c config.Log, w io.Writer) *slog.Logger {
 // no plugin and no network: the admin server's TLS and token files.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins.OpenFunc, stdout io.Writer) (*App, error) {
 	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry(), cl: newClientCache(),
-		loadTimeout: defaultLoadTimeout, wake: make(chan struct{}, 1)}
+		loadTimeout: loadTimeout(cfg), wake: make(chan struct{}, 1)}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
 	a.reloads = newReloadMetrics(a.reg)
@@ -157,9 +160,6 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugi
 	}
 	return a, nil
 }
-
-// defaultLoadTimeout bounds loading one plugin when the config does not.
-const defaultLoadTimeout = time.Minute
 
 // Pipelines returns the pipelines of the running config that are built,
 // in its order (Statuses has every one, loading ones included).
@@ -337,6 +337,9 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 	sink, err := a.buildSink(ctx, pc, src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.where(i, "sink"), err)
+	}
+	if w := a.top().wrapSink; w != nil {
+		sink = w(pc.Name, sink)
 	}
 	u.sink = sink
 	opts := a.pipelineOptions(pc, stages)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -398,6 +399,23 @@ func (a *App) reload(ctx context.Context) (ReloadResult, error) {
 	return res, nil
 }
 
+// ReloadOn reloads the config (Reload) for every signal that comes on
+// hup, until ctx is done: SIGHUP, as `streamd run` relays it. Signals sent
+// while a reload runs are not lost: with signal.Notify's buffered channel,
+// they make one more reload after it. Each result is logged (and kept for
+// Status).
+func (a *App) ReloadOn(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			a.log.Info("reloading the config", "signal", sig)
+			_, _ = a.Reload(ctx) // logs its result
+		}
+	}
+}
+
 // SetReloadHooks sets functions called when a reload starts and when it
 // ended (with its error, nil when applied), whatever asked for it: SIGHUP,
 // POST /v1/reload or streamd ctl reload. Set them before Run.
@@ -439,7 +457,15 @@ func (a *App) derive(cfg *config.Config, cl *clientCache) *App {
 	defer a.mu.Unlock()
 	return &App{cfg: cfg, log: a.log, open: a.open, stdout: a.stdout, reg: a.reg, metrics: a.metrics, reloads: a.reloads,
 		journal: a.journal, Admin: a.Admin, AdminAddr: a.AdminAddr, console: a.console, adm: a.adm, bridge: a.bridge,
-		cl: cl, root: a.top(), loadTimeout: a.loadTimeout}
+		cl: cl, root: a.top(), loadTimeout: loadTimeout(cfg)}
+}
+
+// loadTimeout is cfg's [plugins] load_timeout.
+func loadTimeout(cfg *config.Config) time.Duration {
+	if d := cfg.Plugins.LoadTimeout.Duration; d > 0 {
+		return d
+	}
+	return config.DefaultLoadTimeout
 }
 
 // top is the daemon's App: a itself, or the one a was derived from.
