@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,6 +34,7 @@ type journalParts struct {
 	j      *journal.Journal
 	// replicate gives a sink its Replicator once the store is open.
 	replicate func(*replicatorSink) error
+	expiry    time.Duration // [journal] expiry_interval
 }
 
 // replicatorSink is a journal pipeline's sink: the Replicator, once Run
@@ -66,7 +68,7 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if jc == nil || jc.Store == "" {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)
 	}
-	jp := &journalParts{dsn: jc.Store}
+	jp := &journalParts{dsn: jc.Store, expiry: jc.ExpiryInterval.Duration}
 	switch {
 	case strings.HasPrefix(jc.Store, "sqlite:"):
 		jp.dsn = "sqlite:" + a.cfg.Resolve(strings.TrimPrefix(jc.Store, "sqlite:"))
@@ -184,8 +186,8 @@ func (a *App) startJournal(ctx context.Context, api *lateHandler) error {
 
 // expire runs r's expiry job until Run's context is done.
 func (a *App) expire(r *journal.Replicator) {
-	top := a.top()
-	if err := r.RunExpiry(top.journalCtx, a.journal.j, a.cfg.Journal.ExpiryInterval.Duration); err != nil && top.journalCtx.Err() == nil {
+	top, jp := a.top(), a.journal
+	if err := r.RunExpiry(top.journalCtx, jp.j, jp.expiry); err != nil && top.journalCtx.Err() == nil {
 		a.log.Error("journal expiry job stopped", "err", err)
 	}
 }
