@@ -28,6 +28,7 @@ type Server struct {
 	srv       *http.Server
 	pipelines func() []*pipeline.Pipeline
 	statuses  func() []pipeline.Status // WithStatuses; nil: pipelines' statuses
+	starting  func() string            // WithStarting
 	log       *slog.Logger
 
 	tls        *tls.Config
@@ -66,10 +67,16 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	return s
 }
 
-// readyz answers 503 while a pipeline that is not done or stopped is not
-// ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
+// readyz answers 503 while the server's owner is starting (WithStarting),
+// or while a pipeline that is not done or stopped is not ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
 // with each one's reason.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.starting != nil {
+		if why := s.starting(); why != "" {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "starting", "reason": why})
+			return
+		}
+	}
 	var notReady []string
 	reasons := map[string]string{}
 	for _, st := range s.status() {

@@ -42,6 +42,11 @@ type Option func(*Server)
 // to load) included.
 func WithStatuses(f func() []pipeline.Status) Option { return func(s *Server) { s.statuses = f } }
 
+// WithStarting makes /readyz answer 503 with the reason f returns while it
+// is not "": the parts the server's owner starts after the listener opened
+// (the liveness probe /healthz answers meanwhile).
+func WithStarting(f func() string) Option { return func(s *Server) { s.starting = f } }
+
 // WithTLS serves HTTPS with c (certificates, and for mutual TLS ClientCAs
 // with ClientAuth tls.RequireAndVerifyClientCert).
 func WithTLS(c *tls.Config) Option { return func(s *Server) { s.tls = c } }

@@ -72,6 +72,9 @@ type App struct {
 	// AdminAddr is the address the admin server bound, once Run started it.
 	AdminAddr string
 
+	// starting says what Run is starting while /readyz answers 503 for it
+	// (lifecycle.go); "" once started.
+	starting atomic.Pointer[string]
 	// The lifecycle (lifecycle.go), under mu: Run's phase and context, the
 	// units of the running config in its order, the operations in line
 	// and the one running.
@@ -130,7 +133,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins
 	if err != nil {
 		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 	}
-	a.Admin = admin.New(a.reg, a.Pipelines, log, append(opts, admin.WithStatuses(a.Statuses))...)
+	a.Admin = admin.New(a.reg, a.Pipelines, log, append(opts, admin.WithStatuses(a.Statuses), admin.WithStarting(a.startingWhat))...)
 	a.mountConsole()
 	a.mountAPI()
 	return a, nil

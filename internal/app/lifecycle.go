@@ -161,8 +161,12 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // startParts starts what the pipelines run beside: the embedded broker,
-// the admin listener, the journal and the fluid bridge.
+// the admin listener, the journal and the fluid bridge. Until it is done,
+// /readyz answers 503 "starting" with what it is starting, and the journal
+// API and the fluid bridge answer 503 with Retry-After.
 func (a *App) startParts(ctx context.Context) error {
+	defer a.setStarting("")
+	a.setStarting("starting the embedded broker")
 	if e := a.cfg.Kafka.Embedded; e != nil {
 		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
 			Logger: a.log.With("broker", "embedded")})
@@ -183,6 +187,7 @@ func (a *App) startParts(ctx context.Context) error {
 		// /fluid/topics//...) with 400 itself, not the mux's redirect.
 		a.Admin.HandlePrefix("/fluid/", &fluidAPI)
 	}
+	a.setStarting("opening the admin listener")
 	if a.cfg.Admin.Listen != "" {
 		addr, err := a.Admin.Start(a.cfg.Admin.Listen)
 		if err != nil {
@@ -195,10 +200,23 @@ func (a *App) startParts(ctx context.Context) error {
 			a.log.Info("console", "url", a.consoleURL())
 		}
 	}
+	a.setStarting("opening the journal store")
 	if err := a.startJournal(ctx, &journalAPI); err != nil {
 		return err
 	}
+	a.setStarting("starting the fluid bridge")
 	return a.startFluid(ctx, &fluidAPI)
+}
+
+func (a *App) setStarting(what string) { a.starting.Store(&what) }
+
+// startingWhat is what Run is starting, "" when it is not (before Run, or
+// once the pipelines are launched).
+func (a *App) startingWhat() string {
+	if p := a.starting.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // lateHandler answers 503 until its handler is set.
