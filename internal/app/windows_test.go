@@ -216,7 +216,9 @@ func TestControlWhileLoading(t *testing.T) {
 	go func() { done <- a.Run(runCtx) }()
 	defer func() {
 		stop()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}()
 	for a.Status().Pipelines[0].State != app.StateLoading || !strings.Contains(a.Status().Pipelines[0].Reason, "loading") {
 		time.Sleep(5 * time.Millisecond)
