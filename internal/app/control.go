@@ -153,17 +153,18 @@ type grouper interface{ Group() kafka.GroupStatus }
 // Status returns the daemon's state.
 func (a *App) Status() Status {
 	type row struct {
-		ps    PipelineStatus
-		p     *pipeline.Pipeline
-		src   pipeline.Source
-		state unitState
-		err   error
-		pc    *config.Pipeline
+		ps       PipelineStatus
+		p        *pipeline.Pipeline
+		src      pipeline.Source
+		state    unitState
+		err      error
+		name     string
+		delivery string
 	}
 	a.mu.Lock()
 	rows := make([]row, len(a.units))
 	for i, u := range a.units {
-		r := row{p: u.p, state: u.state, err: u.err, pc: &u.pc}
+		r := row{p: u.p, state: u.state, err: u.err, name: u.name, delivery: u.pc.Delivery}
 		if u.built {
 			r.src = u.src
 		}
@@ -183,7 +184,7 @@ func (a *App) Status() Status {
 		if r.p != nil {
 			ps.Status = r.p.Status()
 		} else {
-			ps.Status = unbuiltStatus(r.pc, r.state, r.err, ps.Since, ps.Paused)
+			ps.Status = unbuiltStatus(r.name, r.delivery, r.state, r.err, ps.Since, ps.Paused)
 		}
 		if g, ok := r.src.(grouper); ok {
 			gs := g.Group()
@@ -199,8 +200,8 @@ func (a *App) Status() Status {
 
 // unbuiltStatus is the status of a pipeline that has no pipeline.Pipeline:
 // its plugins load, they failed to (err), or the daemon stopped meanwhile.
-func unbuiltStatus(pc *config.Pipeline, state unitState, err error, since time.Time, paused bool) pipeline.Status {
-	s := pipeline.Status{Name: pc.Name, State: StateLoading, Paused: paused, Delivery: pc.Delivery, Rejected: map[string]int64{}}
+func unbuiltStatus(name, delivery string, state unitState, err error, since time.Time, paused bool) pipeline.Status {
+	s := pipeline.Status{Name: name, State: StateLoading, Paused: paused, Delivery: delivery, Rejected: map[string]int64{}}
 	switch {
 	case err != nil:
 		s.State, s.Error = pipeline.StateFailed, err.Error()
