@@ -29,7 +29,22 @@ import (
 // unknown topics, versions, groups or paths 404, a wrong method 405 (with
 // Allow), a busy group 409, Kafka failures 502. Paths are taken as sent
 // (not cleaned or redirected); a group name may contain "/" as %2F.
-func (b *Bridge) Handler() http.Handler { return http.HandlerFunc(b.serveHTTP) }
+//
+// The handler lists these routes with a method Routes() []string, as
+// http.ServeMux patterns (for a server that checks every route it
+// mounts).
+func (b *Bridge) Handler() http.Handler { return bridgeHandler{b} }
+
+// bridgeHandler is the bridge's HTTP handler.
+type bridgeHandler struct{ b *Bridge }
+
+func (h bridgeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.b.serveHTTP(w, r) }
+
+// Routes lists what serveHTTP answers, as http.ServeMux patterns.
+func (bridgeHandler) Routes() []string {
+	return []string{"GET /fluid/downgrade-topic", "GET /fluid/compatible", "GET /fluid/downgrade-offset", "GET /fluid/status",
+		"DELETE /fluid/topics/{topic}/groups/{group}/schema-version"}
+}
 
 func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()

@@ -27,8 +27,12 @@ import (
 // "seqNr") for an Append not above the journal's seqNr, 413 for a body
 // over MaxBodyBytes or an Append over the Kafka record limit, 500 or 504
 // for failures.
+//
+// The handler lists these routes with a method Routes() []string, as
+// http.ServeMux patterns (for a server that checks every route it
+// mounts).
 func Handler(j *Journal) http.Handler {
-	mux := http.NewServeMux()
+	mux := &routedMux{ServeMux: http.NewServeMux()}
 	key := func(r *http.Request) Key { return Key{Topic: r.PathValue("topic"), ID: r.PathValue("id")} }
 	mux.HandleFunc("GET /journal/{topic}/{id}", func(w http.ResponseWriter, r *http.Request) {
 		from := int64(1)
@@ -123,6 +127,20 @@ func Handler(j *Journal) http.Handler {
 	})
 	return mux
 }
+
+// routedMux is an http.ServeMux that lists its patterns.
+type routedMux struct {
+	*http.ServeMux
+	routes []string
+}
+
+func (m *routedMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	m.ServeMux.HandleFunc(pattern, f)
+	m.routes = append(m.routes, pattern)
+}
+
+// Routes lists the handler's routes as http.ServeMux patterns.
+func (m *routedMux) Routes() []string { return append([]string(nil), m.routes...) }
 
 // MaxBodyBytes is the largest request body the HTTP API reads (an Append's
 // events); a larger one is refused whole with 413.

@@ -68,6 +68,9 @@ type Rejection struct {
 	// Record is the input record, as read from the source.
 	Record *record.Record
 	Err    error
+	// Kind is how it failed: KindRejected, KindTrap, KindTimeout,
+	// KindMemory or KindFailed (ErrorKind of Err).
+	Kind string
 	// Policy is what happens to it.
 	Policy Policy
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -41,7 +42,15 @@ func (p Policy) String() string {
 
 // Headers added to dead-letter records.
 const (
-	HeaderError           = "streamd-error"
+	// HeaderError is the first line of the error (at most 4 KiB): its
+	// cause, first.
+	HeaderError = "streamd-error"
+	// HeaderErrorDetail is the rest of a multi-line error (a guest's stack
+	// trace), at most 4 KiB; absent when the error is one line.
+	HeaderErrorDetail = "streamd-error-detail"
+	// HeaderErrorKind is how the record failed: rejected, trap, timeout,
+	// memory or failed (ErrorKind).
+	HeaderErrorKind       = "streamd-error-kind"
 	HeaderStage           = "streamd-stage"
 	HeaderPlugin          = "streamd-plugin"
 	HeaderSourceTopic     = "streamd-source-topic"
@@ -113,10 +122,12 @@ func (p *Pipeline) handleFailures(ctx context.Context, batch []Msg, failed map[i
 	for _, i := range idx {
 		f := failed[i]
 		r := &batch[i].Record
+		kind := ErrorKind(f.err)
 		p.n.byStage[f.at].Add(1)
-		p.o.logger.Warn("record rejected", "pipeline", p.name, "stage", f.stage, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", f.err)
+		p.n.byKind[f.at][kindIndex(kind)].Add(1)
+		p.o.logger.Warn("record rejected", "pipeline", p.name, "stage", f.stage, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", kind, "err", f.err)
 		for _, o := range p.obs.rejects {
-			o.ObserveReject(Rejection{Pipeline: p.name, Stage: f.stage, Plugin: f.plugin, Record: r, Err: f.err, Policy: p.o.policy})
+			o.ObserveReject(Rejection{Pipeline: p.name, Stage: f.stage, Plugin: f.plugin, Record: r, Err: f.err, Kind: kind, Policy: p.o.policy})
 		}
 	}
 	switch p.o.policy {
@@ -210,20 +221,23 @@ func truncateDeadLetter(d record.Record, level int) record.Record {
 	return d
 }
 
-// maxErrorHeader bounds the streamd-error header of a dead letter.
+// maxErrorHeader bounds the streamd-error and streamd-error-detail headers
+// of a dead letter.
 const maxErrorHeader = 4096
 
 // DeadLetter returns the dead-letter record for in: its key, value and
-// headers, plus headers saying why (the error, at most 4 KiB of it) and
-// where it came from.
+// headers, plus headers saying why (the error's first line, the rest of it
+// in streamd-error-detail, each at most 4 KiB and cut with "..." past
+// that, and its kind) and where it came from.
 func DeadLetter(in record.Record, stage, plugin string, err error) record.Record {
 	out := in.Clone()
 	out.Topic, out.Offset = "", -1
-	msg := err.Error()
-	if len(msg) > maxErrorHeader {
-		msg = msg[:maxErrorHeader-3] + "..."
+	first, rest, _ := strings.Cut(err.Error(), "\n")
+	out.SetHeader(HeaderError, []byte(cut(strings.TrimRight(first, "\r"), maxErrorHeader)))
+	if rest = strings.TrimSpace(rest); rest != "" {
+		out.SetHeader(HeaderErrorDetail, []byte(cut(rest, maxErrorHeader)))
 	}
-	out.SetHeader(HeaderError, []byte(msg))
+	out.SetHeader(HeaderErrorKind, []byte(ErrorKind(err)))
 	out.SetHeader(HeaderStage, []byte(stage))
 	if plugin != "" {
 		out.SetHeader(HeaderPlugin, []byte(plugin))
@@ -232,4 +246,17 @@ func DeadLetter(in record.Record, stage, plugin string, err error) record.Record
 	out.SetHeader(HeaderSourcePartition, []byte(strconv.Itoa(int(in.Partition))))
 	out.SetHeader(HeaderSourceOffset, []byte(strconv.FormatInt(in.Offset, 10)))
 	return out
+}
+
+// cut returns s, or its first max-3 bytes (not splitting a UTF-8
+// character) and "...".
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -254,7 +254,7 @@ func (p *Pipeline) isolate(ctx context.Context, st Stage, recs []record.Record) 
 						st.Name, st.Plugin, timeouts, err)
 				}
 			}
-			out[i] = plugins.Result{Err: err}
+			out[i] = plugins.Result{Err: RecordCallError(err)}
 		case len(res) != 1:
 			out[i] = plugins.Result{Err: fmt.Errorf("stage returned %d results for 1 record", len(res))}
 		default:

@@ -79,6 +79,9 @@ type counters struct {
 	in, out, errors, dlq, dropped, retries atomic.Int64
 	// byStage counts rejections per stage; the last is the sink's.
 	byStage []atomic.Int64
+	// byKind counts rejections per stage (the last is the sink's) and
+	// kind (in the order of Kinds).
+	byKind [][5]atomic.Int64
 }
 
 func (c *counters) snapshot() Counts {
@@ -134,6 +137,23 @@ type Status struct {
 	// Rejected is Errors per stage name (SinkStage for the sink), every
 	// stage listed.
 	Rejected map[string]int64 `json:"rejected"`
+	// ErrorKinds is Errors per plugin (the stage's name for a stage or
+	// sink without one: SinkStage for the sink) and kind (KindRejected,
+	// KindTrap, ...); only kinds that happened are listed.
+	ErrorKinds map[string]map[string]int64 `json:"error_kinds,omitempty"`
+	// ReloadRefused lists the stages (and the sink) whose plugin file
+	// holds a new version that a hot reload refused (it did not load, or
+	// is another plugin): the running version goes on (plugins.ReloadReporter).
+	ReloadRefused []RefusedReload `json:"reload_refused,omitempty"`
+}
+
+// RefusedReload is a stage's refused hot reload, in Status.
+type RefusedReload struct {
+	// Stage is the stage's name, or SinkStage.
+	Stage  string    `json:"stage"`
+	Plugin string    `json:"plugin,omitempty"`
+	Error  string    `json:"error"`
+	At     time.Time `json:"at"`
 }
 
 // New returns a pipeline named name that reads src and writes sink. If
@@ -156,6 +176,7 @@ func New(name string, src Source, sink plugins.Sink, opts ...Option) *Pipeline {
 		p.dlq, _ = writePath(o.dlq, o)
 	}
 	p.n.byStage = make([]atomic.Int64, len(o.stages)+1)
+	p.n.byKind = make([][5]atomic.Int64, len(o.stages)+1)
 	for _, ob := range p.obs.news {
 		ob.ObserveNew(p)
 	}
@@ -188,6 +209,27 @@ func (p *Pipeline) Status() Status {
 		s.Rejected[st.Name] += p.n.byStage[i].Load()
 	}
 	s.Rejected[SinkStage] += p.n.byStage[len(p.o.stages)].Load()
+	for i := range p.n.byKind {
+		label := SinkStage
+		if i < len(p.o.stages) {
+			label = p.o.stages[i].Name
+			if p.o.stages[i].Plugin != "" {
+				label = p.o.stages[i].Plugin
+			}
+		}
+		for k := range p.n.byKind[i] {
+			if n := p.n.byKind[i][k].Load(); n > 0 {
+				if s.ErrorKinds == nil {
+					s.ErrorKinds = map[string]map[string]int64{}
+				}
+				if s.ErrorKinds[label] == nil {
+					s.ErrorKinds[label] = map[string]int64{}
+				}
+				s.ErrorKinds[label][Kinds[k]] += n
+			}
+		}
+	}
+	s.ReloadRefused = p.refusedReloads()
 	if l, ok := p.src.(Lagger); ok {
 		s.Lag = l.Lag()
 	}
@@ -262,6 +304,23 @@ func (p *Pipeline) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// refusedReloads lists the refused hot reloads of the stages and the sink.
+func (p *Pipeline) refusedReloads() []RefusedReload {
+	var out []RefusedReload
+	add := func(stage, plugin string, part any) {
+		if r, ok := part.(plugins.ReloadReporter); ok {
+			if rr := r.ReloadRefused(); rr != nil {
+				out = append(out, RefusedReload{Stage: stage, Plugin: plugin, Error: rr.Err.Error(), At: rr.At})
+			}
+		}
+	}
+	for _, st := range p.o.stages {
+		add(st.Name, st.Plugin, st.Transformer)
+	}
+	add(SinkStage, "", p.sink)
+	return out
 }
 
 func stageHealth(st Stage) error {

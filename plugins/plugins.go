@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"time"
 
 	"github.com/streamd/streamd/record"
 )
@@ -109,4 +110,19 @@ type Healther interface {
 type Reloader interface {
 	Reload(ctx context.Context) error
 	Reloads() int64
+}
+
+// ReloadReporter is implemented by Reloaders that keep their last refused
+// reload: ReloadRefused returns it while the plugin's file holds a version
+// that was refused (it did not load, or is another plugin) and the old
+// version runs on; nil once a version is swapped in or the file is back
+// to the running one.
+type ReloadReporter interface {
+	ReloadRefused() *ReloadRefusal
+}
+
+// ReloadRefusal is a refused hot reload: why, and when it was last tried.
+type ReloadRefusal struct {
+	Err error
+	At  time.Time
 }

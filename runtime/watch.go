@@ -27,7 +27,8 @@ type Watched struct {
 
 	mu      sync.Mutex // serializes reloads
 	stamp   fileStamp
-	failed  [32]byte // sum of the last content that failed to load
+	failed  [32]byte                              // sum of the last content that failed to load
+	refused atomic.Pointer[plugins.ReloadRefusal] // while the file holds a refused version
 	reloads atomic.Int64
 	stop    chan struct{}
 	done    chan struct{}
@@ -111,7 +112,7 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	bin, err := os.ReadFile(w.path)
+	bin, err := readModule(w.path, w.opts)
 	if err != nil {
 		return false, err
 	}
@@ -119,9 +120,11 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	sum := sha256.Sum256(bin)
 	if sum == old.sum {
 		w.stamp = stampOf(st)
+		w.refused.Store(nil) // the file is back to the running version
 		return false, nil
 	}
 	fail := func(err error) (bool, error) {
+		w.refused.Store(&plugins.ReloadRefusal{Err: err, At: time.Now()})
 		if quiet && sum == w.failed {
 			return false, nil
 		}
@@ -141,6 +144,7 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	w.stamp = stampOf(st)
 	w.cur.Store(m)
 	w.reloads.Add(1)
+	w.refused.Store(nil)
 	old.logger.Info("plugin reloaded", "path", w.path, "version", m.Manifest().Version)
 	// Calls in progress on old finish first; Close waits for them.
 	go func() { _ = old.Close(context.WithoutCancel(ctx)) }()
@@ -149,6 +153,10 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 
 // Reloads returns how many times a new version was swapped in.
 func (w *Watched) Reloads() int64 { return w.reloads.Load() }
+
+// ReloadRefused returns the last refused reload while the file holds that
+// version, or nil (plugins.ReloadReporter).
+func (w *Watched) ReloadRefused() *plugins.ReloadRefusal { return w.refused.Load() }
 
 // Manifest returns the manifest of the running version.
 func (w *Watched) Manifest() plugins.Manifest { return w.cur.Load().Manifest() }

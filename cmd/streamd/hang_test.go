@@ -55,7 +55,7 @@ type = "kafka"
 topic = "out"
 [[pipeline.test]]
 input = "all.jsonl"
-error = "record /0@0 rejected by wasm-0: plugin misbehave: TRANSFORM: batch failed: plugin call timed out after 5s"
+error = "record /0@0 rejected by wasm-0: plugin call timed out after 5s"
 
 [[pipeline]]
 name = "hang-one-dlq"

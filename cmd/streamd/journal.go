@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/journal"
 )
 
@@ -26,7 +27,11 @@ commands:
                             {"seqNr":1,"payload":{...},"tags":["a"]}
                             (payloadType "text" or "binary" (base64) also accepted)
           [--expire-after DURATION]   e.g. 24h
-  read    [--from N]        print the journal's events as JSON lines, in seqNr order
+  read    [--from N] [--raw]
+                            print the journal's events as JSON lines, in seqNr order;
+                            control characters in them are written as JSON escapes
+                            (\u001b, \u009b: the same JSON), so that an event cannot act
+                            on the terminal; --raw writes them as they are
   pointer                   print the last seqNr, or null
   delete  --to N            delete events up to N
   purge                     remove the whole journal
@@ -51,6 +56,7 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	expire := fs.Duration("expire-after", 0, "append: expire the journal this long after the append")
 	from := fs.Int64("from", 1, "read: first seqNr")
 	to := fs.Int64("to", 0, "delete: delete events up to this seqNr")
+	raw := fs.Bool("raw", false, "read: write control characters as they are")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -148,8 +154,17 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	case "read":
 		w := bufio.NewWriter(stdout)
-		wenc := json.NewEncoder(w)
+		var out io.Writer = w
+		var ts *termsafe.Writer
+		if !*raw {
+			ts = termsafe.NewWriter(w)
+			out = ts
+		}
+		wenc := json.NewEncoder(out)
 		_, err := j.Read(ctx, key, *from, func(e journal.Event) error { return wenc.Encode(e) })
+		if ts != nil {
+			err = errors.Join(err, ts.Flush())
+		}
 		err = errors.Join(err, w.Flush())
 		if err != nil {
 			return fail("%v", err)

@@ -53,6 +53,10 @@ topic = "orders"
 		{"file, bad CA file", filepath.Join(dir, "ca.pem"), "PLAIN", "${file:" + pwFile + "}"},
 		{"literal, missing CA file", filepath.Join(dir, "missing.pem"), "PLAIN", "literal-Secret-0004"},
 		{"a password where a mechanism goes", "", "literal-Secret-0004", "x"},
+		// A ${file:} or ${ENV} under a key that is not a secret field:
+		// its value is not quoted either.
+		{"a file where a mechanism goes", "", "${file:" + pwFile + "}", "x"},
+		{"an env variable where a mechanism goes", "", "${STREAMD_TEST_LINT_SECRET}", "x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.NewReplacer("CA", tc.ca, "MECH", tc.mech, "PASSWORD", tc.password).Replace(base)

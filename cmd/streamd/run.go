@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// pipeline whose plugins do not load fails alone.
 	a, err := app.New(ctx, cfg, log, load.Open, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "streamd run: %v\n", err)
+		fmt.Fprintf(stderr, "streamd run: %v\n", cfg.RedactError(err))
 		return 2
 	}
 	defer func() {
@@ -74,7 +74,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = a.Run(ctx)
 	log.Info("streamd stopped", "uptime", time.Since(start).Round(time.Millisecond))
 	if err != nil {
-		fmt.Fprintf(stderr, "streamd run: %v\n", err)
+		fmt.Fprintf(stderr, "streamd run: %v\n", cfg.RedactError(err))
 		return 1
 	}
 	return 0
@@ -92,7 +92,7 @@ func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := app.Logger(cfg.Log, stderr)
 	a, err := app.Build(ctx, cfg, log, load.Open, io.Discard)
 	if err != nil {
-		fmt.Fprintf(stderr, "streamd lint: %v\n", err)
+		fmt.Fprintf(stderr, "streamd lint: %v\n", cfg.RedactError(err))
 		return 2
 	}
 	n := len(a.Plugins())

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins/load"
 	"github.com/streamd/streamd/record"
 )
@@ -59,7 +62,7 @@ docs/plugins.md, "Pipeline tests".
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	code, ran := 0, 0
 	for _, file := range fs.Args() {
-		cfg, err := config.Load(file)
+		cfg, err := config.LoadForTest(file) // a test uses no broker
 		if err == nil {
 			err = cfg.CheckHostDirs()
 		}
@@ -98,19 +101,27 @@ docs/plugins.md, "Pipeline tests".
 	return code
 }
 
-// captureSink keeps what a pipeline writes.
+// captureSink keeps what a pipeline writes. With maxBytes it refuses a
+// record as a Kafka sink with that max_record_bytes does.
 type captureSink struct {
-	mu   sync.Mutex
-	recs []record.Record
+	maxBytes int32 // 0: no limit
+	mu       sync.Mutex
+	recs     []record.Record
 }
 
 func (s *captureSink) Write(_ context.Context, batch []record.Record) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	errs := make([]error, len(batch))
 	for i := range batch {
+		if s.maxBytes > 0 {
+			if errs[i] = kafka.CheckRecordSize(&batch[i], s.maxBytes); errs[i] != nil {
+				continue
+			}
+		}
 		s.recs = append(s.recs, batch[i].Clone())
 	}
-	return make([]error, len(batch)), nil
+	return errs, nil
 }
 
 func (s *captureSink) jsonLines() []byte {
@@ -138,7 +149,13 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 	if err != nil {
 		return fail("input: %v", err)
 	}
-	out, dlq := &captureSink{}, &captureSink{}
+	// The limits of the pipeline's Kafka producers: the sink's (a Kafka
+	// sink) and the dead-letter topic's, which has the sink's
+	// max_record_bytes.
+	out, dlq := &captureSink{}, &captureSink{maxBytes: int32(pc.Sink.MaxRecordBytes)}
+	if pc.Sink.Type == "kafka" {
+		out.maxBytes = dlq.maxBytes
+	}
 	p, err := app.BuildTest(ctx, cfg, i, log, load.Open, src, out, dlq)
 	if err != nil {
 		return fail("%v", err)
@@ -184,11 +201,18 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 		opts      plugincli.CompareOptions
 	}{
 		{"output", t.Output, gotOut, plugincli.CompareOptions{}},
-		{"dlq", t.DLQ, gotDLQ, plugincli.CompareOptions{ContainsHeaders: []string{pipeline.HeaderError}}},
+		{"dlq", t.DLQ, gotDLQ, plugincli.CompareOptions{
+			ContainsHeaders: []string{pipeline.HeaderError, pipeline.HeaderErrorDetail},
+			OptionalHeaders: []string{pipeline.HeaderErrorDetail, pipeline.HeaderErrorKind},
+		}},
 	} {
 		var want []byte
 		if f.path != "" {
 			if want, err = os.ReadFile(cfg.Resolve(f.path)); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return fail("%s: %v: to write what the pipeline does into it (then read it): streamd test --update %s",
+						f.key, err, shellQuote(cfg.File))
+				}
 				return fail("%s: %v", f.key, err)
 			}
 		}
@@ -227,4 +251,12 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// shellQuote quotes s for a shell command line, when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

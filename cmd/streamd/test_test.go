@@ -54,7 +54,7 @@ topic = "out"
 [[pipeline.test]]
 input = "in.jsonl"
 output = "stop-out.jsonl"
-error = "record /0@2 rejected by poison: plugin poison: TRANSFORM: batch failed: plugin crashed: wasm error: unreachable"
+error = "record /0@2 rejected by poison: plugin crashed: wasm error: unreachable"
 
 [[pipeline]]
 name = "panic"
@@ -135,7 +135,7 @@ func TestPipelineTests(t *testing.T) {
 		{"out.jsonl", `{"value":"ok-4"}`, `{"value":"ok-5"}`, "output differs from out.jsonl\n  line 2 differs: value"},
 		{"dlq.jsonl", `"streamd-error":"rejected by poison.wat"`, `"streamd-error":"rejected by something else"`, "dlq differs from dlq.jsonl\n  line 2 differs: header streamd-error"},
 		{"dlq.jsonl", `"streamd-source-offset":"3"`, `"streamd-source-offset":"4"`, "line 2 differs: header streamd-source-offset"},
-		{"streamd.toml", `error = "record /0@2 rejected by poison: plugin poison`, `error = "record /0@3 rejected by poison: plugin poison`, "the pipeline failed with"},
+		{"streamd.toml", `error = "record /0@2 rejected by poison: plugin crashed`, `error = "record /0@3 rejected by poison: plugin crashed`, "the pipeline failed with"},
 		{"panic-dlq.jsonl", `boom: no order_id`, `boom: no customer`, "dlq differs from panic-dlq.jsonl"},
 	} {
 		path := filepath.Join(dir, tt.file)

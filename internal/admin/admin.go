@@ -38,6 +38,11 @@ type Server struct {
 	timeouts   Timeouts
 	maxHeader  int
 	maxBody    int64
+	hosts      []string
+	routes     []mounted
+	redact     func(string) string
+	streams    streams
+	listenName string // the host name of Start's address, when it is one
 }
 
 // New returns a server for the pipelines that pipelines returns, with
@@ -53,24 +58,28 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 		o(s)
 	}
 	s.guarded = s.guard(http.HandlerFunc(s.route))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /pipelines", func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, http.StatusOK, s.status())
-	})
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
-	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}))
+	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.Handle("GET /pipelines", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.WriteRedactedJSON(w, http.StatusOK, s.status())
+	}))
+	s.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	s.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+	s.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	s.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	return s
 }
 
 // readyz answers 503 while the server's owner is starting (WithStarting),
-// or while a pipeline that is not done or stopped is not ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
-// with each one's reason.
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+// or while a pipeline that is not done or stopped is not ready
+// (connecting, failed, unhealthy, or stalled: see pipeline.Status), naming
+// them. Each one's reason (which can name brokers, users and the text of
+// errors) is given only to a caller who may read: a token of role read or
+// write, or anyone when no tokens are configured; an open probe
+// (WithProbesOpen) without a token gets the names alone.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.starting != nil {
 		if why := s.starting(); why != "" {
 			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "starting", "reason": why})
@@ -85,11 +94,17 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 		if !st.Ready {
 			notReady = append(notReady, st.Name)
-			reasons[st.Name] = st.Reason
+			reasons[st.Name] = s.redactText(st.Reason)
 		}
 	}
 	if len(notReady) > 0 {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "pipelines": notReady, "reasons": reasons})
+		body := map[string]any{"status": "not ready", "pipelines": notReady}
+		if c, _ := CallerOf(r.Context()); c.Role >= RoleRead || s.tokens == nil {
+			body["reasons"] = reasons
+		} else {
+			body["detail"] = "why: send a token of role read"
+		}
+		WriteJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -108,7 +123,53 @@ func (s *Server) status() []pipeline.Status {
 }
 
 // Handle mounts h on pattern (http.ServeMux syntax).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.routes = append(s.routes, mounted{pattern, h})
+}
+
+// Router is implemented by a handler mounted on the server that can list
+// the requests it serves, as http.ServeMux patterns ("GET /a/{x}", or a
+// path alone for any method): Routes names them instead of the pattern it
+// was mounted on.
+type Router interface {
+	Routes() []string
+}
+
+type mounted struct {
+	pattern string
+	h       http.Handler
+}
+
+// Routes returns the pattern of every request the server serves: its own
+// routes, and those mounted with Handle and HandlePrefix (what a mounted
+// Router lists, else the pattern or prefix it was mounted on), in the
+// order they were mounted. Tests walk it to check every route against the
+// guard, so that a route added later is checked without anyone listing
+// it.
+func (s *Server) Routes() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(pattern string, h http.Handler) {
+		list := []string{pattern}
+		if r, ok := h.(Router); ok {
+			list = r.Routes()
+		}
+		for _, p := range list {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, m := range s.routes {
+		add(m.pattern, m.h)
+	}
+	for _, p := range s.prefixes {
+		add(p.prefix, p.h)
+	}
+	return out
+}
 
 type prefixRoute struct {
 	prefix string
@@ -153,6 +214,9 @@ func (s *Server) Start(addr string) (string, error) {
 	if err := s.exposed(addr, ln.Addr()); err != nil {
 		_ = ln.Close()
 		return "", err
+	}
+	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+		s.listenName = h // the name it was told to listen on is its own
 	}
 	s.srv = &http.Server{
 		Handler:           s,
@@ -209,6 +273,39 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// redactText is s with what the redactor (WithRedactor) hides hidden.
+func (s *Server) redactText(t string) string {
+	if s.redact == nil {
+		return t
+	}
+	return s.redact(t)
+}
+
+// WriteRedactedJSON is WriteJSON with every string of v passed through
+// the server's redactor (WithRedactor): for answers that carry errors and
+// status, which can quote configuration values.
+func (s *Server) WriteRedactedJSON(w http.ResponseWriter, code int, v any) {
+	if s.redact == nil {
+		WriteJSON(w, code, v)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	b = RedactJSON(b, s.redact)
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		out.Reset()
+		out.Write(b)
+	}
+	out.WriteByte('\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(out.Bytes())
 }
 
 // InProcess returns a RoundTripper that serves requests with the server's

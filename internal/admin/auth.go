@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"net/http"
 	"strconv"
@@ -71,44 +73,125 @@ func classify(method, path string) access {
 	return accessWrite
 }
 
-// guard wraps h with the body limit and, when tokens are configured, the
-// bearer-token check of routes.
+// guard wraps h with the body limit, the request filter (filter.go) and,
+// when tokens are configured, the bearer-token check of routes; it logs
+// every write with who made it, and tells h who that is (CallerOf).
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody && s.maxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		}
 		need := classify(r.Method, r.URL.Path)
-		if s.tokens == nil || need == accessOpen || need == accessProbe && s.probesOpen {
-			h.ServeHTTP(w, r)
+		if rf := s.filter(r, need); rf.code != 0 {
+			s.refuse(w, r, rf.code, rf.what, rf.detail, "")
 			return
 		}
+		c := &Caller{Cert: certSubject(r), srv: s}
+		if s.tokens == nil {
+			c.Role = RoleWrite // nothing to tell callers apart: the listener's reach is the limit
+		}
+		open := need == accessOpen || need == accessProbe && s.probesOpen
 		auth := r.Header.Get("Authorization")
 		scheme, token, ok := strings.Cut(auth, " ")
 		token = strings.TrimSpace(token)
+		bearer := ok && strings.EqualFold(scheme, "Bearer") && token != ""
+		if s.tokens != nil && bearer {
+			c.hash = sha256.Sum256([]byte(token))
+			c.Token, c.Role = s.tokens.lookupHash(c.hash)
+		}
 		switch {
+		case s.tokens == nil || open:
 		case auth == "":
 			s.refuse(w, r, http.StatusUnauthorized, "missing bearer token", "send the header Authorization: Bearer TOKEN with a token of role "+needRole(need)+" from [admin.auth] tokens_file", "")
 			return
-		case !ok || !strings.EqualFold(scheme, "Bearer") || token == "":
+		case !bearer:
 			s.refuse(w, r, http.StatusUnauthorized, "not a bearer token", "send the header Authorization: Bearer TOKEN (other schemes are not accepted)", "")
 			return
-		}
-		name, role := s.tokens.Lookup(token)
-		switch {
-		case role == RoleNone:
+		case c.Role == RoleNone && s.tokens.unavailable():
+			s.refuse(w, r, http.StatusUnauthorized, "tokens file unavailable",
+				"[admin.auth] tokens_file cannot be read now: every token is refused until it can be read again", "")
+			return
+		case c.Role == RoleNone:
 			s.refuse(w, r, http.StatusUnauthorized, "unknown token", "the bearer token is not in [admin.auth] tokens_file (revoked, or mistyped)", "")
 			return
-		case need == accessWrite && role < RoleWrite:
+		case need == accessWrite && c.Role < RoleWrite:
 			s.refuse(w, r, http.StatusForbidden, "role write needed",
-				"the token of "+strconv.Quote(name)+" has role "+role.String()+"; "+r.Method+" "+r.URL.Path+" needs a token of role write", name)
+				"the token of "+strconv.Quote(c.Token)+" has role "+c.Role.String()+"; "+r.Method+" "+r.URL.Path+" needs a token of role write", c.Token)
 			return
 		}
-		if need == accessWrite {
-			s.log.Info("admin write", "token", name, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		if rf := checkBody(r); rf.code != 0 {
+			s.refuse(w, r, rf.code, rf.what, rf.detail, c.Token)
+			return
 		}
-		h.ServeHTTP(w, r)
+		if need == accessWrite || r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.log.Info("admin write", append(c.logArgs(), "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)...)
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// Caller is who sent a request, as the admin server's guard found it.
+type Caller struct {
+	// Token is the name of the caller's bearer token ("" without one).
+	Token string
+	// Cert is the subject of the caller's client certificate (mutual
+	// TLS), or "".
+	Cert string
+	// Role is what the caller may do: its token's role; without tokens
+	// configured, RoleWrite (whoever reaches the listener may do
+	// everything). RoleNone for a request on an open route (the probes,
+	// the console's files) without a valid token.
+	Role Role
+
+	hash [sha256.Size]byte // of the token, for the streams' revocation check
+	srv  *Server
+}
+
+type callerKey struct{}
+
+// CallerOf returns who sent the request whose context ctx is, when the
+// admin server's guard passed it.
+func CallerOf(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(*Caller)
+	if !ok {
+		return Caller{}, false
+	}
+	return *c, true
+}
+
+// String names the caller for a log line: its token, its certificate,
+// or "anonymous".
+func (c Caller) String() string {
+	switch {
+	case c.Token != "":
+		return "token " + strconv.Quote(c.Token)
+	case c.Cert != "":
+		return "client certificate " + strconv.Quote(c.Cert)
+	}
+	return "anonymous"
+}
+
+// logArgs are the slog attributes that say who the caller is.
+func (c *Caller) logArgs() []any {
+	var args []any
+	if c.Token != "" {
+		args = append(args, "token", c.Token)
+	}
+	if c.Cert != "" {
+		args = append(args, "client_cert", c.Cert)
+	}
+	if args == nil {
+		args = append(args, "auth", "none")
+	}
+	return args
+}
+
+// certSubject is the subject of r's verified client certificate, or "".
+func certSubject(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return r.TLS.VerifiedChains[0][0].Subject.String()
 }
 
 func needRole(a access) string {

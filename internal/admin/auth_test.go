@@ -23,6 +23,8 @@ import (
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/internal/tlsconf"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/record"
 )
 
 const (
@@ -124,6 +126,10 @@ type answer struct {
 func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader) answer {
 	t.Helper()
 	req := httptest.NewRequest(method, path, body)
+	req.Host = "127.0.0.1" // the listener's own (httptest's example.com is refused)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -131,9 +137,10 @@ func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader
 	h.ServeHTTP(rec, req)
 	a := answer{code: rec.Code, body: rec.Body.String()}
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(rec.Body.Bytes(), &a.json); err != nil {
-			t.Fatalf("%s %s: JSON answer %s: %v", method, path, a.body, err)
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("%s %s: JSON answer %s is not JSON", method, path, a.body)
 		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &a.json) // an error's {"error", "detail"}
 	}
 	return a
 }
@@ -192,6 +199,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("403 detail %q: want the token's name, its role and the role needed", d)
 	}
 	req := httptest.NewRequest("GET", "/pipelines", nil)
+	req.Host = "localhost"
 	req.Header.Set("Authorization", "Basic "+readToken)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -517,5 +525,121 @@ func shutdown(t testing.TB, s interface{ Shutdown(context.Context) error }) {
 	t.Helper()
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// TestTokensFileSameSizeAndTime: a rotation that keeps the file's size
+// and modification time (a restore, cp -p, a configuration tool) is seen:
+// the revoked token is refused and the new one accepted.
+func TestTokensFileSameSizeAndTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oldTok, newTok := "r-0123456789abcdef-old1", "r-0123456789abcdef-new2"
+		path := writeTokens(t, "read a "+oldTok+"\n")
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, err := LoadTokens(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("read a "+newTok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if _, r := toks.Lookup(oldTok); r != RoleNone {
+			t.Errorf("the revoked token still has role %v", r)
+		}
+		if _, r := toks.Lookup(newTok); r != RoleRead {
+			t.Errorf("the new token has role %v", r)
+		}
+	})
+}
+
+// TestTokensFileMissingFailsClosed: while the tokens file is missing,
+// every token is refused (deleting the file revokes them all), logged
+// once; when it is back, its tokens count again.
+func TestTokensFileMissingFailsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := writeTokens(t, "read a "+readToken+"\nwrite b "+writeToken+"\n")
+		var logs bytes.Buffer
+		toks, err := LoadTokens(path, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		content, _ := os.ReadFile(path)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			time.Sleep(time.Second)
+			for _, tok := range []string{readToken, writeToken} {
+				if _, r := toks.Lookup(tok); r != RoleNone {
+					t.Fatalf("the tokens file is gone, and a token has role %v", r)
+				}
+			}
+		}
+		if n := strings.Count(logs.String(), "cannot be read"); n != 1 {
+			t.Errorf("the missing file is logged %d times, want once:\n%s", n, logs.String())
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if _, r := toks.Lookup(writeToken); r != RoleWrite {
+			t.Errorf("the file is back, and its write token has role %v", r)
+		}
+	})
+}
+
+// unreadySource never connects: its Ready fails with an error that names
+// a broker and a user.
+type unreadySource struct{}
+
+func (unreadySource) Ready(context.Context) error {
+	return errors.New("dial tcp 10.9.8.7:9092: SASL user alice: connection refused")
+}
+func (unreadySource) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (unreadySource) Ack([]pipeline.Msg)           {}
+func (unreadySource) Commit(context.Context) error { return nil }
+func (unreadySource) Close(context.Context) error  { return nil }
+
+// TestReadyzOpenSaysLittle: with tokens and the probes open, /readyz
+// without a token says only that a pipeline is not ready and which; the
+// reason (a broker address, a user name, an error's text) needs a read
+// token.
+func TestReadyzOpenSaysLittle(t *testing.T) {
+	p := pipeline.New("orders", unreadySource{}, plugins.SinkFunc(func(_ context.Context, b []record.Record) ([]error, error) {
+		return make([]error, len(b)), nil
+	}), pipeline.WithRetry(10*time.Millisecond, 10*time.Millisecond, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for p.Status().Reason == "" || !strings.Contains(p.Status().Reason, "alice") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := New(prometheus.NewRegistry(), func() []*pipeline.Pipeline { return []*pipeline.Pipeline{p} }, nil, WithTokens(tokens(t)))
+	h := s.Handler()
+	a := do(t, h, "GET", "/readyz", "", nil)
+	if a.code != 503 || !strings.Contains(a.body, `"orders"`) {
+		t.Fatalf("readyz without a token: %d %s; want 503 naming the pipeline", a.code, a.body)
+	}
+	for _, secret := range []string{"10.9.8.7", "alice", "connection refused", "reasons"} {
+		if strings.Contains(a.body, secret) {
+			t.Errorf("readyz without a token says %q:\n%s", secret, a.body)
+		}
+	}
+	if a := do(t, h, "GET", "/readyz", readToken, nil); a.code != 503 || !strings.Contains(a.body, "alice") {
+		t.Errorf("readyz with a read token: %d %s; want the reason", a.code, a.body)
+	}
+	if a := do(t, newServer(nil).Handler(), "GET", "/readyz", "", nil); a.code != 200 {
+		t.Errorf("readyz of no pipeline: %d", a.code)
 	}
 }

@@ -16,6 +16,26 @@
 // WithAllowUnauthenticated says so. Refusals answer 401 or 403 with a JSON
 // body naming what is missing.
 //
+// Before the tokens, a request filter runs on every route, with tokens or
+// without, so that a web page in an operator's browser cannot use the
+// listener: on a connection that came over loopback only a Host of
+// localhost, a loopback address, the listen address's own name or a name
+// given to WithHosts is answered (DNS rebinding); a write (every method
+// but GET and HEAD, and the GETs the route table counts as writes) is
+// refused when Sec-Fetch-Site says cross-site or same-site or when Origin
+// is not the listener's own; and a write's body must be JSON
+// (application/json, or application/x-ndjson for JSON lines), the types a
+// page cannot send without a CORS preflight. Every write is logged with
+// who made it: the token's name, the client certificate's subject, or
+// auth=none. Handlers learn the caller with CallerOf.
+//
+// Long-lived responses (the console's event streams and taps) are counted
+// with OpenStream against one limit and each token's (or client
+// certificate's) share of it (WithStreamLimits): past either the request
+// is answered 429 and its connection closed. A stream of a bearer token
+// ends within a second of the token being revoked or the tokens file
+// becoming unreadable.
+//
 // Server timeouts (header read, whole request, write, idle), a header size
 // limit and a request body limit bound what one slow or huge client can
 // hold.

@@ -101,3 +101,26 @@ func WithMaxBodyBytes(n int64) Option {
 		}
 	}
 }
+
+// WithHosts adds names the listener answers to besides localhost and the
+// loopback addresses ("name", any port, or "name:port"): the names a
+// proxy in front of it or its operators use. With names given, every
+// request must name one of them or a loopback name, on any listen
+// address (see the request filter in filter.go).
+func WithHosts(names ...string) Option {
+	return func(s *Server) { s.hosts = append(s.hosts, names...) }
+}
+
+// WithStreamLimits bounds the long-lived responses (event streams, taps:
+// see OpenStream): max open at once, perToken of them for one token or
+// client certificate; 0 keeps the defaults (DefaultMaxStreams,
+// DefaultMaxStreamsPerToken, at most max).
+func WithStreamLimits(max, perToken int) Option {
+	return func(s *Server) { s.streams.max, s.streams.perCaller = max, perToken }
+}
+
+// WithRedactor passes the strings of the status answers (/pipelines,
+// the reasons of /readyz, and the routes that write with
+// WriteRedactedJSON) through f: the daemon hides there what came into its
+// config from ${file:} and ${ENV} (config.Config.Redact).
+func WithRedactor(f func(string) string) Option { return func(s *Server) { s.redact = f } }

@@ -42,9 +42,10 @@ func (r Role) String() string {
 // characters, so that a token cannot be guessed in the time a server runs.
 const MinTokenLength = 16
 
-// tokensCheckInterval is how often at most a request checks whether the
-// tokens file changed.
-const tokensCheckInterval = time.Second
+// tokensCheckInterval is how often at most the tokens file is read again
+// to see whether it changed (by a request, or by the watch of open
+// streams).
+const tokensCheckInterval = 250 * time.Millisecond
 
 type tokenEntry struct {
 	name string
@@ -60,22 +61,24 @@ type tokenEntry struct {
 // ROLE is read or write, NAME says whose token it is (it is logged; the
 // token never is), TOKEN is at least MinTokenLength characters without
 // spaces. Blank lines and lines starting with # are ignored. The file is
-// read again when it changes (checked at most once a second), so tokens
-// can be rotated and revoked without a restart. At load every line must
+// read again when its content changes (it is read and hashed at most
+// every tokensCheckInterval: a change that keeps the size and the
+// modification time, as a restore or cp -p makes, counts), so tokens can
+// be rotated and revoked without a restart. At load every line must
 // parse and there must be a token; on a reload, the lines that parse are
 // the tokens (a bad line is logged and gives no access, so a typo never
-// keeps a revoked token alive), and a file that cannot be read keeps the
-// tokens read before (logged).
+// keeps a revoked token alive). While the file is missing or cannot be
+// read, every token is refused (fail closed: deleting the file revokes
+// them all), logged once; when it can be read again, its tokens count.
 type Tokens struct {
 	path string
 	log  *slog.Logger
 
 	mu      sync.Mutex
 	entries []tokenEntry
-	mod     time.Time
-	size    int64
+	sum     [sha256.Size]byte // of the content entries were read from
 	checked time.Time
-	failed  string // the last reload error, logged once
+	failed  string // the error while the file cannot be read, logged once
 }
 
 // LoadTokens reads the tokens file at path; log receives reload errors
@@ -90,7 +93,11 @@ func LoadTokens(path string, log *slog.Logger) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin tokens file: %w", err)
 	}
-	entries, err := readTokens(path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("admin tokens file: %w", err)
+	}
+	entries, err := parseTokens(path, b)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +107,12 @@ func LoadTokens(path string, log *slog.Logger) (*Tokens, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("admin tokens file can be read by other users; chmod 600 it", "file", path, "mode", fi.Mode().Perm().String())
 	}
-	t.entries, t.mod, t.size, t.checked = entries, fi.ModTime(), fi.Size(), time.Now()
+	t.entries, t.sum, t.checked = entries, sha256.Sum256(b), time.Now()
 	return t, nil
 }
 
-// Len returns how many tokens are loaded.
+// Len returns how many tokens are in force (none while the file cannot
+// be read).
 func (t *Tokens) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -114,8 +122,12 @@ func (t *Tokens) Len() int {
 // Lookup returns the name and role of token, or RoleNone. It compares
 // hashes in constant time against every entry.
 func (t *Tokens) Lookup(token string) (name string, role Role) {
+	return t.lookupHash(sha256.Sum256([]byte(token)))
+}
+
+// lookupHash is Lookup of a token's SHA-256.
+func (t *Tokens) lookupHash(h [sha256.Size]byte) (name string, role Role) {
 	t.reload()
-	h := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.entries {
@@ -126,7 +138,16 @@ func (t *Tokens) Lookup(token string) (name string, role Role) {
 	return name, role
 }
 
-// reload reads the file again if it changed since it was last read.
+// unavailable reports whether the file could not be read at the last
+// look (every token is refused).
+func (t *Tokens) unavailable() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed != ""
+}
+
+// reload reads the file again, at most every tokensCheckInterval, and
+// takes its tokens if its content changed.
 func (t *Tokens) reload() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -135,41 +156,27 @@ func (t *Tokens) reload() {
 		return
 	}
 	t.checked = now
-	fi, err := os.Stat(t.path)
-	if err == nil && fi.ModTime().Equal(t.mod) && fi.Size() == t.size {
-		return
-	}
-	var b []byte
-	if err == nil {
-		b, err = os.ReadFile(t.path)
-	}
+	b, err := os.ReadFile(t.path)
 	if err != nil {
 		if msg := err.Error(); msg != t.failed {
 			t.failed = msg
-			t.log.Error("admin tokens file cannot be read; the tokens read before stay in force", "err", err)
+			t.log.Error("admin tokens file cannot be read: every token is refused until it can be read again", "file", t.path, "err", err)
 		}
+		t.entries, t.sum = nil, [sha256.Size]byte{}
+		return
+	}
+	sum := sha256.Sum256(b)
+	if sum == t.sum && t.failed == "" {
 		return
 	}
 	entries, perr := parseTokens(t.path, b)
 	t.failed = ""
-	t.entries, t.mod, t.size = entries, fi.ModTime(), fi.Size()
+	t.entries, t.sum = entries, sum
 	if perr != nil {
 		t.log.Error("admin tokens file reloaded with errors: the lines named give no access", "err", perr, "tokens", len(entries))
 		return
 	}
 	t.log.Info("admin tokens file reloaded", "file", t.path, "tokens", len(entries))
-}
-
-func readTokens(path string) ([]tokenEntry, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("admin tokens file: %w", err)
-	}
-	entries, err := parseTokens(path, b)
-	if err != nil {
-		return nil, err
-	}
-	return entries, nil
 }
 
 // parseTokens parses a tokens file: the entries of the lines that parse,

@@ -20,14 +20,18 @@ import (
 //	POST /v1/pipelines/{name}/pause        ControlResult
 //	POST /v1/pipelines/{name}/resume       ControlResult
 //	POST /v1/pipelines/{name}/restart      ControlResult (503 when busy or shutting down)
+//
+// Their answers (and /pipelines, /readyz's reasons) show what came into
+// the config from ${ENV} and ${file:} as "<from ${...}>" (redact).
 func (a *App) mountAPI() {
+	admin.WithRedactor(a.redact)(a.Admin)
 	a.Admin.Handle("GET /v1/status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		admin.WriteJSON(w, http.StatusOK, a.Status())
+		a.Admin.WriteRedactedJSON(w, http.StatusOK, a.Status())
 	}))
 	a.Admin.Handle("GET /v1/pipelines/{name}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, ps := range a.Status().Pipelines {
 			if ps.Name == r.PathValue("name") {
-				admin.WriteJSON(w, http.StatusOK, ps)
+				a.Admin.WriteRedactedJSON(w, http.StatusOK, ps)
 				return
 			}
 		}
@@ -41,11 +45,11 @@ func (a *App) mountAPI() {
 		switch {
 		case errors.Is(err, errShuttingDown), errors.Is(err, ErrBusy):
 			w.Header().Set("Retry-After", "1")
-			admin.WriteJSON(w, http.StatusServiceUnavailable, res)
+			a.Admin.WriteRedactedJSON(w, http.StatusServiceUnavailable, res)
 		case err != nil:
-			admin.WriteJSON(w, http.StatusUnprocessableEntity, res)
+			a.Admin.WriteRedactedJSON(w, http.StatusUnprocessableEntity, res)
 		default:
-			admin.WriteJSON(w, http.StatusOK, res)
+			a.Admin.WriteRedactedJSON(w, http.StatusOK, res)
 		}
 	}))
 	a.Admin.Handle("POST /v1/pipelines/{name}/{action}", http.HandlerFunc(a.control))
@@ -91,7 +95,7 @@ func (a *App) control(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:
-		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		writeError(w, http.StatusUnprocessableEntity, a.redact(err.Error()))
 		return
 	}
 	for _, ps := range a.Status().Pipelines {
@@ -99,8 +103,12 @@ func (a *App) control(w http.ResponseWriter, r *http.Request) {
 			res.Status = &ps
 		}
 	}
-	admin.WriteJSON(w, http.StatusOK, res)
+	a.Admin.WriteRedactedJSON(w, http.StatusOK, res)
 }
+
+// redact hides in s what the running config took from ${ENV} and
+// ${file:} (config.Config.Redact).
+func (a *App) redact(s string) string { return a.config().Redact(s) }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	admin.WriteJSON(w, code, map[string]string{"error": msg})

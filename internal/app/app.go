@@ -242,14 +242,19 @@ func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSetting
 		Logger:  a.log.With("stage", name),
 		Timeout: a.cfg.Plugins.Timeout.Duration,
 		Pool:    ps.Pool,
-		Wasm:    plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random},
-		Native:  plugins.NativeOptions{Checksum: ps.Checksum},
+		Wasm: plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random,
+			MaxTableElements: a.cfg.Plugins.MaxTableElements, MaxModuleBytes: a.cfg.Plugins.MaxModuleBytes, CompileTimeout: a.cfg.Plugins.CompileTimeout.Duration,
+			MaxLogLineBytes: a.cfg.Plugins.MaxLogLineBytes, MaxLogLinesPerRecord: a.cfg.Plugins.MaxLogLinesPerRecord, MaxLogBytesPerRecord: a.cfg.Plugins.MaxLogBytesPerRecord},
+		Native: plugins.NativeOptions{Checksum: ps.Checksum},
 	}
 	if o.Pool == 0 {
 		o.Pool = workers
 	}
 	if ps.MaxMemoryPages != 0 {
 		o.Wasm.MaxMemoryPages = ps.MaxMemoryPages
+	}
+	if ps.MaxTableElements != 0 {
+		o.Wasm.MaxTableElements = ps.MaxTableElements
 	}
 	if ps.Timeout.Duration != 0 {
 		o.Timeout = ps.Timeout.Duration
@@ -361,7 +366,7 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 			return fmt.Errorf("%s: %w", a.where(i, "errors.dlq_topic"), err)
 		}
 		a.addCloser(dlq.Close)
-		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, dlq))
+		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDLQ, a.guardReplays(pc, dlq)))
 	case "drop":
 		opts = append(opts, pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil))
 	default:

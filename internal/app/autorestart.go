@@ -28,10 +28,11 @@ const (
 
 // autoRestart decides, when u's pipeline returned err by itself (not
 // stopped by an operation or the daemon's end), whether u is started
-// again, and if so schedules it after the backoff. a.mu must be held.
-func (a *App) autoRestart(u *unit, err error) {
+// again after a backoff, and if so schedules it and reports true. a.mu
+// must be held.
+func (a *App) autoRestart(u *unit, err error) bool {
 	if err == nil || !errors.Is(err, pipeline.ErrTxnWrite) || u.p == nil {
-		return
+		return false
 	}
 	d := restartMin
 	if st := u.p.Status().Transactions; u.backoff > 0 && (st == nil || st.Committed == 0) {
@@ -41,6 +42,7 @@ func (a *App) autoRestart(u *unit, err error) {
 	a.scheduleRestart(u, d)
 	a.log.Warn("exactly-once pipeline failed inside a transaction; starting it again from the last committed offsets",
 		"pipeline", u.name, "in", d, "auto_restarts", u.autoRestarts, "err", err)
+	return true
 }
 
 // scheduleRestart puts an automatic restart of u in line after d. a.mu
@@ -75,7 +77,7 @@ func (a *App) retryRestart(u *unit, err error) {
 // the pipelines it counts (each restart is a new pipeline.Pipeline).
 func newRestartMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamd_pipeline_auto_restarts_total",
-		Help: "Pipelines started again by themselves: an exactly-once pipeline whose write failed inside a transaction (aborted), restarted from its last committed offsets after a backoff."},
+		Help: "Pipelines started again by themselves: an exactly-once pipeline whose write failed inside a transaction (aborted), restarted from its last committed offsets after a backoff; a failed pipeline one of whose plugins was then hot reloaded."},
 		[]string{"pipeline"})
 	reg.MustRegister(c)
 	return c

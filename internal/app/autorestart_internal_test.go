@@ -20,7 +20,7 @@ func TestAutoRestartBackoff(t *testing.T) {
 	u := &unit{name: "p", p: pipeline.New("p", pipelinetest.NewSource(1, 1, 1), plugins.SinkFunc(nil))}
 	end := func(err error, cancelled bool) {
 		u.state, u.done = unitRunning, make(chan struct{})
-		a.ended(u, err, cancelled)
+		a.ended(u, err, cancelled, nil)
 		if u.timer != nil {
 			u.timer.Stop()
 		}

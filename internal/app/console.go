@@ -48,6 +48,7 @@ func (a *App) newConsole() {
 	}
 	cc := &a.cfg.Console
 	opts := []console.Option{console.WithPipelines(a.consolePipelines), console.WithLogger(a.log.With("component", "console")),
+		console.WithRedactor(a.redact), console.WithReplayMaxRecords(cc.ReplayMaxRecords),
 		console.WithTapLimits(console.TapLimits{Rate: float64(cc.TapMaxRate), ValueBytes: cc.TapMaxValueBytes, Open: cc.TapMaxOpen})}
 	if jc := a.cfg.Journal; jc != nil {
 		j := &console.Journal{Stats: a.journalStats}
@@ -131,6 +132,17 @@ func (a *App) consolePipeline(pp *pipeParts) console.Pipeline {
 		cp.Owners = func(ctx context.Context) (map[string]string, error) { return a.groupOwners(ctx, cluster, group) }
 	}
 	return cp
+}
+
+// guardReplays is the dead-letter sink of pipeline pc: sink, not writing
+// again a replayed record that is rejected again (dlq.GuardReplays).
+func (a *App) guardReplays(pc *config.Pipeline, sink plugins.Sink) plugins.Sink {
+	ko, err := a.clusterOpts(pc.Errors.DLQCluster)
+	if err != nil {
+		return sink // the cluster's error is Build's
+	}
+	r := dlq.NewReader(pc.Errors.DLQTopic, dlq.WithClientOpts(ko...))
+	return dlq.GuardReplays(sink, r, a.log.With("pipeline", pc.Name, "sink", "dlq"))
 }
 
 // toSource is a Target producing to the records' source topics, on the

@@ -60,8 +60,9 @@ func (a *App) Restart(ctx context.Context, name string) error {
 
 // restart is the restart operation; with auto set, the automatic restart
 // of that unit, which does nothing if it is no longer the named
-// pipeline's unit or no longer ended.
-func (a *App) restart(ctx context.Context, name string, auto *unit) error {
+// pipeline's unit or no longer ended, and, with retry, is scheduled again
+// with a longer backoff if the build fails.
+func (a *App) restart(ctx context.Context, name string, auto *unit, retry bool) error {
 	a.mu.Lock()
 	old, cfg, cl := a.unitByName(name), a.cfg, a.cl
 	replaced := auto != nil && (old != auto || old.state != unitEnded)
@@ -80,7 +81,7 @@ func (a *App) restart(ctx context.Context, name string, auto *unit) error {
 	}
 	nu := newUnit(cfg, idx)
 	if err := a.build(ctx, nu, cl); err != nil {
-		if auto != nil {
+		if retry {
 			a.retryRestart(auto, err)
 		}
 		return err
@@ -120,7 +121,8 @@ type PipelineStatus struct {
 	Restarts int `json:"restarts"`
 	// AutoRestarts counts those that were automatic: an exactly-once
 	// pipeline started again after a write failed inside a transaction
-	// (docs/delivery.md); LastRestartCause is the last one's error, and
+	// (docs/delivery.md), a failed pipeline one of whose plugins was hot
+	// reloaded (docs/operations.md); LastRestartCause is the last one's error, and
 	// RestartAt is set while the next one waits for its backoff.
 	AutoRestarts     int       `json:"auto_restarts"`
 	LastRestartCause string    `json:"last_restart_cause,omitempty"`

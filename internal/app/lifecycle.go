@@ -9,7 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/embedded"
+	"github.com/streamd/streamd/journal"
 )
 
 // The daemon's lifecycle, written in one place: what Run does, the states
@@ -68,9 +71,11 @@ import (
 //     journal API). A unit that leaves for an operation is never "ended"
 //     for this rule, and a daemon whose last pipeline a reload removed runs
 //     until it is stopped.
-//  5. An automatic restart is an operation in line like the others: it
-//     builds from the running config (every reload before it applied) and
-//     does nothing if its unit was replaced meanwhile.
+//  5. An automatic restart (after a failure inside a transaction, or of a
+//     failed pipeline whose plugin was hot reloaded) is an operation in
+//     line like the others: it builds from the running config (every
+//     reload before it applied) and does nothing if its unit was replaced
+//     meanwhile.
 //  6. A pipeline's pause holds across its replacement: a pipeline
 //     restarted (by hand or automatically) or replaced by a reload starts
 //     paused if it was, unless the reload changed its `paused` in the file.
@@ -102,20 +107,21 @@ const (
 type opKind uint8
 
 const (
-	opReload opKind = iota
-	opRestart
-	opAutoRestart
+	opReload      opKind = iota
+	opRestart            // by hand
+	opAutoRestart        // after a failure inside a transaction (autorestart.go)
+	opRevive             // of a failed pipeline whose plugin was hot reloaded (revive.go)
 )
 
 func (k opKind) String() string {
-	return [...]string{"reload", "restart", "automatic restart"}[k]
+	return [...]string{"reload", "restart", "automatic restart", "restart after a plugin reload"}[k]
 }
 
 // op is an operation in line or running.
 type op struct {
 	kind opKind
 	name string // the pipeline a restart restarts
-	unit *unit  // the unit an automatic restart restarts
+	unit *unit  // the unit an automatic restart (or a revival) restarts
 	// waiters counts the callers waiting for it; an automatic restart
 	// has none and is never dropped.
 	waiters int
@@ -177,8 +183,10 @@ func (a *App) startParts(ctx context.Context) error {
 		a.brokerp.Store(b)
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
 	}
-	// Mounted before the listener opens, answering 503 until they start.
-	var journalAPI, fluidAPI lateHandler
+	// Mounted before the listener opens, answering 503 until they start
+	// (their routes listed as the handlers they stand for list them).
+	journalAPI := lateHandler{routes: routesOf(journal.Handler(nil))}
+	fluidAPI := lateHandler{routes: routesOf((*fluid.Bridge)(nil).Handler())}
 	if a.cfg.Journal != nil {
 		a.Admin.Handle("/journal/", &journalAPI)
 	}
@@ -219,8 +227,23 @@ func (a *App) startingWhat() string {
 	return ""
 }
 
-// lateHandler answers 503 until its handler is set.
-type lateHandler struct{ h atomic.Pointer[http.Handler] }
+// lateHandler answers 503 until its handler is set; it lists the routes
+// of that handler (admin.Router).
+type lateHandler struct {
+	h      atomic.Pointer[http.Handler]
+	routes []string
+}
+
+// Routes implements admin.Router.
+func (l *lateHandler) Routes() []string { return l.routes }
+
+// routesOf is what h lists as an admin.Router, nil if it is not one.
+func routesOf(h http.Handler) []string {
+	if r, ok := h.(admin.Router); ok {
+		return r.Routes()
+	}
+	return nil
+}
 
 func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
 
@@ -351,7 +374,7 @@ func (a *App) launch(u *unit) {
 			} else {
 				a.log.Error("pipeline failed to load; the others run", "pipeline", u.name, "err", err)
 			}
-			a.ended(u, err, ctx.Err() != nil)
+			a.ended(u, err, ctx.Err() != nil, nil)
 			return
 		}
 		a.start(u)
@@ -371,7 +394,7 @@ func (a *App) start(u *unit) {
 	}
 	if u.state == unitLeaving || a.phase >= phaseStopping {
 		a.mu.Unlock()
-		a.ended(u, nil, true)
+		a.ended(u, nil, true, nil)
 		return
 	}
 	ctx, cancel := context.WithCancel(a.runCtx)
@@ -385,23 +408,30 @@ func (a *App) start(u *unit) {
 	}
 	go func() {
 		err := p.Run(ctx)
+		var ws []reloadWatch
 		if err != nil {
 			err = fmt.Errorf("pipeline %s: %w", u.name, err)
+			if ctx.Err() == nil {
+				ws = reloadWatches(u.loaded) // before it ends: then it may be released
+			}
 		}
-		a.ended(u, err, ctx.Err() != nil)
+		a.ended(u, err, ctx.Err() != nil, ws)
 	}()
 }
 
 // ended records that u's pipeline returned err (or its build failed with
 // err); cancelled says it was told to stop (by an operation, or because
-// the daemon stops), which never restarts it.
-func (a *App) ended(u *unit, err error, cancelled bool) {
+// the daemon stops), which never restarts it. A pipeline that failed
+// otherwise restarts by itself after a backoff if it failed inside a
+// transaction (autorestart.go), else when one of ws, its plugins, is hot
+// reloaded (revive.go).
+func (a *App) ended(u *unit, err error, cancelled bool, ws []reloadWatch) {
 	a.mu.Lock()
 	u.err = err
 	if u.state != unitLeaving {
 		u.state = unitEnded
-		if !cancelled && a.phase == phaseRunning {
-			a.autoRestart(u, err)
+		if err != nil && !cancelled && a.phase == phaseRunning && !a.autoRestart(u, err) {
+			go a.reviveOnReload(a.runCtx, u, err, ws)
 		}
 	}
 	done := u.done
@@ -451,6 +481,9 @@ func (a *App) startOps() {
 		go a.runOps()
 	}
 }
+
+// submitRevive puts the restart of u after a plugin reload in line.
+func (a *App) submitRevive(u *unit) (*op, error) { return a.submit(opRevive, u.name, u) }
 
 // submit puts an operation in line and returns it: a reload or restart
 // joins one of the same kind (and pipeline) that waits in line, not
@@ -537,9 +570,11 @@ func (a *App) runOps() {
 		case opReload:
 			o.res, o.err = a.reload(ctx)
 		case opRestart:
-			o.err = a.restart(ctx, o.name, nil)
+			o.err = a.restart(ctx, o.name, nil, false)
 		case opAutoRestart:
-			o.err = a.restart(ctx, o.name, o.unit)
+			o.err = a.restart(ctx, o.name, o.unit, true)
+		case opRevive:
+			o.err = a.restart(ctx, o.name, o.unit, false)
 		}
 		a.mu.Lock()
 		a.current = nil

@@ -156,10 +156,11 @@ type pipeSpec struct {
 // modelPipe is a pipeline of the running config, as the model expects it.
 type modelPipe struct {
 	spec         pipeSpec
-	failed       bool // ended by a failure that does not restart
+	failed       bool // ended by a failure that does not restart by itself
 	paused       bool // wanted paused
 	restarts     int
 	autoRestarts int
+	variant      int // a gen pipeline's: the build of the plugin file it runs
 }
 
 // controlModel is one sequence: a daemon and what it must be.
@@ -222,7 +223,7 @@ func newControlModel(tb *testing.T, rt *rapid.T, b *testenv.Broker, wasm [2][]by
 	app.SetSinkWrap(a, m.faults.wrap)
 	m.a = a
 	for _, s := range specs {
-		m.pipes = append(m.pipes, &modelPipe{spec: s, paused: s.paused})
+		m.pipes = append(m.pipes, &modelPipe{spec: s, paused: s.paused, variant: m.variant})
 	}
 	m.prod = b.Client(tb)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -418,11 +419,11 @@ func (m *controlModel) plan(next []pipeSpec) reloadPlan {
 
 // apply makes the model's running config next (a reload applied).
 func (m *controlModel) apply(next []pipeSpec) {
-	var pipes []*modelPipe
+	var pipes, unchanged []*modelPipe
 	for _, s := range next {
 		i := slices.IndexFunc(m.pipes, func(p *modelPipe) bool { return p.spec.name == s.name })
 		if i < 0 {
-			pipes = append(pipes, &modelPipe{spec: s, paused: s.paused})
+			pipes = append(pipes, &modelPipe{spec: s, paused: s.paused, variant: m.variant})
 			continue
 		}
 		p := m.pipes[i]
@@ -432,11 +433,36 @@ func (m *controlModel) apply(next []pipeSpec) {
 		if p.spec.version != s.version {
 			p.restarts++
 			p.failed = false
+			p.variant = m.variant
+		} else {
+			unchanged = append(unchanged, p)
 		}
 		p.spec = s
 		pipes = append(pipes, p)
 	}
 	m.pipes = pipes
+	m.swapPlugins(unchanged)
+}
+
+// swapPlugins is what a reload does to the plugins of unchanged pipelines
+// (ps): a gen pipeline whose plugin file has another build now swaps it
+// in, and a failed one then starts again by itself (revive.go).
+func (m *controlModel) swapPlugins(ps []*modelPipe) {
+	if m.broken {
+		return // the running versions stay
+	}
+	for _, p := range ps {
+		if p.spec.kind != kindGen || p.variant == m.variant {
+			continue
+		}
+		p.variant = m.variant
+		if p.failed {
+			did.add("failed pipeline revived by a plugin reload")
+			p.failed = false
+			p.restarts++
+			p.autoRestarts++
+		}
+	}
 }
 
 // doReload writes next (broken or not), reloads, and checks the answer.
@@ -621,6 +647,7 @@ func (m *controlModel) restart(rt *rapid.T) {
 		did.add("restart")
 		p.restarts++
 		p.failed = false
+		p.variant = m.variant
 	}
 }
 
@@ -729,6 +756,7 @@ func (m *controlModel) pluginReload(rt *rapid.T) {
 		rt.Fatalf("plugin hot reload: warnings %q", r.res.Warnings)
 	}
 	m.setLastReload(true)
+	m.swapPlugins(m.pipes)
 }
 
 // fail injects a failure into a running, unpaused pipeline: an

@@ -22,6 +22,8 @@ func adminOptions(cfg *config.Config, log *slog.Logger) ([]admin.Option, error) 
 			Write: ac.WriteTimeout.Duration, Idle: ac.IdleTimeout.Duration}),
 		admin.WithMaxHeaderBytes(ac.MaxHeaderBytes),
 		admin.WithMaxBodyBytes(ac.MaxBodyBytes),
+		admin.WithHosts(ac.Hosts...),
+		admin.WithStreamLimits(ac.MaxStreams, ac.MaxStreamsPerToken),
 	}
 	if t := ac.TLS; t != nil {
 		tc, err := tlsconf.Server(tlsconf.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.ClientCAFile, MinVersion: t.MinVersion})

@@ -80,6 +80,9 @@ store = "sqlite:%s"
 	call := func(method, url, token, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

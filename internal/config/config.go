@@ -25,6 +25,11 @@ type Config struct {
 	File string `toml:"-"`
 	pos  *positions
 	raw  map[string]any // the file as plain tables, for isSet
+	// interpolated are the values ${ENV} and ${file:} references put in,
+	// for Redact.
+	interpolated []interpolation
+	// noBrokers: kafka.brokers may be left out (LoadForTest).
+	noBrokers bool
 }
 
 // Admin configures the admin HTTP server.
@@ -49,6 +54,17 @@ type Admin struct {
 	IdleTimeout       Duration `toml:"idle_timeout"`
 	MaxHeaderBytes    int      `toml:"max_header_bytes"`
 	MaxBodyBytes      int64    `toml:"max_body_bytes"`
+	// Hosts are names the listener answers to besides localhost and the
+	// loopback addresses ("name", or "name:port"): a request with another
+	// Host is refused (DNS rebinding). Empty on a listener that is not
+	// loopback: any Host.
+	Hosts []string `toml:"hosts"`
+	// MaxStreams bounds the long-lived responses open at once (event
+	// streams, taps); MaxStreamsPerToken is one token's (or one client
+	// certificate's) share (defaults: admin.DefaultMaxStreams,
+	// admin.DefaultMaxStreamsPerToken).
+	MaxStreams         int `toml:"max_streams"`
+	MaxStreamsPerToken int `toml:"max_streams_per_token"`
 }
 
 // Log configures logging.
@@ -87,10 +103,23 @@ type Plugins struct {
 	CacheDir string `toml:"cache_dir"`
 	// MaxMemoryPages is the default memory cap of a Wasm instance (64 KiB pages).
 	MaxMemoryPages uint32 `toml:"max_memory_pages"`
+	// MaxTableElements is the default cap of each table of a Wasm instance
+	// (elements of 8 bytes).
+	MaxTableElements uint32 `toml:"max_table_elements"`
+	// MaxModuleBytes caps the size of a Wasm module file.
+	MaxModuleBytes int64 `toml:"max_module_bytes"`
+	// CompileTimeout bounds compiling a Wasm module.
+	CompileTimeout Duration `toml:"compile_timeout"`
+	// MaxLogLineBytes caps one line a Wasm guest logs; MaxLogLinesPerRecord
+	// and MaxLogBytesPerRecord bound what it logs in one call, per record.
+	MaxLogLineBytes      int `toml:"max_log_line_bytes"`
+	MaxLogLinesPerRecord int `toml:"max_log_lines_per_record"`
+	MaxLogBytesPerRecord int `toml:"max_log_bytes_per_record"`
 	// Timeout is the default bound of one plugin call.
 	Timeout Duration `toml:"timeout"`
 	// LoadTimeout bounds loading one plugin: reading, compiling and
-	// instantiating a Wasm module, starting a native plugin (default 1m).
+	// instantiating a Wasm module, starting a native plugin (default 2m,
+	// above compile_timeout).
 	// A pipeline whose plugin does not load in time fails alone.
 	LoadTimeout Duration `toml:"load_timeout"`
 	// Watch is how often Wasm plugin files are checked for changes and hot
@@ -264,9 +293,11 @@ type PluginSettings struct {
 	Config map[string]any `toml:"config"`
 	// Pool is how many Wasm instances run in parallel (default: workers).
 	Pool int `toml:"pool"`
-	// MaxMemoryPages and Timeout override [plugins] for this plugin.
-	MaxMemoryPages uint32   `toml:"max_memory_pages"`
-	Timeout        Duration `toml:"timeout"`
+	// MaxMemoryPages, MaxTableElements and Timeout override [plugins] for
+	// this plugin.
+	MaxMemoryPages   uint32   `toml:"max_memory_pages"`
+	MaxTableElements uint32   `toml:"max_table_elements"`
+	Timeout          Duration `toml:"timeout"`
 	// Dirs grants a Wasm guest host directories: guest path -> host path
 	// (read-write; "path:ro" read-only).
 	Dirs map[string]string `toml:"dirs"`

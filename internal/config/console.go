@@ -16,12 +16,17 @@ type Console struct {
 	// TapMaxOpen is how many taps may be open at once (default
 	// console.DefaultTapOpen).
 	TapMaxOpen int `toml:"tap_max_open"`
+	// ReplayMaxRecords bounds the dead letters one replay of the console
+	// (and of `streamd dlq replay --to pipeline`) selects (default
+	// console.DefaultReplayMaxRecords).
+	ReplayMaxRecords int64 `toml:"replay_max_records"`
 }
 
 var (
 	rangeTapRate  = intRange{lo: 1, hi: 1000}
 	rangeTapBytes = intRange{lo: 16, hi: 1 << 20}
 	rangeTapOpen  = intRange{lo: 1, hi: 64}
+	rangeReplay   = intRange{lo: 1, hi: 1 << 40}
 )
 
 func (c *Config) consoleDefaults() {
@@ -29,10 +34,12 @@ func (c *Config) consoleDefaults() {
 	setDefault(c, "console.tap_max_rate", &c.Console.TapMaxRate, console.DefaultTapRate)
 	setDefault(c, "console.tap_max_value_bytes", &c.Console.TapMaxValueBytes, console.DefaultTapValueBytes)
 	setDefault(c, "console.tap_max_open", &c.Console.TapMaxOpen, console.DefaultTapOpen)
+	setDefault(c, "console.replay_max_records", &c.Console.ReplayMaxRecords, console.DefaultReplayMaxRecords)
 }
 
 func (c *Config) validateConsole(k *checker) {
 	k.int("console.tap_max_rate", int64(c.Console.TapMaxRate), rangeTapRate)
 	k.int("console.tap_max_value_bytes", int64(c.Console.TapMaxValueBytes), rangeTapBytes)
 	k.int("console.tap_max_open", int64(c.Console.TapMaxOpen), rangeTapOpen)
+	k.int("console.replay_max_records", c.Console.ReplayMaxRecords, rangeReplay)
 }

@@ -21,7 +21,7 @@ func (c *Config) CheckHostDirs() error {
 		}
 		k.hostDirs(fmt.Sprintf("pipeline[%d].sink", i), p.Sink.Dirs)
 	}
-	return k.err()
+	return c.RedactError(k.err())
 }
 
 func (k *checker) hostDirs(at string, dirs map[string]string) {

@@ -14,7 +14,7 @@ const (
 	DefaultWatch = time.Second
 	// DefaultLoadTimeout bounds loading one plugin ([plugins]
 	// load_timeout).
-	DefaultLoadTimeout = time.Minute
+	DefaultLoadTimeout = 2 * time.Minute
 	// DefaultKeys is the number of distinct keys of a generate source.
 	DefaultKeys = 1000
 )

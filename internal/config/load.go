@@ -51,16 +51,32 @@ func Load(path string) (*Config, error) {
 
 var lineRE = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
 
+// LoadForTest is Load for `streamd test`, which runs pipelines without a
+// broker: kafka.brokers (or [kafka.embedded]) may be left out. Everything
+// else is checked as Load does.
+func LoadForTest(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, b, os.LookupEnv, true)
+}
+
 // Parse is Load on bytes already read; name is used in errors and to
 // resolve relative paths; lookup resolves ${ENV} references.
 func Parse(name string, src []byte, lookup func(string) (string, bool)) (*Config, error) {
+	return parse(name, src, lookup, false)
+}
+
+// parse is Parse; noBrokers lets kafka.brokers be left out.
+func parse(name string, src []byte, lookup func(string) (string, bool), noBrokers bool) (*Config, error) {
 	// The parser's time grows with the square of the nesting depth: bound
 	// the depth first.
 	if _, line := scanDepth(string(src), MaxDepth); line > 0 {
 		return nil, &Error{File: name, Line: line, Msg: fmt.Sprintf(
 			"nested more than %d levels deep (allowed: at most %d levels of tables, arrays and dotted keys)", MaxDepth, MaxDepth)}
 	}
-	c := &Config{File: name}
+	c := &Config{File: name, noBrokers: noBrokers}
 	md, err := toml.Decode(string(src), c)
 	if err != nil {
 		return nil, decodeError(name, err)
@@ -92,7 +108,7 @@ func Parse(name string, src []byte, lookup func(string) (string, bool)) (*Config
 	}
 	c.setDefaults()
 	if err := c.validate(); err != nil {
-		return nil, err
+		return nil, c.RedactError(err)
 	}
 	return c, nil
 }
@@ -291,14 +307,14 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 					continue
 				}
 				if e.Kind() == reflect.Interface && !e.IsNil() && e.Elem().Kind() == reflect.String {
-					s, err := expand(e.Elem().String(), lookup, c.Resolve)
+					s, err := c.expand(e.Elem().String(), lookup)
 					if err != nil {
 						errs = append(errs, c.errorf(joinKey(path, k.String()), "%v", err))
 						continue
 					}
 					v.SetMapIndex(k, reflect.ValueOf(s))
 				} else if e.Kind() == reflect.String {
-					s, err := expand(e.String(), lookup, c.Resolve)
+					s, err := c.expand(e.String(), lookup)
 					if err != nil {
 						errs = append(errs, c.errorf(joinKey(path, k.String()), "%v", err))
 						continue
@@ -307,7 +323,7 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 				}
 			}
 		case reflect.String:
-			s, err := expand(v.String(), lookup, c.Resolve)
+			s, err := c.expand(v.String(), lookup)
 			if err != nil {
 				errs = append(errs, c.errorf(path, "%v", err))
 				return
@@ -324,10 +340,17 @@ func (c *Config) interpolate(lookup func(string) (string, bool)) error {
 	return errors.Join(errs...)
 }
 
+// expand is the package's expand of s with the config's paths, noting
+// each value it put in for Redact.
+func (c *Config) expand(s string, lookup func(string) (string, bool)) (string, error) {
+	return expand(s, lookup, c.Resolve, c.noteInterpolated)
+}
+
 // expand interpolates s: ${VAR} from lookup, and ${file:PATH} read now
-// with resolve making PATH absolute (nil: ${file:} is left as written).
+// with resolve making PATH absolute (nil: ${file:} is left as written);
+// note, if not nil, is told each reference and the value put in for it.
 // Errors name variables and files, never a value.
-func expand(s string, lookup func(string) (string, bool), resolve func(string) string) (string, error) {
+func expand(s string, lookup func(string) (string, bool), resolve func(string) string, note func(ref, value string)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -345,12 +368,17 @@ func expand(s string, lookup func(string) (string, bool), resolve func(string) s
 			if err != nil && fileErr == nil {
 				fileErr = err
 			}
+			if note != nil && err == nil {
+				note(m, v)
+			}
 			return v
 		}
 		name := m[2 : len(m)-1]
 		v, ok := lookup(name)
 		if !ok {
 			missing = append(missing, name)
+		} else if note != nil {
+			note(m, v)
 		}
 		return v
 	})

@@ -83,7 +83,12 @@ func quoteDur(d time.Duration) string { return `"` + shortDur(d) + `"` }
 // code: it turns a typo (an extra zero, a sign) into an error at its line.
 var (
 	rangePartitions     = intRange{lo: 1, hi: 10000}
-	rangeMemoryPages    = intRange{lo: 1, hi: 65536} // 4 GiB, Wasm32's limit
+	rangeMemoryPages    = intRange{lo: 1, hi: 65536}   // 4 GiB, Wasm32's limit
+	rangeTableElements  = intRange{lo: 1, hi: 1 << 28} // 2 GiB of 8-byte elements
+	rangeModuleBytes    = intRange{lo: 1 << 10, hi: 1 << 30}
+	rangeLogLineBytes   = intRange{lo: 16, hi: 1 << 20}
+	rangeLogLines       = intRange{lo: 1, hi: 1 << 20}
+	rangeLogBytes       = intRange{lo: 16, hi: 1 << 26}
 	rangeWorkers        = intRange{lo: 1, hi: 256}
 	rangePool           = intRange{lo: 1, hi: 256}
 	rangeMaxInFlight    = intRange{lo: 1, hi: 10_000_000}
@@ -96,6 +101,7 @@ var (
 	rangeBaselineVer    = intRange{lo: 1, hi: 1_000_000, zero: "the first version"}
 	rangePluginTimeout  = durRange{lo: time.Millisecond, hi: time.Hour, negative: "no bound"}
 	rangeLoadTimeout    = durRange{lo: time.Second, hi: time.Hour}
+	rangeCompileTimeout = durRange{lo: 100 * time.Millisecond, hi: time.Hour}
 	rangeWatch          = durRange{lo: 100 * time.Millisecond, hi: time.Hour, zero: "off"}
 	rangeShutdown       = durRange{lo: 0, hi: time.Hour, zero: "abandon in-flight batches at once"}
 	rangeCommitInterval = durRange{lo: 0, hi: time.Hour, zero: "after every batch"}
@@ -117,7 +123,7 @@ var kafkaLevels = map[string][2]int{"gzip": {1, 9}, "lz4": {1, 9}, "zstd": {1, 4
 
 // typeRanges name the allowed range of keys whose Go type is narrower than
 // TOML's integers, for the decoder's "out of range for uint32" errors.
-var typeRanges = map[string]intRange{"max_memory_pages": rangeMemoryPages, "partitions": rangePartitions}
+var typeRanges = map[string]intRange{"max_memory_pages": rangeMemoryPages, "max_table_elements": rangeTableElements, "partitions": rangePartitions}
 
 // checker collects the problems of one config, at most MaxErrors of them
 // in full.

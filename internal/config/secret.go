@@ -102,7 +102,7 @@ func (s *Secret) interpolate(c *Config, lookup func(string) (string, bool)) erro
 		_, err := readSecretFile(s.file)
 		return err
 	}
-	v, err := expand(s.raw, lookup, c.Resolve)
+	v, err := c.expand(s.raw, lookup)
 	if err != nil {
 		return err
 	}

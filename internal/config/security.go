@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ var (
 	rangeHTTPTimeout   = durRange{lo: time.Second, hi: 24 * time.Hour}
 	rangeHeaderBytes   = intRange{lo: 1 << 10, hi: 16 << 20}
 	rangeBodyBytes     = intRange{lo: 1 << 10, hi: 1 << 30}
+	rangeStreams       = intRange{lo: 1, hi: 100_000}
 )
 
 func (c *Config) adminDefaults() {
@@ -44,6 +46,8 @@ func (c *Config) adminDefaults() {
 	setDefault(c, "admin.idle_timeout", &a.IdleTimeout.Duration, admin.DefaultIdleTimeout)
 	setDefault(c, "admin.max_header_bytes", &a.MaxHeaderBytes, admin.DefaultMaxHeaderBytes)
 	setDefault(c, "admin.max_body_bytes", &a.MaxBodyBytes, admin.DefaultMaxBodyBytes)
+	setDefault(c, "admin.max_streams", &a.MaxStreams, admin.DefaultMaxStreams)
+	setDefault(c, "admin.max_streams_per_token", &a.MaxStreamsPerToken, min(admin.DefaultMaxStreamsPerToken, a.MaxStreams))
 	if t := a.TLS; t != nil {
 		t.CertFile, t.KeyFile, t.ClientCAFile = c.Resolve(t.CertFile), c.Resolve(t.KeyFile), c.Resolve(t.ClientCAFile)
 	}
@@ -60,6 +64,20 @@ func (c *Config) validateAdmin(k *checker) {
 	k.dur("admin.idle_timeout", a.IdleTimeout.Duration, rangeHTTPTimeout)
 	k.int("admin.max_header_bytes", int64(a.MaxHeaderBytes), rangeHeaderBytes)
 	k.int("admin.max_body_bytes", a.MaxBodyBytes, rangeBodyBytes)
+	k.int("admin.max_streams", int64(a.MaxStreams), rangeStreams)
+	k.int("admin.max_streams_per_token", int64(a.MaxStreamsPerToken), rangeStreams)
+	if a.MaxStreamsPerToken > a.MaxStreams {
+		k.bad("admin.max_streams_per_token", "%d is above admin.max_streams (%d): a token's share is at most the whole", a.MaxStreamsPerToken, a.MaxStreams)
+	}
+	for i, h := range a.Hosts {
+		name, _, err := net.SplitHostPort(h)
+		if err != nil {
+			name = h
+		}
+		if name == "" || strings.ContainsAny(h, "/ @?#*") || strings.Contains(h, "://") {
+			k.bad(fmt.Sprintf("admin.hosts[%d]", i), "%q: want a host name or address, optionally with :PORT (e.g. \"admin.example.com\"), not a URL", h)
+		}
+	}
 	if t := a.TLS; t != nil {
 		if t.CertFile == "" || t.KeyFile == "" {
 			k.bad("admin.tls", "set cert_file and key_file (the server's certificate and key)")

@@ -67,3 +67,29 @@ func TestAdminConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminStreamsAndHosts: the limits of long-lived responses default
+// and are checked; hosts are names, not URLs.
+func TestAdminStreamsAndHosts(t *testing.T) {
+	admin := func(keys string) string {
+		return pipe("", "", "", "[admin]\nlisten = \"127.0.0.1:9644\"\n"+keys)
+	}
+	cfg := mustParse(t, admin(`hosts = ["admin.example.com", "ops.example.com:8443"]`))
+	if cfg.Admin.MaxStreams != 64 || cfg.Admin.MaxStreamsPerToken != 16 {
+		t.Errorf("defaults: max_streams %d, per token %d", cfg.Admin.MaxStreams, cfg.Admin.MaxStreamsPerToken)
+	}
+	if cfg = mustParse(t, admin("max_streams = 4")); cfg.Admin.MaxStreamsPerToken != 4 {
+		t.Errorf("max_streams 4: per token %d; want 4 (at most the whole)", cfg.Admin.MaxStreamsPerToken)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"max_streams = 0", "admin.max_streams: 0 is out of range"},
+		{"max_streams = 4\nmax_streams_per_token = 5", "above admin.max_streams"},
+		{`hosts = ["http://admin.example.com"]`, `admin.hosts[0]: "http://admin.example.com": want a host name`},
+		{`hosts = ["a.example.com/x"]`, "admin.hosts[0]"},
+	} {
+		_, err := Parse("c.toml", []byte(admin(tc.src)), env(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}

@@ -44,6 +44,12 @@ func (c *Config) setDefaults() {
 		c.Plugins.CacheDir = c.Resolve(c.Plugins.CacheDir)
 	}
 	setDefault(c, "plugins.max_memory_pages", &c.Plugins.MaxMemoryPages, plugins.DefaultMaxMemoryPages)
+	setDefault(c, "plugins.max_table_elements", &c.Plugins.MaxTableElements, plugins.DefaultMaxTableElements)
+	setDefault(c, "plugins.max_module_bytes", &c.Plugins.MaxModuleBytes, plugins.DefaultMaxModuleBytes)
+	setDefault(c, "plugins.compile_timeout", &c.Plugins.CompileTimeout.Duration, plugins.DefaultCompileTimeout)
+	setDefault(c, "plugins.max_log_line_bytes", &c.Plugins.MaxLogLineBytes, plugins.DefaultMaxLogLineBytes)
+	setDefault(c, "plugins.max_log_lines_per_record", &c.Plugins.MaxLogLinesPerRecord, plugins.DefaultMaxLogLinesPerRecord)
+	setDefault(c, "plugins.max_log_bytes_per_record", &c.Plugins.MaxLogBytesPerRecord, plugins.DefaultMaxLogBytesPerRecord)
 	if c.Plugins.Watch == nil {
 		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
@@ -114,7 +120,7 @@ func (c *Config) validate() error {
 		bad("log.format", "must be text or json, not %q", c.Log.Format)
 	}
 	k.nonEmpty("data_dir", c.DataDir, "a directory", "data")
-	if len(c.Kafka.Brokers) == 0 {
+	if len(c.Kafka.Brokers) == 0 && !c.noBrokers {
 		bad("kafka", "set kafka.brokers or [kafka.embedded]")
 	}
 	k.nonEmpty("kafka.client_id", c.Kafka.ClientID, "a client id", "streamd")
@@ -125,6 +131,12 @@ func (c *Config) validate() error {
 	}
 	k.nonEmpty("plugins.cache_dir", c.Plugins.CacheDir, "a directory", "<data_dir>/wasm-cache")
 	k.int("plugins.max_memory_pages", int64(c.Plugins.MaxMemoryPages), rangeMemoryPages)
+	k.int("plugins.max_table_elements", int64(c.Plugins.MaxTableElements), rangeTableElements)
+	k.int("plugins.max_module_bytes", c.Plugins.MaxModuleBytes, rangeModuleBytes)
+	k.dur("plugins.compile_timeout", c.Plugins.CompileTimeout.Duration, rangeCompileTimeout)
+	k.int("plugins.max_log_line_bytes", int64(c.Plugins.MaxLogLineBytes), rangeLogLineBytes)
+	k.int("plugins.max_log_lines_per_record", int64(c.Plugins.MaxLogLinesPerRecord), rangeLogLines)
+	k.int("plugins.max_log_bytes_per_record", int64(c.Plugins.MaxLogBytesPerRecord), rangeLogBytes)
 	k.dur("plugins.timeout", c.Plugins.Timeout.Duration, rangePluginTimeout)
 	k.dur("plugins.load_timeout", c.Plugins.LoadTimeout.Duration, rangeLoadTimeout)
 	k.dur("plugins.watch", c.Plugins.Watch.Duration, rangeWatch)
@@ -346,6 +358,9 @@ func (k *checker) pluginSettings(at string, ps *PluginSettings) {
 	}
 	if k.c.isSet(at + ".max_memory_pages") {
 		k.int(at+".max_memory_pages", int64(ps.MaxMemoryPages), rangeMemoryPages)
+	}
+	if k.c.isSet(at + ".max_table_elements") {
+		k.int(at+".max_table_elements", int64(ps.MaxTableElements), rangeTableElements)
 	}
 	if k.c.isSet(at + ".timeout") {
 		k.dur(at+".timeout", ps.Timeout.Duration, rangePluginTimeout)

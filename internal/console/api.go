@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -154,7 +155,14 @@ func (c *Console) pipelineDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		return int(a.Partition - b.Partition)
 	})
-	writeJSON(w, http.StatusOK, out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(c.redactJSON(b), '\n'))
 }
 
 // entryView is a dead letter as the API shows it.

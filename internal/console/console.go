@@ -10,11 +10,13 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/dlq"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
@@ -106,6 +108,8 @@ type options struct {
 	interval  time.Duration
 	history   time.Duration
 	tap       TapLimits
+	redact    func(string) string
+	replayMax int64
 }
 
 // WithPipelines sets where the console learns the pipelines.
@@ -120,6 +124,21 @@ func WithFluid(f func() any) Option { return func(o *options) { o.fluid = f } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReplayMaxRecords bounds the dead letters one replay selects
+// (default DefaultReplayMaxRecords); a request may ask for fewer.
+func WithReplayMaxRecords(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.replayMax = n
+		}
+	}
+}
+
+// WithRedactor passes the strings of the status the console shows (the
+// ticks' pipeline status, the pipeline page) through f: the daemon hides
+// there what came into its config from ${ENV} and ${file:}.
+func WithRedactor(f func(string) string) Option { return func(o *options) { o.redact = f } }
 
 // WithSampling sets how often pipelines are sampled (default 1s) and how
 // long the samples are kept (default 15m).
@@ -161,8 +180,11 @@ const (
 type Console struct {
 	o       options
 	mux     *http.ServeMux
+	routes  []string
 	series  *series
 	replays *replays
+
+	tick tickCache
 
 	obsMu     sync.Mutex
 	observers map[string]*observer
@@ -176,7 +198,7 @@ type Console struct {
 
 // New returns a console.
 func New(opts ...Option) *Console {
-	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil },
+	o := options{interval: DefaultInterval, history: DefaultHistory, pipelines: func() []Pipeline { return nil }, replayMax: DefaultReplayMaxRecords,
 		tap: TapLimits{Rate: DefaultTapRate, ValueBytes: DefaultTapValueBytes, Open: DefaultTapOpen}}
 	for _, f := range opts {
 		f(&o)
@@ -186,22 +208,22 @@ func New(opts ...Option) *Console {
 	}
 	c := &Console{o: o, mux: http.NewServeMux(), done: make(chan struct{}), observers: map[string]*observer{}}
 	c.series = newSeries(int(o.history / o.interval))
-	c.replays = newReplays(o.log)
-	c.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
-	c.mux.HandleFunc("GET /ui/api/info", c.info)
-	c.mux.HandleFunc("GET /ui/api/events", c.events)
-	c.mux.HandleFunc("GET /ui/api/pipelines/{p}", c.pipelineDetail)
-	c.mux.HandleFunc("GET /ui/api/dlq/{p}", c.dlqList)
-	c.mux.HandleFunc("GET /ui/api/dlq/{p}/{partition}/{offset}", c.dlqGet)
-	c.mux.HandleFunc("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
-	c.mux.HandleFunc("GET /ui/api/replays", c.replayList)
-	c.mux.HandleFunc("GET /ui/api/replays/{id}", c.replayGet)
-	c.mux.HandleFunc("GET /ui/api/tap/{p}", c.tapStream)
-	c.mux.HandleFunc("GET /ui/api/tap/{p}/{stage}", c.tapStream)
-	c.mux.HandleFunc("GET /ui/api/journal", c.journalInfo)
-	c.mux.HandleFunc("GET /ui/api/journal/quarantine", c.journalQuarantine)
-	c.mux.HandleFunc("GET /ui/api/fluid", c.fluidInfo)
-	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+	c.replays = newReplays(o.log, o.replayMax)
+	c.handle("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	c.handle("GET /ui/api/info", c.info)
+	c.handle("GET /ui/api/events", c.events)
+	c.handle("GET /ui/api/pipelines/{p}", c.pipelineDetail)
+	c.handle("GET /ui/api/dlq/{p}", c.dlqList)
+	c.handle("GET /ui/api/dlq/{p}/{partition}/{offset}", c.dlqGet)
+	c.handle("POST /ui/api/dlq/{p}/replay", c.dlqReplay)
+	c.handle("GET /ui/api/replays", c.replayList)
+	c.handle("GET /ui/api/replays/{id}", c.replayGet)
+	c.handle("GET /ui/api/tap/{p}", c.tapStream)
+	c.handle("GET /ui/api/tap/{p}/{stage}", c.tapStream)
+	c.handle("GET /ui/api/journal", c.journalInfo)
+	c.handle("GET /ui/api/journal/quarantine", c.journalQuarantine)
+	c.handle("GET /ui/api/fluid", c.fluidInfo)
+	c.handle("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/ui/api/"):
 			writeErr(w, http.StatusNotFound, "%s %s: no such console API", r.Method, r.URL.Path)
@@ -217,6 +239,16 @@ func New(opts ...Option) *Console {
 
 // ServeHTTP serves /ui/ and /ui/api/.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// handle mounts f on pattern and notes the pattern for Routes.
+func (c *Console) handle(pattern string, f http.HandlerFunc) {
+	c.mux.HandleFunc(pattern, f)
+	c.routes = append(c.routes, pattern)
+}
+
+// Routes lists the console's routes as http.ServeMux patterns (the admin
+// server's admin.Router).
+func (c *Console) Routes() []string { return slices.Clone(c.routes) }
 
 // Start samples the pipelines until Close.
 func (c *Console) Start() {
@@ -330,6 +362,14 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 	_, _ = w.Write(b)
+}
+
+// redactJSON is b with the strings the redactor hides hidden.
+func (c *Console) redactJSON(b []byte) []byte {
+	if c.o.redact == nil {
+		return b
+	}
+	return admin.RedactJSON(b, c.o.redact)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -232,6 +232,9 @@ func TestAPIErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, base+tt.path, strings.NewReader(tt.body))
+			if tt.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -263,6 +266,7 @@ func TestAuth(t *testing.T) {
 	defer testenv.Close(t, context.Background(), c)
 	call := func(method, path, token string) int {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -17,7 +17,12 @@
 // need a token of role read when tokens are configured, POST (a replay)
 // role write. The page asks for a token when the API answers 401, keeps
 // it in the tab's sessionStorage and sends it as a bearer header; the
-// event streams are read with fetch so they carry it too.
+// event streams are read with fetch so they carry it too. Event streams
+// and taps count against the admin server's limit of long-lived
+// responses ([admin] max_streams, and a token's share,
+// max_streams_per_token: 429 past them) and end when their token is
+// revoked. A tick is encoded once and sent to every stream that is up to
+// date.
 //
 // API (JSON unless said):
 //
@@ -26,7 +31,8 @@
 //	GET  /ui/api/pipelines/{p}              status, stages, partitions (lag, owner), last errors
 //	GET  /ui/api/dlq/{p}?partition=&from=&until=&stage=&error=&source_topic=&limit=
 //	GET  /ui/api/dlq/{p}/{partition}/{offset}   one dead letter
-//	POST /ui/api/dlq/{p}/replay             {"filter": {...}, "to": "source"|"pipeline", "topic": ""} -> 202 {"id"}
+//	POST /ui/api/dlq/{p}/replay             {"filter": {...}, "to": "source"|"pipeline", "topic": "", "max_records": N, "force": false}
+//	                                        -> 202 {"id"}; 409 naming the replay of {p} that is running
 //	GET  /ui/api/replays, /ui/api/replays/{id}   replay progress
 //	GET  /ui/api/journal, /ui/api/journal/quarantine?limit=
 //	GET  /ui/api/fluid

@@ -105,9 +105,16 @@ func (s *syncBuf) String() string {
 // ends.
 func startDaemon(t *testing.T, body string) *daemon {
 	t.Helper()
+	return startDaemonAdmin(t, "", body)
+}
+
+// startDaemonAdmin is startDaemon with more keys of [admin] (lines of
+// TOML; tables such as [admin.auth] go at the end of body instead).
+func startDaemonAdmin(t *testing.T, adminKeys, body string) *daemon {
+	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
-	src := fmt.Sprintf("data_dir = %q\n[admin]\nlisten = \"127.0.0.1:%d\"\n", filepath.Join(dir, "data"), port) + body
+	src := fmt.Sprintf("data_dir = %q\n[admin]\nlisten = \"127.0.0.1:%d\"\n", filepath.Join(dir, "data"), port) + adminKeys + "\n" + body
 	file := filepath.Join(dir, "streamd.toml")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -148,6 +155,17 @@ func startDaemon(t *testing.T, body string) *daemon {
 		}
 		_ = res.Body.Close()
 		return res.StatusCode == 200, res.Status
+	})
+	// The listener opens first; the journal and the fluid bridge once
+	// /readyz no longer says "starting".
+	waitFor(t, 60*time.Second, "the daemon's parts started", func() (bool, string) {
+		res, err := http.Get(d.Base + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		return !strings.Contains(string(body), `"starting"`), string(body)
 	})
 	return d
 }
@@ -223,8 +241,9 @@ type browser struct {
 }
 
 // newBrowser starts Debian's chromium headless, with the flags it needs
-// on a machine without network access, and a fresh profile.
-func newBrowser(t *testing.T) *browser {
+// on a machine without network access, and a fresh profile; extra are
+// more options (flags).
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -239,6 +258,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1400, 1000),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
@@ -278,12 +298,12 @@ func (b *browser) do(t testing.TB, d time.Duration, actions ...chromedp.Action[c
 	}
 }
 
-// eval evaluates a JavaScript expression.
+// eval evaluates a JavaScript expression; a promise is awaited.
 func eval[T any](t testing.TB, b *browser, expr string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("evaluate %s: %v", expr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -24,6 +25,13 @@ type ReplayRequest struct {
 	Topic string `json:"topic,omitempty"`
 	// Batch is how many records go at once (default 500).
 	Batch int `json:"batch,omitempty"`
+	// MaxRecords bounds the dead letters this replay selects; 0 (and
+	// anything above it) is the daemon's bound ([console]
+	// replay_max_records).
+	MaxRecords int64 `json:"max_records,omitempty"`
+	// Force dead-letters a replayed record that is rejected again once
+	// more (by default it is not: its dead letter is still there).
+	Force bool `json:"force,omitempty"`
 }
 
 // ReplayJob is a replay the daemon runs, as GET /ui/api/replays/{id}
@@ -42,20 +50,29 @@ type ReplayJob struct {
 // maxReplayJobs bounds the finished jobs kept for their progress.
 const maxReplayJobs = 50
 
+// DefaultReplayMaxRecords bounds the dead letters one replay of the
+// console selects (WithReplayMaxRecords).
+const DefaultReplayMaxRecords = 100_000
+
+// errReplayRunning is the error of a replay of a pipeline that has one
+// running.
+var errReplayRunning = errors.New("a replay of this pipeline is running")
+
 type replays struct {
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	maxRecords int64
+	log        *slog.Logger
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	mu   sync.Mutex
 	seq  int
 	jobs []*ReplayJob
 }
 
-func newReplays(log *slog.Logger) *replays {
+func newReplays(log *slog.Logger, maxRecords int64) *replays {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &replays{log: log, ctx: ctx, cancel: cancel}
+	return &replays{log: log, ctx: ctx, cancel: cancel, maxRecords: maxRecords}
 }
 
 func (rs *replays) close() {
@@ -84,40 +101,25 @@ func (rs *replays) list() []ReplayJob {
 	return out
 }
 
-// start runs a replay of p's dead letters in the background.
+// start runs a replay of p's dead letters in the background; one at a
+// time per pipeline (errReplayRunning, with the running one).
 func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 	if err := rs.ctx.Err(); err != nil {
 		return ReplayJob{}, errors.New("the console is shutting down")
 	}
-	var target dlq.Target
-	var rejected func() int64
-	var closeTarget func(context.Context) error
-	switch req.To {
-	case "source":
-		if p.ToSource == nil {
-			return ReplayJob{}, errors.New("this pipeline's source is not a Kafka topic: replay with to = \"pipeline\"")
-		}
-		t, release, err := p.ToSource(req.Topic)
-		if err != nil {
-			return ReplayJob{}, err
-		}
-		target, closeTarget = t, func(context.Context) error { release(); return nil }
-	case "pipeline":
-		if req.Topic != "" {
-			return ReplayJob{}, errors.New("topic goes with to = \"source\"")
-		}
-		if p.ThroughPipeline == nil {
-			return ReplayJob{}, errors.New("this pipeline cannot replay through itself")
-		}
-		t, err := p.ThroughPipeline(rs.ctx)
-		if err != nil {
-			return ReplayJob{}, err
-		}
-		target, rejected, closeTarget = t, t.Rejected, t.Close
-	default:
-		return ReplayJob{}, errors.New(`to: want "source" or "pipeline", not ` + strconv.Quote(req.To))
+	if req.MaxRecords <= 0 || req.MaxRecords > rs.maxRecords {
+		req.MaxRecords = rs.maxRecords
 	}
+	// Claimed before the target is made (a replay through the pipeline
+	// starts one): a placeholder job, done false, until it is replaced.
 	rs.mu.Lock()
+	for _, j := range rs.jobs {
+		if j.Pipeline == p.Name && !j.Done {
+			run := *j
+			rs.mu.Unlock()
+			return run, errReplayRunning
+		}
+	}
 	rs.seq++
 	job := &ReplayJob{ID: strconv.Itoa(rs.seq), Pipeline: p.Name, Request: req, Progress: dlq.Progress{Started: time.Now()}}
 	rs.jobs = append(rs.jobs, job)
@@ -129,6 +131,42 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 			}
 		}
 	}
+	rs.mu.Unlock()
+	abandon := func(err error) (ReplayJob, error) {
+		rs.mu.Lock()
+		rs.jobs = slices.DeleteFunc(rs.jobs, func(j *ReplayJob) bool { return j == job })
+		rs.mu.Unlock()
+		return ReplayJob{}, err
+	}
+	var target dlq.Target
+	var rejected func() int64
+	var closeTarget func(context.Context) error
+	switch req.To {
+	case "source":
+		if p.ToSource == nil {
+			return abandon(errors.New("this pipeline's source is not a Kafka topic: replay with to = \"pipeline\""))
+		}
+		t, release, err := p.ToSource(req.Topic)
+		if err != nil {
+			return abandon(err)
+		}
+		target, closeTarget = t, func(context.Context) error { release(); return nil }
+	case "pipeline":
+		if req.Topic != "" {
+			return abandon(errors.New("topic goes with to = \"source\""))
+		}
+		if p.ThroughPipeline == nil {
+			return abandon(errors.New("this pipeline cannot replay through itself"))
+		}
+		t, err := p.ThroughPipeline(rs.ctx)
+		if err != nil {
+			return abandon(err)
+		}
+		target, rejected, closeTarget = t, t.Rejected, t.Close
+	default:
+		return abandon(errors.New(`to: want "source" or "pipeline", not ` + strconv.Quote(req.To)))
+	}
+	rs.mu.Lock()
 	snap := *job
 	rs.mu.Unlock()
 	update := func(pr dlq.Progress) {
@@ -144,7 +182,7 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 		defer rs.wg.Done()
 		log := rs.log.With("pipeline", p.Name, "replay", job.ID, "to", req.To)
 		log.Info("dead-letter replay started", "filter", req.Filter)
-		pr, err := dlq.Replay(rs.ctx, p.DLQ, req.Filter, target, dlq.ReplayOptions{Batch: req.Batch, Progress: func(pr dlq.Progress) {
+		pr, err := dlq.Replay(rs.ctx, p.DLQ, req.Filter, target, dlq.ReplayOptions{Batch: req.Batch, MaxRecords: req.MaxRecords, Force: req.Force, Progress: func(pr dlq.Progress) {
 			pr.Done = false // only once the target is closed
 			update(pr)
 		}})
@@ -159,7 +197,7 @@ func (rs *replays) start(p Pipeline, req ReplayRequest) (ReplayJob, error) {
 			log.Error("dead-letter replay stopped", "replayed", pr.Replayed, "skipped", pr.Skipped, "resume", pr.Resume, "err", err)
 			return
 		}
-		log.Info("dead-letter replay done", "selected", pr.Matched, "replayed", pr.Replayed, "skipped", pr.Skipped)
+		log.Info("dead-letter replay done", "selected", pr.Matched, "replayed", pr.Replayed, "skipped", pr.Skipped, "stopped", pr.Stopped)
 	}()
 	return snap, nil
 }
@@ -187,7 +225,18 @@ func (c *Console) dlqReplay(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "filter from/until: offsets are not negative")
 		return
 	}
+	if req.MaxRecords < 0 {
+		writeErr(w, http.StatusBadRequest, "max_records %d: want 1 or more (0: the daemon's bound, %d)", req.MaxRecords, c.replays.maxRecords)
+		return
+	}
 	job, err := c.replays.start(p, req)
+	if errors.Is(err, errReplayRunning) {
+		writeJSON(w, http.StatusConflict, map[string]any{
+			"error": fmt.Sprintf("replay %s of pipeline %s is running (started %s, %d of %d dead-letter offsets read, %d replayed): one replay of a pipeline runs at a time; "+
+				"wait for it (GET /ui/api/replays/%s)", job.ID, job.Pipeline, job.Started.UTC().Format(time.RFC3339), job.Scanned, job.Total, job.Replayed, job.ID),
+			"running": job})
+		return
+	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "%v", err)
 		return

@@ -85,6 +85,7 @@ type series struct {
 	mu    sync.Mutex
 	rings map[string]*ring
 	last  int64         // newest tick, Unix ms
+	prev  int64         // the tick before it
 	wake  chan struct{} // closed and replaced at each tick
 }
 
@@ -114,7 +115,7 @@ func (s *series) record(name string, now time.Time, st pipeline.Status, stages [
 // tick wakes the event streams after the samples of now were recorded.
 func (s *series) tick(now time.Time) {
 	s.mu.Lock()
-	s.last = now.UnixMilli()
+	s.prev, s.last = s.last, now.UnixMilli()
 	close(s.wake)
 	s.wake = make(chan struct{})
 	s.mu.Unlock()
@@ -132,6 +133,31 @@ func (s *series) since(t int64) (map[string][]Sample, int64, <-chan struct{}) {
 		}
 	}
 	return out, s.last, s.wake
+}
+
+// newest returns the newest tick, the one before it and a channel closed
+// at the next tick.
+func (s *series) newest() (last, prev int64, wake <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.prev, s.wake
+}
+
+// between returns every pipeline's samples of ticks after a up to b.
+func (s *series) between(a, b int64) map[string][]Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]Sample, len(s.rings))
+	for name, r := range s.rings {
+		ss := r.since(a)
+		for len(ss) > 0 && ss[len(ss)-1].T > b {
+			ss = ss[:len(ss)-1]
+		}
+		if len(ss) > 0 {
+			out[name] = ss
+		}
+	}
+	return out
 }
 
 func lagSum(m pipeline.LagMap) int64 {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/recview"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -188,13 +189,22 @@ func (c *Console) tapStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.openTaps.Add(-1)
+	ctx, done, ok := admin.OpenStream(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	s := startSSE(w)
 	if s == nil {
 		return
 	}
 	closeTap := o.openTap(t)
 	defer closeTap()
-	c.o.log.Info("tap opened", "pipeline", p.Name, "stage", stage, "rate", t.rate, "bytes", t.bytes, "remote", r.RemoteAddr)
+	who := "anonymous"
+	if cl, ok := admin.CallerOf(r.Context()); ok {
+		who = cl.String()
+	}
+	c.o.log.Info("tap opened", "pipeline", p.Name, "stage", stage, "rate", t.rate, "bytes", t.bytes, "by", who, "remote", r.RemoteAddr)
 	defer c.o.log.Info("tap closed", "pipeline", p.Name, "stage", stage, "remote", r.RemoteAddr)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -216,7 +226,7 @@ func (c *Console) tapStream(w http.ResponseWriter, r *http.Request) {
 			if status() != nil {
 				return
 			}
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-c.done:
 			return

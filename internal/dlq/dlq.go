@@ -17,14 +17,24 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// HeaderReplayOf is set on a replayed record: the dead letter it came
-// from, "TOPIC/PARTITION@OFFSET" of the dead-letter topic.
-const HeaderReplayOf = "streamd-replay-of"
+// Headers of a replayed record.
+const (
+	// HeaderReplayOf is the dead letter it came from,
+	// "TOPIC/PARTITION@OFFSET" of the dead-letter topic.
+	HeaderReplayOf = "streamd-replay-of"
+	// HeaderReplayCount is how many times the record has been replayed,
+	// this time included: 1 for a dead letter of a record read from its
+	// source, one more for a dead letter of a replayed record.
+	HeaderReplayCount = "streamd-replay-count"
+	// HeaderReplayForce is set ("1") by a replay with Force: if the record
+	// is rejected again, it is dead-lettered again (GuardReplays).
+	HeaderReplayForce = "streamd-replay-force"
+)
 
 // deadLetterHeaders are the headers pipeline.DeadLetter and its truncation
 // add; Original removes them.
 var deadLetterHeaders = []string{
-	pipeline.HeaderError, pipeline.HeaderStage, pipeline.HeaderPlugin,
+	pipeline.HeaderError, pipeline.HeaderErrorDetail, pipeline.HeaderErrorKind, pipeline.HeaderStage, pipeline.HeaderPlugin,
 	pipeline.HeaderSourceTopic, pipeline.HeaderSourcePartition, pipeline.HeaderSourceOffset,
 	pipeline.HeaderTruncated, pipeline.HeaderValueBytes, pipeline.HeaderKeyBytes,
 }
@@ -46,8 +56,12 @@ type Entry struct {
 	Partition int32     `json:"partition"`
 	Offset    int64     `json:"offset"`
 	Time      time.Time `json:"time"`
-	// Error, Stage and Plugin say why it was rejected.
+	// Error (its first line: the cause), Detail (the rest: a stack trace),
+	// Kind (rejected, trap, timeout, memory or failed), Stage and Plugin
+	// say why it was rejected.
 	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+	Kind   string `json:"kind,omitempty"`
 	Stage  string `json:"stage"`
 	Plugin string `json:"plugin,omitempty"`
 	// Source is where the rejected record was read (Partition and Offset
@@ -79,7 +93,7 @@ func FromRecord(r record.Record) Entry {
 	}
 	return Entry{
 		Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp,
-		Error: h(pipeline.HeaderError), Stage: h(pipeline.HeaderStage), Plugin: h(pipeline.HeaderPlugin),
+		Error: h(pipeline.HeaderError), Detail: h(pipeline.HeaderErrorDetail), Kind: h(pipeline.HeaderErrorKind), Stage: h(pipeline.HeaderStage), Plugin: h(pipeline.HeaderPlugin),
 		Source:    Position{Topic: h(pipeline.HeaderSourceTopic), Partition: int32(num(pipeline.HeaderSourcePartition)), Offset: num(pipeline.HeaderSourceOffset)},
 		Truncated: h(pipeline.HeaderTruncated),
 		Record:    r,
@@ -92,8 +106,9 @@ var ErrTruncated = errors.New("the dead letter was truncated to fit the dead-let
 
 // Original returns the record that was rejected, as a Target takes it:
 // its key, value and own headers (without the dead-letter headers, plus
-// HeaderReplayOf naming the dead letter in dlqTopic), and its source
-// topic, partition and offset. It shares no bytes with e.
+// HeaderReplayOf naming the dead letter in dlqTopic and HeaderReplayCount
+// one above the one it had), and its source topic, partition and offset.
+// It shares no bytes with e.
 func (e *Entry) Original(dlqTopic string) (record.Record, error) {
 	if e.Truncated != "" {
 		return record.Record{}, fmt.Errorf("%s/%d@%d: %w (%s left out)", dlqTopic, e.Partition, e.Offset, ErrTruncated, e.Truncated)
@@ -106,6 +121,12 @@ func (e *Entry) Original(dlqTopic string) (record.Record, error) {
 		r.DelHeader(k)
 	}
 	r.SetHeader(HeaderReplayOf, []byte(Position{dlqTopic, e.Partition, e.Offset}.String()))
+	count := 0
+	if v, ok := r.Header(HeaderReplayCount); ok {
+		count, _ = strconv.Atoi(string(v))
+	}
+	r.SetHeader(HeaderReplayCount, []byte(strconv.Itoa(max(count, 0)+1)))
+	r.DelHeader(HeaderReplayForce)
 	r.Topic, r.Partition, r.Offset = e.Source.Topic, e.Source.Partition, e.Source.Offset
 	return r, nil
 }

@@ -128,8 +128,20 @@ func TestOriginal(t *testing.T) {
 	if got.Topic != "orders" || got.Partition != 2 || got.Offset != 77 || string(got.Key) != "k" || string(got.Value) != "v" {
 		t.Fatalf("original: %+v", got)
 	}
-	if len(got.Headers) != 2 || got.Headers[0].Key != "trace" || got.Headers[1].Key != dlq.HeaderReplayOf || string(got.Headers[1].Value) != "orders-dlq/1@9" {
+	if len(got.Headers) != 3 || got.Headers[0].Key != "trace" || got.Headers[1].Key != dlq.HeaderReplayOf || string(got.Headers[1].Value) != "orders-dlq/1@9" ||
+		got.Headers[2].Key != dlq.HeaderReplayCount || string(got.Headers[2].Value) != "1" {
 		t.Fatalf("headers: %+v", got.Headers)
+	}
+	// The dead letter of a replayed record: one replay more.
+	again := pipeline.DeadLetter(got, "st", "pl", errors.New("boom"))
+	again.Topic, again.Partition, again.Offset = "orders-dlq", 1, 12
+	e2 := dlq.FromRecord(again)
+	got2, err := e2.Original("orders-dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got2.Header(dlq.HeaderReplayCount); string(v) != "2" {
+		t.Fatalf("replayed twice: count %q, headers %+v", v, got2.Headers)
 	}
 	got.Value[0] = 'x'
 	if string(d.Value) != "v" {
@@ -204,7 +216,7 @@ func TestReplayToTopic(t *testing.T) {
 		if kr.Partition != int32(i%3) || string(kr.Value) != fmt.Sprintf(`{"n":%d}`, i) {
 			t.Fatalf("record %d: partition %d value %s", i, kr.Partition, kr.Value)
 		}
-		if len(kr.Headers) != 2 || kr.Headers[0].Key != "trace" || string(kr.Headers[1].Value) != fmt.Sprintf("%s/0@%d", topic, i) {
+		if len(kr.Headers) != 3 || kr.Headers[0].Key != "trace" || string(kr.Headers[1].Value) != fmt.Sprintf("%s/0@%d", topic, i) || string(kr.Headers[2].Value) != "1" {
 			t.Fatalf("record %d headers %+v", i, kr.Headers)
 		}
 	}

@@ -18,5 +18,14 @@
 // the last dead-letter offset replayed, so that it can be resumed there.
 // Replay never deletes or changes anything in the dead-letter topic.
 // Dead letters whose value was truncated cannot be replayed; they are
-// counted and skipped.
+// counted and skipped. A replayed record carries streamd-replay-of (its
+// dead letter) and streamd-replay-count (how many times it was replayed);
+// ReplayOptions.MaxRecords bounds one replay.
+//
+// Since the dead letter stays, a replayed record that is rejected again
+// need not be dead-lettered again: GuardReplays wraps a pipeline's
+// dead-letter sink so that it is not (unless the replay was forced),
+// once it has checked that the dead letter named holds the same record;
+// otherwise each replay of records that still fail would add as many
+// dead letters again.
 package dlq

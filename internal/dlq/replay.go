@@ -35,6 +35,9 @@ type Progress struct {
 	// Done is set once the replay ended; Err says why it stopped early.
 	Done bool   `json:"done"`
 	Err  string `json:"error,omitempty"`
+	// Stopped says why a replay that did not fail ended before the end of
+	// its selection (its bound of records); Resume says where to go on.
+	Stopped string `json:"stopped,omitempty"`
 	// Resume is, per DLQ partition, the offset after the last dead
 	// letter replayed (or skipped): a replay stopped part-way resumes
 	// with From there.
@@ -62,6 +65,12 @@ func (p *Progress) clone() Progress {
 type ReplayOptions struct {
 	// Batch is how many records go to the target at once (default 500).
 	Batch int
+	// MaxRecords bounds the dead letters one replay selects (0: no
+	// bound); at the bound it stops, with Progress.Stopped and Resume.
+	MaxRecords int64
+	// Force marks the replayed records (HeaderReplayForce) so that one
+	// rejected again is dead-lettered again (GuardReplays).
+	Force bool
 	// Progress, if set, is called after every batch and at the end.
 	Progress func(Progress)
 }
@@ -132,7 +141,12 @@ func Replay(ctx context.Context, r *Reader, f Filter, to Target, o ReplayOptions
 		report()
 		return nil
 	}
+	bounded := false
 	err = r.Scan(ctx, ranges, f, func(e *Entry) error {
+		if o.MaxRecords > 0 && pr.Matched >= o.MaxRecords {
+			bounded = true
+			return ErrStop
+		}
 		mu.Lock()
 		pr.Matched++
 		mu.Unlock()
@@ -150,6 +164,9 @@ func Replay(ctx context.Context, r *Reader, f Filter, to Target, o ReplayOptions
 			mu.Unlock()
 			return nil
 		}
+		if o.Force {
+			rec.SetHeader(HeaderReplayForce, []byte("1"))
+		}
 		batch = append(batch, rec)
 		if len(batch) >= o.Batch {
 			return flush()
@@ -163,6 +180,11 @@ func Replay(ctx context.Context, r *Reader, f Filter, to Target, o ReplayOptions
 	})
 	if err == nil {
 		err = flush()
+	}
+	if err == nil && bounded {
+		mu.Lock()
+		pr.Stopped = fmt.Sprintf("stopped at the bound of %d records a replay; the rest is where Resume says", o.MaxRecords)
+		mu.Unlock()
 	}
 	return finish(err)
 }

@@ -148,7 +148,7 @@ func replayThroughDaemon(ctx context.Context, cfg *config.Config, name string, f
 		return fail(err)
 	}
 	var job console.ReplayJob
-	req := console.ReplayRequest{Filter: f, To: "pipeline", Batch: fl.batch}
+	req := console.ReplayRequest{Filter: f, To: "pipeline", Batch: fl.batch, MaxRecords: fl.maxRecords, Force: fl.force}
 	if err := c.do(ctx, http.MethodPost, "/ui/api/dlq/"+pathEscape(name)+"/replay", req, &job); err != nil {
 		return fail(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/dlq"
 	"github.com/streamd/streamd/internal/recview"
+	"github.com/streamd/streamd/internal/termsafe"
 )
 
 const dlqUsage = `usage: streamd dlq <command> -c config.toml PIPELINE [flags]
@@ -34,6 +35,15 @@ commands:
                            exit 1 if the pipeline rejects any of them again
       --topic T            with --to source: to topic T instead, partitioned by key
       --dry-run            count what would be replayed, send nothing
+      --max-records N      replay at most N of the selected dead letters (then say where to
+                           resume); --to pipeline: at most the daemon's [console]
+                           replay_max_records (default 100000)
+      --force              a replayed record the pipeline rejects again is dead-lettered
+                           again; without it, it is not (its dead letter is still there)
+
+A replayed record carries streamd-replay-of (the dead letter) and
+streamd-replay-count (how many times it was replayed). One replay of a
+pipeline runs at a time in the daemon (--to pipeline).
 
 selection (ls, replay):
   --partition N            one partition of the dead-letter topic (default all)
@@ -42,6 +52,14 @@ selection (ls, replay):
   --error TEXT             whose error contains TEXT (ignoring case)
   --source-topic T         read from topic T
 
+output (ls, show):
+  --json                   one JSON object a line
+  --raw                    print record bytes as they are: show prints the value's bytes alone
+                           (for a file or a pipe); ls and --json print without escaping.
+                           Without --raw, control characters in keys, values, headers and
+                           errors are shown escaped (\x1b), so that a record cannot act on
+                           the terminal.
+
 The brokers and the dead-letter topic (errors.dlq_topic) come from the config.
 `
 
@@ -49,7 +67,8 @@ The brokers and the dead-letter topic (errors.dlq_topic) come from the config.
 type dlqFlags struct {
 	cfg, offsets, stage, errText, sourceTopic, to, topic, admin, tokenFile, caFile string
 	partition, limit, maxBytes, batch                                              int
-	json, dryRun                                                                   bool
+	json, dryRun, raw, force                                                       bool
+	maxRecords                                                                     int64
 }
 
 // DLQ is `streamd dlq ARGS`: it returns the exit code.
@@ -85,10 +104,13 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.limit, "limit", 100, "ls: at most this many (0: all)")
 	fs.IntVar(&f.maxBytes, "max-bytes", 0, "cut keys, values and headers at this many bytes (default: ls 60, show 65536)")
 	fs.BoolVar(&f.json, "json", false, "one JSON object a line")
+	fs.BoolVar(&f.raw, "raw", false, "print record bytes as they are (show: the value alone)")
 	fs.StringVar(&f.to, "to", "source", "replay: source or pipeline")
 	fs.StringVar(&f.topic, "topic", "", "replay --to source: this topic instead of each record's source topic")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "replay: only count")
 	fs.IntVar(&f.batch, "batch", 500, "replay: records per batch")
+	fs.Int64Var(&f.maxRecords, "max-records", 0, "replay: at most this many dead letters (0: all; --to pipeline: the daemon's bound)")
+	fs.BoolVar(&f.force, "force", false, "replay: dead-letter again a replayed record rejected again")
 	adminFlags(fs, &f.admin, &f.tokenFile, &f.caFile)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
@@ -111,6 +133,9 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage("%v", err)
 	}
+	if f.maxRecords < 0 {
+		return usage("--max-records %d: want 1 or more (0: all)", f.maxRecords)
+	}
 	cfg, err := config.Load(f.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "streamd dlq %s: invalid config:\n%v\n", sub, err)
@@ -129,8 +154,9 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		printEntries(stdout, r.Topic(), es, more, f)
-		return 0
+		out, flush := f.output(stdout)
+		printEntries(out, r.Topic(), es, more, f)
+		return flush()
 	case "show":
 		if f.maxBytes == 0 {
 			f.maxBytes = 64 << 10
@@ -143,8 +169,19 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		printEntry(stdout, r.Topic(), &e, f)
-		return 0
+		if f.raw && !f.json {
+			if e.Record.Value == nil {
+				fmt.Fprintf(stderr, "streamd dlq show: %d@%d has no value (null, or left out of a truncated dead letter)\n", part, off)
+				return 1
+			}
+			if _, err := stdout.Write(e.Record.Value); err != nil {
+				return fail(err)
+			}
+			return 0
+		}
+		out, flush := f.output(stdout)
+		printEntry(out, r.Topic(), &e, f)
+		return flush()
 	}
 	switch f.to {
 	case "source":
@@ -168,12 +205,36 @@ func DLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer cl.Close()
-	pr, err := dlq.Replay(ctx, r, filter, dlq.ToTopic(cl, f.topic), dlq.ReplayOptions{Batch: f.batch, Progress: progressPrinter(stderr)})
+	pr, err := dlq.Replay(ctx, r, filter, dlq.ToTopic(cl, f.topic), dlq.ReplayOptions{Batch: f.batch, MaxRecords: f.maxRecords, Force: f.force, Progress: progressPrinter(stderr)})
 	printProgress(stdout, pr, "replayed to "+targetName(f.topic))
 	if err != nil {
 		return fail(err)
 	}
 	return 0
+}
+
+// output is where a listing goes: stdout, through an escaping writer for
+// --json unless --raw (the text output escapes each field itself); flush
+// ends it and returns the exit code.
+func (f *dlqFlags) output(stdout io.Writer) (io.Writer, func() int) {
+	if !f.json || f.raw {
+		return stdout, func() int { return 0 }
+	}
+	w := termsafe.NewWriter(stdout)
+	return w, func() int {
+		if w.Flush() != nil {
+			return 1
+		}
+		return 0
+	}
+}
+
+// text is a field of a record for the text output: escaped unless --raw.
+func (f *dlqFlags) text(s string) string {
+	if f.raw {
+		return s
+	}
+	return termsafe.String(s)
 }
 
 func targetName(topic string) string {
@@ -260,18 +321,23 @@ func printEntries(w io.Writer, topic string, es []dlq.Entry, more bool, f dlqFla
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tERROR")
+	fmt.Fprintln(tw, "PARTITION@OFFSET\tTIME\tSTAGE\tSOURCE\tKEY\tKIND\tERROR")
 	for i := range es {
 		e := &es[i]
 		errText := strings.ReplaceAll(e.Error, "\n", " ")
 		if len(errText) > 100 {
 			errText = errText[:97] + "..."
 		}
+		errText = f.text(errText)
 		if e.Truncated != "" {
-			errText = "[truncated: " + e.Truncated + "] " + errText
+			errText = "[truncated: " + f.text(e.Truncated) + "] " + errText
 		}
-		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), e.Stage, e.Source,
-			recview.Bytes(e.Record.Key, f.maxBytes), errText)
+		kind := e.Kind
+		if kind == "" {
+			kind = "-" // a dead letter written before the kind header
+		}
+		fmt.Fprintf(tw, "%d@%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339), f.text(e.Stage), f.text(e.Source.String()),
+			f.text(recview.Bytes(e.Record.Key, f.maxBytes).String()), f.text(kind), errText)
 	}
 	_ = tw.Flush()
 	note := fmt.Sprintf("%d dead letters in %s", len(es), topic)
@@ -288,21 +354,31 @@ func printEntry(w io.Writer, topic string, e *dlq.Entry, f dlqFlags) {
 		return
 	}
 	fmt.Fprintf(w, "dead letter  %s/%d@%d  (%s)\n", topic, e.Partition, e.Offset, e.Time.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(w, "source       %s\n", e.Source)
-	fmt.Fprintf(w, "stage        %s\n", e.Stage)
+	fmt.Fprintf(w, "source       %s\n", f.text(e.Source.String()))
+	fmt.Fprintf(w, "stage        %s\n", f.text(e.Stage))
 	if e.Plugin != "" {
-		fmt.Fprintf(w, "plugin       %s\n", e.Plugin)
+		fmt.Fprintf(w, "plugin       %s\n", f.text(e.Plugin))
 	}
-	fmt.Fprintf(w, "error        %s\n", e.Error)
+	fmt.Fprintf(w, "error        %s\n", f.text(e.Error))
+	if e.Kind != "" {
+		fmt.Fprintf(w, "kind         %s\n", f.text(e.Kind))
+	}
+	if e.Detail != "" {
+		lines := strings.Split(e.Detail, "\n")
+		for i, l := range lines {
+			lines[i] = f.text(l)
+		}
+		fmt.Fprintf(w, "detail       %s\n", strings.Join(lines, "\n             "))
+	}
 	if e.Truncated != "" {
-		fmt.Fprintf(w, "truncated    %s (the dead-letter topic's size limit left it out: this one cannot be replayed)\n", e.Truncated)
+		fmt.Fprintf(w, "truncated    %s (the dead-letter topic's size limit left it out: this one cannot be replayed)\n", f.text(e.Truncated))
 	}
 	fmt.Fprintln(w, "headers")
 	for _, h := range v.Headers {
-		fmt.Fprintf(w, "  %s: %s\n", h.Key, h.Value)
+		fmt.Fprintf(w, "  %s: %s\n", f.text(h.Key), f.text(h.Value.String()))
 	}
-	fmt.Fprintf(w, "key          %s\n", v.Key)
-	fmt.Fprintf(w, "value        %s\n", v.Value)
+	fmt.Fprintf(w, "key          %s\n", f.text(v.Key.String()))
+	fmt.Fprintf(w, "value        %s\n", f.text(v.Value.String()))
 }
 
 // progressPrinter prints progress to w at most once a second.
@@ -325,8 +401,12 @@ func printProgress(w io.Writer, p dlq.Progress, what string) {
 	for _, s := range p.SkippedAt {
 		fmt.Fprintf(w, "  skipped: %s\n", s)
 	}
-	if p.Err != "" {
-		fmt.Fprintf(w, "stopped early: %s\n", p.Err)
+	if p.Err != "" || p.Stopped != "" {
+		why := p.Err
+		if why == "" {
+			why = p.Stopped
+		}
+		fmt.Fprintf(w, "stopped early: %s\n", why)
 		for part, next := range p.Resume {
 			fmt.Fprintf(w, "  partition %d: replayed up to offset %d; resume with --partition %d --offsets %d-\n", part, next-1, part, next)
 		}

@@ -148,7 +148,8 @@ type = "drop"
 			if i%4 != 0 || r.Partition != int32(i%2) || string(r.Value) != fmt.Sprintf("value %d", i) {
 				t.Errorf("replayed %s to partition %d: %q", r.Key, r.Partition, r.Value)
 			}
-			if len(r.Headers) != 1 || r.Headers[0].Key != "streamd-replay-of" || string(r.Headers[0].Value) != fmt.Sprintf("%s/0@%d", dlqTopic, i) {
+			if len(r.Headers) != 2 || r.Headers[0].Key != "streamd-replay-of" || string(r.Headers[0].Value) != fmt.Sprintf("%s/0@%d", dlqTopic, i) ||
+				r.Headers[1].Key != "streamd-replay-count" || string(r.Headers[1].Value) != "1" {
 				t.Errorf("replayed %s headers %+v", r.Key, r.Headers)
 			}
 		})

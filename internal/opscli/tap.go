@@ -15,7 +15,7 @@ import (
 
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/console"
-	"github.com/streamd/streamd/internal/recview"
+	"github.com/streamd/streamd/internal/termsafe"
 )
 
 const tapUsage = `usage: streamd tap -c config.toml PIPELINE [STAGE] [flags]
@@ -33,6 +33,9 @@ flags:
   --bytes N         cut keys, values and headers at N bytes (default: the daemon's maximum)
   --count N         stop after N records (default: until interrupted)
   --json            one JSON object a record (console.TapEvent)
+  --raw             print keys, values and errors as they are; without it their
+                    control characters are shown escaped (\x1b), so that a record
+                    cannot act on the terminal
   --admin URL, --token-file FILE (or $STREAMD_ADMIN_TOKEN), --ca-file FILE: see streamd dlq -h
 `
 
@@ -50,6 +53,7 @@ func Tap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bytes := fs.Int("bytes", 0, "cut values at this many bytes")
 	count := fs.Int("count", 0, "stop after this many records")
 	asJSON := fs.Bool("json", false, "JSON lines")
+	raw := fs.Bool("raw", false, "print record bytes as they are")
 	var addr, tokenFile, caFile string
 	adminFlags(fs, &addr, &tokenFile, &caFile)
 	pos, err := parseInterleaved(fs, args)
@@ -93,6 +97,12 @@ func Tap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
+	out := stdout
+	if *asJSON && !*raw {
+		tw := termsafe.NewWriter(stdout)
+		defer func() { _ = tw.Flush() }()
+		out = tw
+	}
 	n := 0
 	err = c.stream(ctx, path, func(event string, data []byte) error {
 		switch event {
@@ -110,13 +120,13 @@ func Tap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return nil
 		}
 		if *asJSON {
-			_, _ = stdout.Write(append(data, '\n'))
+			_, _ = out.Write(append(data, '\n'))
 		} else {
 			var ev console.TapEvent
 			if err := json.Unmarshal(data, &ev); err != nil {
 				return err
 			}
-			fmt.Fprintln(stdout, tapLine(&ev))
+			fmt.Fprintln(out, tapLine(&ev, *raw))
 		}
 		n++
 		if *count > 0 && n >= *count {
@@ -133,28 +143,31 @@ func Tap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 var errStop = errors.New("stop")
 
-// tapLine is one sampled record: STAGE TOPIC/P@O key=KEY: IN  ->  OUT.
-func tapLine(ev *console.TapEvent) string {
+// tapLine is one sampled record: STAGE TOPIC/P@O key=KEY: IN  ->  OUT,
+// each field of the record on the line with its control characters
+// escaped (termsafe.String) unless raw (then only its line breaks are).
+func tapLine(ev *console.TapEvent, raw bool) string {
+	text := termsafe.String
+	if raw {
+		text = strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace
+	}
 	var out string
 	switch {
 	case ev.CallErr != "":
-		out = "CALL FAILED: " + ev.CallErr
+		out = "CALL FAILED: " + text(ev.CallErr)
 	case ev.Err != "":
-		out = "REJECTED: " + ev.Err
+		out = "REJECTED: " + text(ev.Err)
 	case len(ev.Out) == 0:
 		out = "(dropped)"
 	default:
 		parts := make([]string, len(ev.Out))
 		for i := range ev.Out {
-			parts[i] = oneLine(ev.Out[i].Value)
+			parts[i] = text(ev.Out[i].Value.String())
 		}
 		out = strings.Join(parts, " | ")
 	}
-	return fmt.Sprintf("%s %s/%d@%d key=%s: %s  ->  %s", ev.Stage, ev.In.Topic, ev.In.Partition, ev.In.Offset, oneLine(ev.In.Key), oneLine(ev.In.Value), out)
-}
-
-func oneLine(d recview.Data) string {
-	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(d.String())
+	return fmt.Sprintf("%s %s/%d@%d key=%s: %s  ->  %s", text(ev.Stage), text(ev.In.Topic), ev.In.Partition, ev.In.Offset,
+		text(ev.In.Key.String()), text(ev.In.Value.String()), out)
 }
 
 // stream reads the server-sent events of GET path, calling fn for each;

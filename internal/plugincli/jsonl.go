@@ -7,43 +7,32 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/streamd/streamd/plugins"
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
 
-// Error kinds, the "kind" of an error line: how a record failed.
+// Error kinds, the "kind" of an error line: how a record failed, as a
+// pipeline's dead letter says it (streamd-error-kind; pipeline.ErrorKind).
 const (
 	// KindRejected: the plugin rejected the record (ERR_RECORD, a
-	// Result.Err, a codec's or sink's per-record error).
-	KindRejected = "rejected"
+	// Result.Err, a codec's or sink's per-record error), or the record is
+	// over a limit the pipeline's sink enforces (--max-record-bytes).
+	KindRejected = pipeline.KindRejected
 	// KindTrap: the call with the record alone crashed (plugins.ErrTrap).
-	KindTrap = "trap"
+	KindTrap = pipeline.KindTrap
 	// KindTimeout: the call with the record alone ran past --timeout
 	// (plugins.ErrTimeout).
-	KindTimeout = "timeout"
+	KindTimeout = pipeline.KindTimeout
 	// KindMemory: the call with the record alone needed more memory than
 	// --max-memory-pages (plugins.ErrMemoryLimit).
-	KindMemory = "memory"
+	KindMemory = pipeline.KindMemory
 	// KindFailed: the call with the record alone failed otherwise: the
 	// plugin answered ERR_BATCH or ERR_INTERNAL, or a reply that does not
 	// parse.
-	KindFailed = "failed"
+	KindFailed = pipeline.KindFailed
 )
 
-var kinds = []string{KindRejected, KindTrap, KindTimeout, KindMemory, KindFailed}
-
-// batchKind is the kind of a whole-call error.
-func batchKind(err error) string {
-	switch {
-	case errors.Is(err, plugins.ErrMemoryLimit):
-		return KindMemory
-	case errors.Is(err, plugins.ErrTimeout):
-		return KindTimeout
-	case errors.Is(err, plugins.ErrTrap):
-		return KindTrap
-	}
-	return KindFailed
-}
+var kinds = pipeline.Kinds
 
 // jsonLine is one line of run output: a record, an error result or a sink's
 // written result. In an expected file, an error line's Kind is

@@ -114,7 +114,7 @@ func TestLimitsAreThePipelines(t *testing.T) {
 		t.Fatalf("default memory: exit %d\n%s%s", code, out, errOut)
 	}
 	summary := "3 records in 1 batch, 0 out, 3 errors (3 memory), 1 failed batch run record by record"
-	limits := "--timeout 5s --max-memory-pages 256 (16 MiB) --batch 1024 --batch-bytes 1048576 --pool 2"
+	limits := "--timeout 5s --max-memory-pages 256 (16 MiB) --batch 1024 --batch-bytes 1048576 --max-record-bytes 1048588 --pool 2"
 	if !strings.Contains(errOut, summary) || !strings.Contains(errOut, limits) {
 		t.Fatalf("summary line: %q, want %q and %q", errOut, summary, limits)
 	}
@@ -128,11 +128,12 @@ func TestLimitsAreThePipelines(t *testing.T) {
 	code, out, errOut = run(t, "test", misbehave, "--input", in, "--expect", in, "--batch", "2", "--pool", "1",
 		"--timeout", "150ms", "--clock", "--random=false")
 	want := "ok " + misbehave + ": 3 lines match " + in + "\n  3 records in 2 batches, 3 out, 0 errors, "
-	if code != 0 || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "--timeout 150ms --max-memory-pages 256 (16 MiB) --batch 2 --batch-bytes 1048576 --pool 1 --clock --random=false\n") {
+	if code != 0 || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "--timeout 150ms --max-memory-pages 256 (16 MiB) --batch 2 --batch-bytes 1048576 --max-record-bytes 1048588 --pool 1 --clock --random=false\n") {
 		t.Fatalf("test: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, bad := range [][]string{
 		{"--max-memory-pages", "0"}, {"--max-memory-pages", "65537"}, {"--pool", "0"}, {"--timeout", "0s"}, {"--batch-bytes", "0"},
+		{"--max-record-bytes", "0"}, {"--max-record-bytes", "100"},
 	} {
 		args := append([]string{"run", misbehave, "--input", in}, bad...)
 		if code, _, errOut := run(t, args...); code != 2 || !strings.Contains(errOut, bad[0]) {

@@ -41,7 +41,7 @@ type lang struct {
 var langs = map[string]lang{
 	"go": {"Go", "main.go", ".go.tmpl", map[string]string{"go.mod.tmpl": "go.mod", "build.sh": "build.sh"}, "go.mod's replace directive"},
 	"rust": {"Rust", "src/lib.rs", ".rs", map[string]string{
-		"Cargo.toml": "Cargo.toml", "rust-toolchain.toml": "rust-toolchain.toml",
+		"Cargo.toml":        "Cargo.toml",
 		"cargo-config.toml": ".cargo/config.toml", "build.sh": "build.sh", "gitignore": ".gitignore",
 	}, "Cargo.toml's streamd dependency"},
 	"c":              {"C", "plugin.c", ".c", map[string]string{"build.sh": "build.sh"}, "build.sh's sdk="},
@@ -208,8 +208,8 @@ func NewProject(name, langName, kind, sdk, streamd string) (map[string]string, e
 		"@NAME@": name, "@CRATE@": strings.ReplaceAll(name, "-", "_"), "@KIND@": kind, "@LANG@": langName,
 		"@LANG_NAME@": l.name, "@SDK@": sdk, "@SOURCE@": l.source, "@SDKREF@": l.sdkRef,
 		"@MANIFEST@": strings.ReplaceAll(manifest, `"`, `\"`), "@MANIFEST_LEN@": strconv.Itoa(len(manifest)),
-		"@RUST_TARGET@": rustTarget(), "@ASC_VERSION@": ascVersion(sdk),
-		"@TEST@": testCommand(streamd, kind), "@OP@": "",
+		"@ASC_VERSION@": ascVersion(sdk),
+		"@TEST@":        testCommand(streamd, kind), "@OP@": "",
 	}
 	if kind == "codec" {
 		repl["@OP@"] = " --op encode"
@@ -234,6 +234,11 @@ func NewProject(name, langName, kind, sdk, streamd string) (map[string]string, e
 		repl["@EXPECT@"] = `{"written":true,"input_offset":N} for a record written, or an error line {"error":"reason","kind":"rejected","input_offset":N}`
 	}
 	repl["@TOML@"] = pipelineSnippet(name, kind)
+	// scaffold/LANG/notes.md, if any, is a section of the README.
+	repl["@NOTES@"] = ""
+	if notes, err := scaffold.ReadFile("scaffold/" + langName + "/notes.md"); err == nil {
+		repl["@NOTES@"] = "\n" + string(notes)
+	}
 	files := map[string]string{}
 	add := func(from, to string) error {
 		b, err := scaffold.ReadFile(from)
@@ -300,20 +305,6 @@ plugin = "wasm:` + name + `/plugin.wasm"
 type = "wasm"
 path = "` + name + `/plugin.wasm"
 # config = { prefix = "> " }`
-}
-
-// rustTarget is the wasm32 WASI target of Debian's rustc: wasm32-wasip1
-// where it has a std for it, else wasm32-wasi (rustc < 1.78).
-func rustTarget() string {
-	out, err := exec.Command("/usr/bin/rustc", "--print", "target-list").Output()
-	if err == nil && slices.Contains(strings.Fields(string(out)), "wasm32-wasip1") {
-		if sysroot, err := exec.Command("/usr/bin/rustc", "--print", "sysroot").Output(); err == nil {
-			if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(sysroot)), "lib", "rustlib", "wasm32-wasip1")); err == nil {
-				return "wasm32-wasip1"
-			}
-		}
-	}
-	return "wasm32-wasi"
 }
 
 // ascVersion is the AssemblyScript compiler version the SDK is tested with.

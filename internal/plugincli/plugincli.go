@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -65,27 +67,43 @@ limits default to a pipeline's defaults):
   --op encode|decode       a codec's operation
   --batch N                records per call (default 1024)
   --batch-bytes N          key+value bytes per call (default 1048576)
+  --max-record-bytes N     the Kafka sink's max_record_bytes: an output record
+                           over it is refused as the sink refuses it (default
+                           1048588; negative: no limit)
   --timeout D              bound of one call (default 5s; negative: none)
   --max-memory-pages N     memory cap of a Wasm instance, 64 KiB pages (default 256 = 16 MiB)
+  --max-table-elements N   cap of each table of a Wasm instance (default 1048576 = 8 MiB)
+  --max-module-bytes N     largest Wasm module file (default 67108864 = 64 MiB)
+  --compile-timeout D      bound of compiling a Wasm module (default 1m)
+  --max-log-line-bytes N   longest line a Wasm guest logs (default 4096)
+  --max-log-lines-per-record N, --max-log-bytes-per-record N
+                           what a Wasm guest logs in one call, per record (default 16, 16384)
   --pool N                 Wasm instances (default 2)
   --dir GUEST=HOST[:ro]    grant a Wasm plugin a host directory (repeatable)
   --clock                  grant the real clock (default: a fake one)
   --random=false           the same fixed "random" bytes in every run
   -v                       show the plugin's log on stderr
+  --raw                    run: write the output as it is to a terminal too (by default,
+                           control characters of records are written as JSON escapes,
+                           \u009b, when the output is a terminal: the same JSON)
   --cache DIR              compiled Wasm cache ("" for none)
 Docs: docs/plugins.md.
 `)
 }
 
 type common struct {
-	input, expect, config, op string
-	batch, batchBytes, pool   int
-	maxPages                  uint
-	timeout                   time.Duration
-	clock, random, messages   bool
-	verbose                   bool
-	cacheDir                  string
-	dirs                      dirFlag
+	input, expect, config, op   string
+	batch, batchBytes, pool     int
+	maxRecordBytes              int
+	maxPages, maxTable          uint
+	maxModule                   int64
+	compileTimeout              time.Duration
+	logLine, logLines, logBytes int
+	timeout                     time.Duration
+	clock, random, messages     bool
+	verbose, raw                bool
+	cacheDir                    string
+	dirs                        dirFlag
 }
 
 // dirFlag collects --dir GUEST=HOST grants.
@@ -121,12 +139,22 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.StringVar(&c.op, "op", "", "codec operation: encode or decode")
 		fs.IntVar(&c.batch, "batch", pipeline.DefaultMaxRecords, "records per plugin call (a pipeline's batch.max_records)")
 		fs.IntVar(&c.batchBytes, "batch-bytes", pipeline.DefaultMaxBytes, "key+value bytes per plugin call (a pipeline's batch.max_bytes)")
+		fs.IntVar(&c.maxRecordBytes, "max-record-bytes", kafka.DefaultMaxRecordBytes, "the Kafka sink's max_record_bytes: a transform's or codec's output record over it is refused as the sink refuses it; negative: no limit")
 		fs.DurationVar(&c.timeout, "timeout", plugins.DefaultTimeout, "bound of one plugin call; negative: none (trusted)")
 		fs.UintVar(&c.maxPages, "max-memory-pages", plugins.DefaultMaxMemoryPages, "memory cap of a Wasm instance in 64 KiB pages")
+		fs.UintVar(&c.maxTable, "max-table-elements", plugins.DefaultMaxTableElements, "cap of each table of a Wasm instance, in elements of 8 bytes")
+		fs.Int64Var(&c.maxModule, "max-module-bytes", plugins.DefaultMaxModuleBytes, "largest Wasm module file")
+		fs.DurationVar(&c.compileTimeout, "compile-timeout", plugins.DefaultCompileTimeout, "bound of compiling a Wasm module")
+		fs.IntVar(&c.logLine, "max-log-line-bytes", plugins.DefaultMaxLogLineBytes, "longest line a Wasm guest logs")
+		fs.IntVar(&c.logLines, "max-log-lines-per-record", plugins.DefaultMaxLogLinesPerRecord, "lines a Wasm guest may log in one call, per record")
+		fs.IntVar(&c.logBytes, "max-log-bytes-per-record", plugins.DefaultMaxLogBytesPerRecord, "bytes a Wasm guest may log in one call, per record")
 		fs.IntVar(&c.pool, "pool", pipeline.DefaultWorkers, "Wasm instances (a pipeline's pool, default its workers)")
 		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST or GUEST=HOST:ro (repeatable)")
 		fs.BoolVar(&c.clock, "clock", false, "grant a Wasm plugin the real clock")
 		fs.BoolVar(&c.random, "random", true, "random bytes from crypto/rand; false: a fixed sequence")
+		if !needExpect {
+			fs.BoolVar(&c.raw, "raw", false, "write the output as it is, to a terminal too")
+		}
 	}
 	if needExpect {
 		fs.StringVar(&c.expect, "expect", "", "expected output, JSON lines")
@@ -159,10 +187,21 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		return "", c, errors.New("missing --expect FILE")
 	case needInput && c.batch < 1:
 		return "", c, fmt.Errorf("--batch %d: must be at least 1", c.batch)
+	case needInput && (c.maxRecordBytes == 0 || c.maxRecordBytes > 1<<30 || c.maxRecordBytes > 0 && c.maxRecordBytes < 512):
+		return "", c, fmt.Errorf("--max-record-bytes %d: must be 512 to %d (a sink's max_record_bytes), or negative for no limit", c.maxRecordBytes, 1<<30)
 	case needInput && c.batchBytes < 1:
 		return "", c, fmt.Errorf("--batch-bytes %d: must be at least 1", c.batchBytes)
 	case needInput && (c.maxPages < 1 || c.maxPages > 65536):
 		return "", c, fmt.Errorf("--max-memory-pages %d: must be 1 to 65536 (4 GiB)", c.maxPages)
+	case needInput && (c.maxTable < 1 || c.maxTable > 1<<28):
+		return "", c, fmt.Errorf("--max-table-elements %d: must be 1 to 268435456", c.maxTable)
+	case needInput && (c.maxModule < 1<<10 || c.maxModule > 1<<30):
+		return "", c, fmt.Errorf("--max-module-bytes %d: must be 1024 to 1073741824", c.maxModule)
+	case needInput && (c.compileTimeout < 100*time.Millisecond || c.compileTimeout > time.Hour):
+		return "", c, fmt.Errorf("--compile-timeout %v: must be 100ms to 1h", c.compileTimeout)
+	case needInput && (c.logLine < 16 || c.logLines < 1 || c.logBytes < 16):
+		return "", c, fmt.Errorf("--max-log-line-bytes %d, --max-log-lines-per-record %d, --max-log-bytes-per-record %d: must be at least 16, 1 and 16",
+			c.logLine, c.logLines, c.logBytes)
 	case needInput && (c.pool < 1 || c.pool > 256):
 		return "", c, fmt.Errorf("--pool %d: must be 1 to 256", c.pool)
 	case needInput && c.timeout == 0:
@@ -176,7 +215,9 @@ func options(c common, stderr io.Writer) (plugins.Options, error) {
 		Logger:  slog.New(slog.DiscardHandler),
 		Timeout: c.timeout,
 		Pool:    c.pool,
-		Wasm:    plugins.WasmOptions{CacheDir: c.cacheDir, MaxMemoryPages: uint32(c.maxPages), Clock: c.clock, DeterministicRandom: !c.random},
+		Wasm: plugins.WasmOptions{CacheDir: c.cacheDir, MaxMemoryPages: uint32(c.maxPages), Clock: c.clock, DeterministicRandom: !c.random,
+			MaxTableElements: uint32(c.maxTable), MaxModuleBytes: c.maxModule, CompileTimeout: c.compileTimeout,
+			MaxLogLineBytes: c.logLine, MaxLogLinesPerRecord: c.logLines, MaxLogBytesPerRecord: c.logBytes},
 	}
 	if len(c.dirs) > 0 {
 		opts.Wasm.Dirs = c.dirs
@@ -219,8 +260,8 @@ func summaryLine(s Summary, c common) string {
 	if s.Isolated > 0 {
 		fmt.Fprintf(&b, ", %d failed %s run record by record", s.Isolated, plural(s.Isolated, "batch", "batches"))
 	}
-	fmt.Fprintf(&b, ", %v; --timeout %v --max-memory-pages %d (%d MiB) --batch %d --batch-bytes %d --pool %d",
-		s.Elapsed.Round(time.Millisecond), c.timeout, c.maxPages, c.maxPages/16, c.batch, c.batchBytes, c.pool)
+	fmt.Fprintf(&b, ", %v; --timeout %v --max-memory-pages %d (%d MiB) --batch %d --batch-bytes %d --max-record-bytes %d --pool %d",
+		s.Elapsed.Round(time.Millisecond), c.timeout, c.maxPages, c.maxPages/16, c.batch, c.batchBytes, c.maxRecordBytes, c.pool)
 	if c.clock {
 		b.WriteString(" --clock")
 	}
@@ -265,7 +306,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open p
 	if err != nil {
 		return err
 	}
-	if _, err = stdout.Write(out); err != nil {
+	w := stdout
+	if !c.raw && termsafe.IsTerminal(stdout) {
+		// Records' control characters would act on the terminal.
+		ts := termsafe.NewWriter(stdout)
+		defer func() { _ = ts.Flush() }()
+		w = ts
+	}
+	if _, err = w.Write(out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "streamd plugin run %s: %s\n", file, summaryLine(sum, c))
@@ -287,7 +335,7 @@ func runFile(ctx context.Context, file string, c common, stderr io.Writer, open 
 	}
 	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
 	var buf bytes.Buffer
-	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes}, recs, &buf)
+	sum, err := Run(ctx, p, RunOptions{Op: c.op, Batch: c.batch, BatchBytes: c.batchBytes, MaxRecordBytes: c.maxRecordBytes}, recs, &buf)
 	if err != nil {
 		return nil, sum, err
 	}
@@ -312,6 +360,14 @@ func testCmd(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		return 2, fmt.Errorf("%s: %w", c.expect, err)
 	}
 	if diff != "" {
+		if termsafe.IsTerminal(stdout) {
+			// Lines that quote records: each escaped.
+			ls := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+			for i := range ls {
+				ls[i] = termsafe.String(ls[i])
+			}
+			diff = strings.Join(ls, "\n") + "\n"
+		}
 		fmt.Fprintf(stdout, "FAIL %s: output differs from %s\n%s", file, c.expect, diff)
 		fmt.Fprintf(stdout, "  %s\n", summaryLine(sum, c))
 		return 1, nil

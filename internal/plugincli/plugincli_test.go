@@ -154,7 +154,8 @@ func TestInspectAndUsage(t *testing.T) {
 }
 
 // TestPoisonIsolation: a batch that traps is retried one record at a time,
-// and only the poison record becomes an error line.
+// and only the poison record becomes an error line, worded as its dead
+// letter would be: the cause first, not the batch's failure.
 func TestPoisonIsolation(t *testing.T) {
 	wasm := testenv.ExampleWat(t, "poison")
 	in := filepath.Join(t.TempDir(), "in.jsonl")
@@ -167,7 +168,7 @@ func TestPoisonIsolation(t *testing.T) {
 	}
 	code, out, errOut := run(t, "run", wasm, "--input", in)
 	want := `{"value":"ok-1","partition":0,"offset":1}
-{"error":"plugin poison: TRANSFORM: batch failed: plugin crashed: wasm error: unreachable`
+{"error":"plugin crashed: wasm error: unreachable`
 	if code != 0 || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 4 ||
 		!strings.Contains(out, `","kind":"trap","input_offset":2}`) ||
 		!strings.Contains(out, `{"error":"rejected by poison.wat","kind":"rejected","input_offset":3}`) ||

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )
@@ -22,6 +23,13 @@ type RunOptions struct {
 	// BatchBytes is the most key+value bytes per call (0:
 	// pipeline.DefaultMaxBytes); a record larger than that is sent alone.
 	BatchBytes int
+	// MaxRecordBytes is the Kafka sink's max_record_bytes that a
+	// transform's or codec's output records must fit (0:
+	// kafka.DefaultMaxRecordBytes; negative: no limit): an input with an
+	// output record over it is an error line of kind rejected with the
+	// sink's message, as the pipeline's sink refuses it (the input goes
+	// to the error policy, none of its outputs is written).
+	MaxRecordBytes int
 }
 
 // MaxIsolationTimeouts is how many records of one failed batch may time out
@@ -59,6 +67,13 @@ func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Reco
 	if err != nil {
 		return sum, err
 	}
+	limit := int32(0)
+	switch {
+	case p.Manifest().Kind == plugins.KindSink || o.MaxRecordBytes < 0:
+		limit = -1 // a sink plugin writes where it likes
+	case o.MaxRecordBytes > 0:
+		limit = int32(min(o.MaxRecordBytes, 1<<30))
+	}
 	var line []byte
 	for next := 0; next < len(recs); {
 		end, size := next, 0
@@ -86,6 +101,14 @@ func Run(ctx context.Context, p plugins.Plugin, o RunOptions, recs []record.Reco
 		for i, r := range res {
 			in := &batch[i]
 			line = line[:0]
+			if limit >= 0 && r.err == nil {
+				for j := range r.recs {
+					if err := kafka.CheckRecordSize(&r.recs[j], limit); err != nil {
+						r = outcome{err: err, kind: KindRejected}
+						break
+					}
+				}
+			}
 			switch {
 			case r.err != nil:
 				kind := r.kind
@@ -130,7 +153,9 @@ func isolate(ctx context.Context, call callFunc, batch []record.Record) ([]outco
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			res[i] = outcome{err: err, kind: batchKind(err)}
+			// Worded and classified as a pipeline's dead letter is.
+			err = pipeline.RecordCallError(err)
+			res[i] = outcome{err: err, kind: pipeline.ErrorKind(err)}
 			if res[i].kind == KindTimeout {
 				timeouts++
 			}

@@ -419,12 +419,35 @@ func (s *Sink) overLimit(r *kgo.Record) bool {
 	return recordSize(r)+recordOverhead > int(s.maxBytes)
 }
 
+// CheckRecordSize returns the error a Sink with MaxRecordBytes maxBytes
+// (0: DefaultMaxRecordBytes) gives r before any broker sees it, when r
+// alone is over that limit, or nil. The sink's own error goes on with
+// what the producer said; this one is the same up to there. `streamd
+// test` and `streamd plugin test` use it to refuse what production would.
+func CheckRecordSize(r *record.Record, maxBytes int32) error {
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxRecordBytes
+	}
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	if n+recordOverhead <= int(maxBytes) {
+		return nil
+	}
+	return tooLarge(n, maxBytes)
+}
+
+func tooLarge(size int, maxBytes int32) error {
+	return fmt.Errorf("%w: %d bytes (key, value and headers), over the sink's max_record_bytes of %d",
+		plugins.ErrRecordTooLarge, size, maxBytes)
+}
+
 func (s *Sink) verdict(r *kgo.Record, err error) error {
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
 		if s.overLimit(r) {
-			return fmt.Errorf("%w: %d bytes (key, value and headers), over the sink's max_record_bytes of %d: %w",
-				plugins.ErrRecordTooLarge, recordSize(r), s.maxBytes, err)
+			return fmt.Errorf("%w: %w", tooLarge(recordSize(r), s.maxBytes), err)
 		}
 		return fmt.Errorf("%w: %d bytes (key, value and headers), rejected by the broker: over topic %s's max.message.bytes: %w",
 			plugins.ErrRecordTooLarge, recordSize(r), s.topic, err)

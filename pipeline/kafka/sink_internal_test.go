@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/kgox"
@@ -50,6 +52,23 @@ func TestSetKgoRecordLikeKgox(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestCheckRecordSizeIsTheSinksLimit: CheckRecordSize refuses exactly the
+// records the sink's producer refuses (overLimit), with the sink's words.
+func TestCheckRecordSizeIsTheSinksLimit(t *testing.T) {
+	s := &Sink{maxBytes: 4096}
+	for n := 3900; n < 4100; n++ {
+		r := record.Record{Key: []byte("k"), Value: make([]byte, n), Headers: []record.Header{{Key: "h", Value: []byte("v")}}}
+		kr := &kgo.Record{Key: r.Key, Value: r.Value, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}}
+		err := CheckRecordSize(&r, 4096)
+		if (err != nil) != s.overLimit(kr) {
+			t.Fatalf("value of %d bytes: CheckRecordSize %v, the sink's producer refuses it: %v", n, err, s.overLimit(kr))
+		}
+		if err != nil && !strings.HasPrefix(s.verdict(kr, kerr.MessageTooLarge).Error(), err.Error()+": ") {
+			t.Fatalf("CheckRecordSize %q; the sink says %q", err, s.verdict(kr, kerr.MessageTooLarge))
 		}
 	}
 }

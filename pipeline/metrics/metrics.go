@@ -14,7 +14,7 @@ import (
 // Metrics are the Prometheus metrics of a set of pipelines.
 type Metrics struct {
 	in, out, dlq, dropped, retries *prometheus.Desc
-	errors, inflight               *prometheus.Desc
+	errors, stageErrors, inflight  *prometheus.Desc
 	lag, stalled, ready, skipped   *prometheus.Desc
 	paused, wedged                 *prometheus.Desc
 	txns                           *prometheus.Desc
@@ -30,12 +30,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewDesc(name, help, append([]string{"pipeline"}, labels...), nil)
 	}
 	m := &Metrics{
-		in:       desc("streamd_records_in_total", "Records read by the source."),
-		out:      desc("streamd_records_out_total", "Records written by the sink."),
-		dlq:      desc("streamd_records_dlq_total", "Input records sent to the dead-letter queue."),
-		dropped:  desc("streamd_records_dropped_total", "Input records dropped by the error policy or a partition revoke."),
-		retries:  desc("streamd_sink_retries_total", "Sink writes and stage calls retried after a transient error."),
-		errors:   desc("streamd_errors_total", "Records rejected, by stage (\"sink\" for the sink).", "stage"),
+		in:      desc("streamd_records_in_total", "Records read by the source."),
+		out:     desc("streamd_records_out_total", "Records written by the sink."),
+		dlq:     desc("streamd_records_dlq_total", "Input records sent to the dead-letter queue."),
+		dropped: desc("streamd_records_dropped_total", "Input records dropped by the error policy or a partition revoke."),
+		retries: desc("streamd_sink_retries_total", "Sink writes and stage calls retried after a transient error."),
+		errors:  desc("streamd_errors_total", "Records rejected, by stage (\"sink\" for the sink).", "stage"),
+		stageErrors: desc("streamd_stage_errors_total", "Records rejected, by plugin (the stage's name for one without a plugin, \"sink\" for the sink) and kind: rejected, trap, timeout, memory or failed.",
+			"plugin", "kind"),
 		inflight: desc("streamd_records_in_flight", "Records read and not yet acknowledged."),
 		lag: desc("streamd_consumer_lag", "Records in the source partition not yet consumed; NaN while it cannot be measured (broker unreachable).",
 			"topic", "partition"),
@@ -94,7 +96,7 @@ func (m *Metrics) ObserveBatch(b pipeline.BatchDone) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.inflight, m.lag, m.skipped, m.stalled, m.ready, m.paused, m.wedged, m.txns} {
+	for _, d := range []*prometheus.Desc{m.in, m.out, m.dlq, m.dropped, m.retries, m.errors, m.stageErrors, m.inflight, m.lag, m.skipped, m.stalled, m.ready, m.paused, m.wedged, m.txns} {
 		ch <- d
 	}
 	m.batch.Describe(ch)
@@ -125,6 +127,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.retries, s.Retries)
 		for stage, n := range s.Rejected {
 			counter(m.errors, n, stage)
+		}
+		for plugin, kinds := range s.ErrorKinds {
+			for kind, n := range kinds {
+				counter(m.stageErrors, n, plugin, kind)
+			}
 		}
 		if x := s.Transactions; x != nil {
 			counter(m.txns, x.Committed, "committed")

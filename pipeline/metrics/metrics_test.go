@@ -240,3 +240,47 @@ func TestTransactions(t *testing.T) {
 		}
 	}
 }
+
+// failing rejects a record whose value is "no" and fails a call with a
+// record "crash" as a crashed plugin does.
+type failing struct{}
+
+func (failing) Transform(_ context.Context, batch []record.Record) ([]plugins.Result, error) {
+	out := make([]plugins.Result, len(batch))
+	for i, r := range batch {
+		switch string(r.Value) {
+		case "crash":
+			return nil, errors.Join(errors.New("batch failed"), plugins.ErrTrap)
+		case "no":
+			out[i].Err = errors.New("no")
+			continue
+		}
+		out[i].Records = []record.Record{r}
+	}
+	return out, nil
+}
+
+// TestStageErrorsByKind: streamd_stage_errors_total counts rejected
+// records by plugin and kind (a crash is not a rejection).
+func TestStageErrorsByKind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	src := pipelinetest.NewSource(1, 10, 10)
+	src.Record(0, 2).Value = []byte("crash")
+	src.Record(0, 4).Value = []byte("no")
+	src.Record(0, 6).Value = []byte("no")
+	p := pipeline.New("t", src, &pipelinetest.Sink{}, pipeline.WithObserver(m), pipeline.WithBatch(10, 1<<20, time.Millisecond),
+		pipeline.WithErrorPolicy(pipeline.PolicyDrop, nil), pipeline.WithStages(pipeline.Stage{Name: "s", Transformer: failing{}, Plugin: "f"}))
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg)
+	for k, want := range map[string]float64{
+		"streamd_stage_errors_total{kind=trap,pipeline=t,plugin=f}":     1,
+		"streamd_stage_errors_total{kind=rejected,pipeline=t,plugin=f}": 2,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

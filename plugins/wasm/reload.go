@@ -1,6 +1,10 @@
 package wasm
 
-import "context"
+import (
+	"context"
+
+	"github.com/streamd/streamd/plugins"
+)
 
 // Reload reloads the plugin's file now (streamd does this on SIGHUP) if it
 // was opened with OpenWatched; the new module is swapped in between
@@ -24,4 +28,13 @@ func (b *base) Reloads() int64 {
 		return r.Reloads()
 	}
 	return 0
+}
+
+// ReloadRefused returns the last refused reload of the plugin's file while
+// the file holds that version, or nil (plugins.ReloadReporter).
+func (b *base) ReloadRefused() *plugins.ReloadRefusal {
+	if r, ok := b.m.(plugins.ReloadReporter); ok {
+		return r.ReloadRefused()
+	}
+	return nil
 }

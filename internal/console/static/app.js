@@ -212,6 +212,11 @@ function statusLines(st) {
   const out = [];
   if (st.error) out.push(el("div", {class: "error", "data-error": ""}, st.error));
   else if (st.reason && st.state !== "done" && st.state !== "stopped") out.push(el("div", {class: "reason"}, st.reason));
+  for (const r of st.reload_refused || [])
+    out.push(el("div", {class: "error", "data-reload-refused": r.stage}, "hot reload of stage " + r.stage +
+      (r.plugin ? " (" + r.plugin + ")" : "") + " refused; the running version stays: " + r.error));
+  if (st.state === "failed" && st.error) out.push(el("div", {class: "reason"},
+    "A new version of a hot-reloaded plugin of this pipeline starts it again by itself; else: streamd ctl restart " + st.name));
   return out;
 }
 
@@ -362,6 +367,7 @@ const pages = {
     const jobs = el("div", {});
     const to = el("select", {name: "to"}, (p.replay || []).map(t => el("option", {value: t}, t === "source" ? "back to the source topic" : "through the pipeline again")));
     const topic = el("input", {name: "topic", placeholder: "(each record's source topic)"});
+    const force = el("input", {type: "checkbox", name: "force"});
     const replayMsg = el("span", {class: "muted"});
     let timer = null;
     function filter() {
@@ -423,6 +429,7 @@ const pages = {
       ev.preventDefault();
       const body = {filter: filter(), to: to.value};
       if (to.value === "source" && topic.value.trim()) body.topic = topic.value.trim();
+      if (force.checked) body.force = true;
       replayMsg.textContent = "starting…";
       try {
         const job = await api("/ui/api/dlq/" + enc(name) + "/replay", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
@@ -447,7 +454,7 @@ const pages = {
             el("td", {}, el("div", {class: "bar"}, bar), `${j.scanned} of ${j.total} read`),
             el("td", {class: "num"}, j.matched), el("td", {class: "num", "data-replayed": j.replayed}, j.replayed),
             el("td", {class: "num"}, j.request.to === "pipeline" ? j.rejected : "–"), el("td", {class: "num"}, j.skipped),
-            el("td", {}, j.error ? el("span", {class: "error"}, j.error) : j.done ? "done" : "running"));
+            el("td", {}, j.error ? el("span", {class: "error"}, j.error) : j.stopped ? j.stopped : j.done ? "done" : "running"));
         }))) : el("p", {class: "muted"}, "No replay yet."));
     }
     const form = el("form", {class: "filters", onsubmit: ev => { ev.preventDefault(); load(); }},
@@ -457,6 +464,7 @@ const pages = {
     const rform = el("form", {class: "filters", onsubmit: replay},
       el("label", {}, "replay what the filter above selects", to),
       el("label", {}, "to topic (source only)", topic),
+      el("label", {title: "A replayed record the pipeline rejects again is not dead-lettered again (its dead letter is still here), unless this is checked."}, force, " dead-letter again what is rejected again"),
       el("button", {type: "submit", "data-replay-button": "", disabled: !(p.replay || []).length}, "Replay"), replayMsg);
     const root = el("div", {},
       el("h1", {}, "Dead letters of ", el("a", {href: "#/p/" + enc(name)}, name)),

@@ -43,6 +43,11 @@ func runRustTests(t *testing.T, what, src string) {
 	if _, err := os.Stat(rustc); err != nil {
 		rustc = testenv.Tool(t, "rustc")
 	}
+	runRustTestsWith(t, rustc, what, src)
+}
+
+// runRustTestsWith is runRustTests with the compiler rustc.
+func runRustTestsWith(t *testing.T, rustc, what, src string) {
 	bin := filepath.Join(t.TempDir(), "test")
 	build := exec.Command(rustc, "--edition", "2021", "--test", "-C", "opt-level=1",
 		"-C", "debug-assertions=on", "-C", "overflow-checks=on", src, "-o", bin)
