@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -115,21 +114,41 @@ topic = %q
 	d := start(t, cfg)
 	addr := d.adminAddr(t)
 
-	// The records flow in the background, 1,000 at a time, over about
-	// 20 s (10 s on kfake): through every reload.
+	steps := []version{
+		{kind: "b", tag: "1"},
+		{kind: "b", tag: "1", bad: "topcis = [\"x\"]"},
+		{kind: "a", tag: "2"},
+		{kind: "a", tag: "2", bad: "start = \"yesterday\""},
+		{kind: "b", tag: "3"},
+	}
+	// The records flow in the background, 1,000 at a time, in one phase
+	// before each SIGHUP and one after the last, each over about 4 s (2 s
+	// on kfake). A SIGHUP is sent halfway through its phase, while records
+	// flow, and the next phase starts once the daemon has answered it:
+	// every version gets records, however long a reload takes on a loaded
+	// machine.
 	cl := b.Client(t, kgo.ProducerLinger(5*time.Millisecond))
 	produced := make(chan error, 1)
-	var producing atomic.Bool
-	producing.Store(true)
+	phaseDone := make(chan struct{}) // a phase is halfway written
+	stepDone := make(chan struct{})  // its SIGHUP was answered
 	const chunk = 1000
-	span := 20 * time.Second
+	phases := len(steps) + 1
+	perPhase := n / phases / chunk * chunk
+	span := 4 * time.Second
 	if !b.Real {
-		span = 10 * time.Second
+		span = 2 * time.Second
 	}
-	pause := span / time.Duration(n/chunk)
+	pause := span / time.Duration(perPhase/chunk)
+	half := perPhase / 2 / chunk * chunk
 	go func() {
-		defer producing.Store(false)
 		for i := 0; i < n; i += chunk {
+			k := i / perPhase
+			if i > 0 && i%perPhase == 0 && k < phases {
+				<-stepDone // the SIGHUP of the phase before was answered
+			}
+			if i%perPhase == half && k < len(steps) {
+				phaseDone <- struct{}{} // send the next SIGHUP now
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			recs := make([]*kgo.Record, 0, chunk)
 			for j := i; j < i+chunk && j < n; j++ {
@@ -148,17 +167,15 @@ topic = %q
 	}()
 	waitPipeline(t, addr, "orders", "writing", 2*time.Minute, func(p *app.PipelineStatus) bool { return p.Out > 1000 })
 
-	steps := []version{
-		{kind: "b", tag: "1"},
-		{kind: "b", tag: "1", bad: "topcis = [\"x\"]"},
-		{kind: "a", tag: "2"},
-		{kind: "a", tag: "2", bad: "start = \"yesterday\""},
-		{kind: "b", tag: "3"},
-	}
 	shapes := []string{"a:0"}
 	applied, refused := 0, 0
 	var last time.Time
 	for i, v := range steps {
+		select {
+		case <-phaseDone:
+		case err := <-produced:
+			t.Fatalf("producer: %v", err)
+		}
 		text := body(v)
 		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -181,8 +198,8 @@ topic = %q
 			}
 			applied++
 			shapes = append(shapes, v.kind+":"+v.tag)
-			p := waitPipeline(t, addr, "orders", "running again and writing", 2*time.Minute, func(p *app.PipelineStatus) bool {
-				return p.State == "running" && (p.Out > 0 || !producing.Load())
+			p := waitPipeline(t, addr, "orders", "running again", 2*time.Minute, func(p *app.PipelineStatus) bool {
+				return p.State == "running" && p.Restarts == applied
 			})
 			t.Logf("SIGHUP %d applied in %s (in /v1/status %s after the signal): %s, restarts %d", i+1, r.Took, answered.Round(time.Millisecond), shapes[len(shapes)-1], p.Restarts)
 		} else {
@@ -201,7 +218,7 @@ topic = %q
 			refused++
 			t.Logf("SIGHUP %d refused (in /v1/status %s after the signal): %s", i+1, answered.Round(time.Millisecond), strings.SplitN(st.ReloadError, "\n", 2)[0])
 		}
-		time.Sleep(time.Second) // records flow with this version
+		stepDone <- struct{}{} // the next phase's records flow with this version
 	}
 	if err := <-produced; err != nil {
 		t.Fatalf("producer: %v", err)
