@@ -36,12 +36,14 @@ import (
 //	running  its pipeline runs
 //	ended    its pipeline returned (done, stopped or failed), or its build
 //	         failed; an exactly-once pipeline that failed inside a
-//	         transaction has an automatic restart due (autorestart.go)
+//	         transaction has an automatic restart due (autorestart.go),
+//	         another that failed waits for one of its plugins to be hot
+//	         reloaded (revive.go)
 //	leaving  an operation drains it to replace or remove it
 //
 // Operations change which units there are: a reload (SIGHUP, POST
 // /v1/reload, streamd ctl reload: reload.go), a restart (POST
-// /v1/pipelines/NAME/restart: control.go) and an automatic restart. They
+// /v1/pipelines/NAME/restart: control.go) and the automatic restarts. They
 // run one at a time, in the order asked, on a goroutine of their own
 // (runOps), once Run has launched the pipelines. A request waits in line
 // while another operation runs; requests for the same thing that wait
@@ -79,6 +81,8 @@ import (
 //  6. A pipeline's pause holds across its replacement: a pipeline
 //     restarted (by hand or automatically) or replaced by a reload starts
 //     paused if it was, unless the reload changed its `paused` in the file.
+
+// unitState is where a unit is in its life (above).
 type unitState uint8
 
 const (
