@@ -50,6 +50,8 @@ delivery = "exactly-once"
 max_in_flight = %d
 shutdown_timeout = %q
 stall_timeout = %q
+[pipeline.transaction]
+interval = "2s"
 [pipeline.batch]
 max_records = %d
 [pipeline.source]
@@ -108,13 +110,14 @@ topic = %q
 		return p.Restarts == 2 && p.State == "running" && !p.Paused && p.Transactions != nil && p.Transactions.Committed > 0
 	})
 
-	// The broker restarted while a transaction is open, down for 5 s:
-	// the pipeline fails inside the transaction when its commit is tried
-	// while the broker is down ("end transaction (commit true): ...
-	// connection refused"), and rides the restart out when the commit
-	// waits for writes still in flight until the broker is back (about
-	// half the time on Kafka 4.1). Up to five times, until it failed
-	// inside one.
+	// The broker restarted while a transaction is open, down for 5 s. The
+	// pipeline commits every 2 s (transaction.interval): the transaction
+	// open when the broker stops has its records written, and its commit
+	// comes while the broker is down ("end transaction (commit true): ...
+	// connection refused"): the pipeline fails inside it. (With the
+	// default 100 ms the commit often waited for writes still in flight
+	// until the broker was back, and the pipeline rode the restart out.)
+	// Up to five times, until it failed inside one.
 	var autos int
 	var downs []string
 	for range 5 {
