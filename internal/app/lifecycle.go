@@ -179,10 +179,12 @@ func (a *App) startParts(ctx context.Context) error {
 	a.setStarting("starting the embedded broker")
 	if e := a.cfg.Kafka.Embedded; e != nil {
 		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
-			Logger: a.log.With("broker", "embedded")})
+			Logger: a.log.With("broker", "embedded"), Retention: e.Retention.Duration, RetentionBytes: e.RetentionBytes,
+			SegmentBytes: e.SegmentBytes, DiskBudget: e.DiskBudgetBytes, RetentionCheck: e.RetentionCheckInterval.Duration})
 		if err != nil {
 			return err
 		}
+		a.reg.MustRegister(b.Collector())
 		a.broker = b
 		a.brokerp.Store(b)
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)

@@ -89,12 +89,32 @@ type Kafka struct {
 	def *KafkaCluster // [kafka] as a KafkaCluster, made by setDefaults
 }
 
-// Embedded starts an in-process broker.
+// Embedded starts an in-process broker (internal/embedded): one node, for
+// development, demos and small deployments on one machine. Its retention
+// applies to every topic that sets none of its own, and its disk budget to
+// the whole data directory (defaults: embedded.Default*).
 type Embedded struct {
 	Listen  string `toml:"listen"`   // default 127.0.0.1:9092
 	DataDir string `toml:"data_dir"` // default <data_dir>/broker
 	// SyncWrites fsyncs every write (slower, survives power loss).
 	SyncWrites bool `toml:"sync_writes"`
+	// Retention is how long a record is kept, counted from its timestamp
+	// (log.retention.ms); negative keeps records forever.
+	Retention Duration `toml:"retention"`
+	// RetentionBytes bounds each partition (log.retention.bytes); -1 is
+	// no bound.
+	RetentionBytes int64 `toml:"retention_bytes"`
+	// SegmentBytes is the size of a partition's segment files
+	// (log.segment.bytes): retention frees disk and memory a segment at a
+	// time.
+	SegmentBytes int64 `toml:"segment_bytes"`
+	// DiskBudgetBytes bounds the whole data directory: a warning at 80%,
+	// past it the largest partitions lose their oldest records; -1 is no
+	// budget.
+	DiskBudgetBytes int64 `toml:"disk_budget_bytes"`
+	// RetentionCheckInterval is how often retention and the budget are
+	// applied.
+	RetentionCheckInterval Duration `toml:"retention_check_interval"`
 }
 
 // Plugins holds defaults for every plugin.

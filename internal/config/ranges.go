@@ -10,13 +10,16 @@ import (
 )
 
 // intRange is the allowed values of an integer key. When zero is not
-// empty, 0 is allowed too and means zero.
+// empty, 0 is allowed too and means zero; when negative is not empty, any
+// negative value is allowed and means negative.
 type intRange struct {
-	lo, hi int64
-	zero   string
+	lo, hi         int64
+	zero, negative string
 }
 
-func (r intRange) ok(v int64) bool { return v >= r.lo && v <= r.hi || v == 0 && r.zero != "" }
+func (r intRange) ok(v int64) bool {
+	return v >= r.lo && v <= r.hi || v == 0 && r.zero != "" || v < 0 && r.negative != ""
+}
 
 func (r intRange) allowed() string {
 	lo := strconv.FormatInt(r.lo, 10)
@@ -27,10 +30,16 @@ func (r intRange) allowed() string {
 			lo = "0 (" + r.zero + ")"
 		}
 	}
+	var out string
 	if r.hi == math.MaxInt64 {
-		return lo + " or more"
+		out = lo + " or more"
+	} else {
+		out = lo + " to " + strconv.FormatInt(r.hi, 10)
 	}
-	return lo + " to " + strconv.FormatInt(r.hi, 10)
+	if r.negative != "" {
+		out += ", or negative for " + r.negative
+	}
+	return out
 }
 
 // durRange is the allowed values of a duration key. When zero is not

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -33,6 +34,11 @@ func (c *Config) setDefaults() {
 		} else {
 			e.DataDir = c.Resolve(e.DataDir)
 		}
+		setDefault(c, "kafka.embedded.retention", &e.Retention.Duration, embedded.DefaultRetention)
+		setDefault(c, "kafka.embedded.retention_bytes", &e.RetentionBytes, embedded.DefaultRetentionBytes)
+		setDefault(c, "kafka.embedded.segment_bytes", &e.SegmentBytes, embedded.DefaultSegmentBytes)
+		setDefault(c, "kafka.embedded.disk_budget_bytes", &e.DiskBudgetBytes, embedded.DefaultDiskBudget)
+		setDefault(c, "kafka.embedded.retention_check_interval", &e.RetentionCheckInterval.Duration, embedded.DefaultRetentionCheck)
 		if len(c.Kafka.Brokers) == 0 {
 			c.Kafka.Brokers = []string{e.Listen}
 		}
@@ -128,6 +134,7 @@ func (c *Config) validate() error {
 	if e := c.Kafka.Embedded; e != nil {
 		k.nonEmpty("kafka.embedded.listen", e.Listen, "host:port", "127.0.0.1:9092")
 		k.nonEmpty("kafka.embedded.data_dir", e.DataDir, "a directory", "<data_dir>/broker")
+		k.embeddedRetention(e)
 	}
 	k.nonEmpty("plugins.cache_dir", c.Plugins.CacheDir, "a directory", "<data_dir>/wasm-cache")
 	k.int("plugins.max_memory_pages", int64(c.Plugins.MaxMemoryPages), rangeMemoryPages)
