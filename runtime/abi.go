@@ -93,6 +93,9 @@ var (
 	// the name streamd gives its kind.
 	fluvioKinds = []string{"filter", "map", "filter_map", "array_map", "aggregate"}
 	fluvioFn    = funcType{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
+	// fluvioLookBack is the export of a SmartModule's look_back, which
+	// streamd does not run.
+	fluvioLookBack = "look_back"
 )
 
 type funcType struct{ params, results []api.ValueType }
@@ -220,6 +223,9 @@ func checkFluvio(name string, cm wazero.CompiledModule, fueled bool) (ABI, error
 			strings.Join(fluvioKinds, ", "), strings.Join(kinds, " and "))
 	}
 	abi.Kind = kinds[0]
+	if _, ok := fns[fluvioLookBack]; ok {
+		return abi, fmt.Errorf("%s: %w: a Fluvio SmartModule that exports %s, which streamd does not call: Fluvio calls it with the topic's last records before the first one, to build the SmartModule's state, and without it this %s would give other results than in Fluvio", name, ErrNotPlugin, fluvioLookBack, abi.Kind)
+	}
 	if err := checkImports(name, "a Fluvio SmartModule", cm, fueled, map[string]map[string]funcType{
 		flModule: {"copy_records": {[]api.ValueType{i32, i32}, nil}},
 	}); err != nil {

@@ -255,6 +255,14 @@ func TestForeignLoadErrors(t *testing.T) {
 		  (func (export "map") (param i32 i32 i32) (result i32) (i32.const 0))
 		  (func (export "alloc") (param i32) (result i32) (i32.const 0)))`),
 			plugins.Options{}, "a Fluvio SmartModule exports one of filter, map, filter_map, array_map, aggregate, this one filter and map"},
+		// look_back runs before the first record in Fluvio (it seeds the
+		// SmartModule's state from the topic's last records); streamd does
+		// not call it, so such a module would run with different results.
+		{wat("look-back", `(module (import "env" "copy_records" (func (param i32 i32))) (memory (export "memory") 1)
+		  (func (export "filter") (param i32 i32 i32) (result i32) (i32.const 0))
+		  (func (export "look_back") (param i32 i32 i32) (result i32) (i32.const 0))
+		  (func (export "alloc") (param i32) (result i32) (i32.const 0)))`),
+			plugins.Options{}, "exports look_back, which streamd does not call"},
 		{wat("no-alloc", `(module (import "env" "copy_records" (func (param i32 i32))) (memory (export "memory") 1)
 		  (func (export "filter") (param i32 i32 i32) (result i32) (i32.const 0)))`),
 			plugins.Options{}, "a Fluvio SmartModule exports alloc, and this one does not"},
