@@ -356,3 +356,140 @@ func TestRedpandaHostileUnfueled(t *testing.T) {
 	}
 	waitGoroutines(t, before)
 }
+
+// foreignShell builds a module of a foreign ABI around an attack: for
+// "redpanda" a transform whose _start runs its batch loop and runs body
+// for each record it reads; for "fluvio" a map SmartModule whose map runs
+// body. pages is the initial memory (0: 2), decls are added to the
+// module, start (when not empty) is the body of its Wasm start function,
+// and noCheck builds a module that is invalid as written.
+func foreignShell(t *testing.T, abi, name string, pages int, decls, start, body string, noCheck bool) string {
+	t.Helper()
+	if start != "" {
+		decls += "\n(start $attack_start)\n(func $attack_start (local $i i32)\n" + start + ")"
+	}
+	var src string
+	switch abi {
+	case "redpanda":
+		src = fmt.Sprintf(`(module
+  (import "redpanda_transform" "check_abi_version_2" (func $check))
+  (import "redpanda_transform" "read_batch_header" (func $header (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "redpanda_transform" "read_next_record" (func $next (param i32 i32 i32 i32 i32) (result i32)))
+  (import "redpanda_transform" "write_record" (func $write (param i32 i32) (result i32)))
+  (memory (export "memory") %d)
+  %s
+  (func (export "_start") (local $n i32) (local $i i32) (local $len i32)
+    (call $check)
+    (loop $batches
+      (drop (call $header (i32.const 0) (i32.const 8) (i32.const 12) (i32.const 16) (i32.const 20)
+        (i32.const 24) (i32.const 32) (i32.const 40) (i32.const 48) (i32.const 52)))
+      (local.set $n (i32.load (i32.const 8)))
+      (local.set $i (i32.const 0))
+      (block $done (loop $recs
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $len (call $next (i32.const 56) (i32.const 64) (i32.const 72) (i32.const 1024) (i32.const 60000)))
+        %s
+        (drop (call $write (i32.const 1024) (local.get $len)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $recs)))
+      (br $batches))))
+`, max(pages, 2), decls, body)
+	case "fluvio":
+		src = fmt.Sprintf(`(module
+  (import "env" "copy_records" (func $copy (param i32 i32)))
+  (memory (export "memory") %d)
+  %s
+  (func (export "alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "dealloc") (param i32 i32))
+  (func (export "map") (param $ptr i32) (param $len i32) (param $v i32) (result i32)
+    %s
+    (i32.const 0)))
+`, max(pages, 2), decls, body)
+	default:
+		t.Fatalf("no shell for ABI %q", abi)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, name+".wat")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name+".wasm")
+	var extra []string
+	if noCheck {
+		extra = append(extra, "--no-check")
+	}
+	testenv.Wat2Wasm(t, file, out, extra...)
+	return out
+}
+
+// TestForeignSandbox: the attacks the sandbox holds against in a streamd
+// plugin (TestHostileFuelRewrite, TestHostileBulkWork, TestHostileStart,
+// TestHostileTables, the memory cap), made in a Redpanda data transform
+// and in a Fluvio SmartModule, are stopped the same way: refused at load,
+// or the call failing with the same kind within twice its timeout.
+func TestForeignSandbox(t *testing.T) {
+	const mib16 = 16 << 20
+	attacks := []struct {
+		name, decls, start, body string
+		only                     string // the one ABI the attack is for ("": both)
+		pages                    int
+		noCheck, load            bool
+		kind                     error
+		msg                      string
+	}{
+		{name: "spin", body: `(loop $l (br $l))`, kind: plugins.ErrTimeout, msg: "timed out"},
+		{name: "fill-loop", pages: 256, body: `(loop $l ` +
+			repeat(fmt.Sprintf(`(memory.fill (i32.const 0) (i32.const 1) (i32.const %d))`, mib16), 4) + ` (br $l))`,
+			kind: plugins.ErrTimeout, msg: "timed out"},
+		{name: "straight-leaf", decls: `(func $leaf (local i64)` +
+			repeat(`(local.set 0 (i64.div_u (i64.add (local.get 0) (i64.const 12345)) (i64.const 7)))`, 20000) + `)`,
+			body: `(loop $l (call $leaf) (br $l))`, kind: plugins.ErrTimeout, msg: "timed out"},
+		{name: "memory-grow", body: `(if (i32.eq (memory.grow (i32.const 1000)) (i32.const -1)) (then unreachable))`,
+			kind: plugins.ErrMemoryLimit, msg: "more than max_memory_pages = 256 (16 MiB) allows"},
+		{name: "table-grow", decls: `(table $t 1 funcref)`,
+			body: `(if (i32.eq (table.grow $t (ref.null func) (i32.const 16777216)) (i32.const -1)) (then unreachable))`,
+			kind: plugins.ErrMemoryLimit, msg: "more than max_table_elements = 1048576 (8 MiB) allows"},
+		{name: "memory-initial", pages: 257, load: true, kind: plugins.ErrMemoryLimit, msg: "the module's initial memory is 257 pages"},
+		{name: "start-loop", start: `(loop $l (br $l))`, load: true, kind: plugins.ErrTimeout, msg: "instantiate"},
+		// Fluvio's init runs at load, as Redpanda's main does up to its
+		// first batch (TestRedpandaHostile/spin-setup).
+		{name: "init-loop", only: "fluvio", decls: `(func (export "init") (param i32 i32 i32) (result i32) (loop $l (br $l)) (i32.const 0))`,
+			load: true, kind: plugins.ErrTimeout, msg: "timed out"},
+		{name: "refuel", decls: `(global $g (mut i32) (i32.const 0))`, noCheck: true, load: true,
+			body: `(loop $l (global.set 1 (i32.const 1000000)) (br $l))`,
+			kind: runtime.ErrNotPlugin, msg: "global.set 1: the module declares 1 globals"},
+	}
+	for _, abi := range []string{"redpanda", "fluvio"} {
+		for _, a := range attacks {
+			if a.only != "" && a.only != abi {
+				continue
+			}
+			t.Run(abi+"/"+a.name, func(t *testing.T) {
+				if inChild(t, abi+" "+a.name) {
+					return
+				}
+				path := foreignShell(t, abi, a.name, a.pages, a.decls, a.start, a.body, a.noCheck)
+				m, d, err := loadWithin(t, path, a.name, plugins.Options{Pool: 1, Timeout: hostileTimeout})
+				if a.load {
+					if m != nil {
+						t.Fatalf("%s %s loaded; want it refused", abi, a.name)
+					}
+					if !errors.Is(err, a.kind) || !strings.Contains(err.Error(), a.msg) {
+						t.Fatalf("load: %v; want a %v that says %q", err, a.kind, a.msg)
+					}
+					if d > hostileBound+time.Second { // + the compile
+						t.Errorf("the load took %v", d)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = callBounded(t, m, abi+" "+a.name)
+				if !errors.Is(err, a.kind) || !strings.Contains(err.Error(), a.msg) {
+					t.Fatalf("call: %v; want a %v that says %q", err, a.kind, a.msg)
+				}
+			})
+		}
+	}
+}
