@@ -68,6 +68,17 @@ func AppendVarint(dst []byte, v int64) []byte {
 	return append(dst, byte(u))
 }
 
+// varintLen is the length of v zigzag-encoded.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		n++
+		u >>= 7
+	}
+	return n
+}
+
 func appendString(dst []byte, s string) []byte {
 	return append(binary.BigEndian.AppendUint16(dst, uint16(len(s))), s...)
 }
@@ -95,9 +106,9 @@ func AppendRecord(dst []byte, r *Record) []byte {
 	b = AppendVarint(b, r.OffsetDelta)
 	n := len(b) + 1 + 1 // the key's option byte, the header count
 	if r.Key != nil {
-		n += len(AppendVarint(nil, int64(len(r.Key)))) + len(r.Key)
+		n += varintLen(int64(len(r.Key))) + len(r.Key)
 	}
-	n += len(AppendVarint(nil, int64(len(r.Value)))) + len(r.Value)
+	n += varintLen(int64(len(r.Value))) + len(r.Value)
 	dst = AppendVarint(dst, int64(n))
 	dst = append(dst, b...)
 	if r.Key == nil {

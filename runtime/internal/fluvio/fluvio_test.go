@@ -86,3 +86,25 @@ func FuzzDecode(f *testing.F) {
 		_, _ = DecodeInitError(b)
 	})
 }
+
+// TestAppendInputAllocs: encoding a batch into a buffer with room for it
+// allocates nothing (the host encodes every batch a SmartModule runs).
+func TestAppendInputAllocs(t *testing.T) {
+	in := Input{Params: []Param{{"k", "v"}}}
+	for i := range 256 {
+		in.Records = append(in.Records, Record{OffsetDelta: int64(i), Key: []byte("key"), Value: bytes.Repeat([]byte("a"), 200)})
+	}
+	buf := AppendInput(nil, &in)
+	if n := testing.AllocsPerRun(10, func() { buf = AppendInput(buf[:0], &in) }); n != 0 {
+		t.Fatalf("AppendInput of 256 records: %v allocations, want 0", n)
+	}
+}
+
+// TestVarintLen: varintLen is the length AppendVarint writes.
+func TestVarintLen(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, 64, -64, -65, 1 << 20, -1 << 40, 1<<63 - 1, -1 << 63} {
+		if got, want := varintLen(v), len(AppendVarint(nil, v)); got != want {
+			t.Errorf("varintLen(%d) = %d, want %d", v, got, want)
+		}
+	}
+}
