@@ -166,8 +166,9 @@ func TestRedpandaRustExamples(t *testing.T) {
 // GOOS=wasip1 as Redpanda builds Go transforms): the regular expression
 // filter keeps the records whose key (or, with MATCH_VALUE=1, value)
 // matches PATTERN, both from the stage's config, and refuses to start
-// without PATTERN; identity copies; transcoding makes a JSON record of each
-// "key,a,b" row of a CSV value, keyed by its first column.
+// without PATTERN; identity copies; validation sends what is not JSON to
+// a second topic; transcoding makes a JSON record of each "key,a,b" row of
+// a CSV value, keyed by its first column.
 func TestRedpandaGoExamples(t *testing.T) {
 	t.Run("regexp_filter", func(t *testing.T) {
 		m := load(t, rpGo(t, "regexp_filter"), plugins.Options{Pool: 1, Config: map[string]any{"PATTERN": "^k[02]$"}})
@@ -188,6 +189,20 @@ func TestRedpandaGoExamples(t *testing.T) {
 		want(t, "identity", call(t, m, vals("a", "b")),
 			`0: "k0"="a" h:"x" @1767225600000 p3 o100`,
 			`1: "k1"="b" h:"x" @1767225600001 p3 o101`)
+	})
+	// validation writes a record of valid JSON to the default output and
+	// any other to topic invalid_json: with that output, there; without
+	// it, the record is rejected, naming the topic.
+	t.Run("validation", func(t *testing.T) {
+		m := load(t, rpGo(t, "validation"), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Outputs: []string{"orders", "invalid_json"}}})
+		want(t, "validation to two topics", call(t, m, vals(`{"a":1}`, `{"a":`, `[]`)),
+			`0: "k0"="{\"a\":1}" h:"x" @1767225600000 p3 o100`,
+			`1: "k1"="{\"a\":" h:"x" @1767225600001 p3 o101 -> invalid_json`,
+			`2: "k2"="[]" h:"x" @1767225600002 p3 o102`)
+		one := load(t, rpGo(t, "validation"), plugins.Options{Pool: 1, Wasm: plugins.WasmOptions{Outputs: []string{"orders"}}})
+		want(t, "validation to one topic", call(t, one, vals(`{"a":1}`, `{"a":`)),
+			`0: "k0"="{\"a\":1}" h:"x" @1767225600000 p3 o100`,
+			`1: error: the transform wrote a record to topic "invalid_json", which is not an output of this stage (its outputs: orders)`)
 	})
 	t.Run("transcoding", func(t *testing.T) {
 		m := load(t, rpGo(t, "transcoding"), plugins.Options{Pool: 1})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/internal/testenv"
 )
@@ -30,10 +32,40 @@ type foreignCase struct {
 	// or with no key if nullKey), or dead (rejected: a dead letter).
 	want    func(i int) (values []string, dead bool)
 	nullKey bool
+	// registry: the module calls the Schema Registry (the daemon's
+	// [schema_registry], testenv.SchemaRegistry).
+	registry bool
 }
 
-func foreignCases() []foreignCase {
+// foreignCases are TestForeignExactlyOnce's pipelines. avroID is the id
+// the Schema Registry gave json-to-avro's schema, known once it ran.
+func foreignCases(avroID *uint32) []foreignCase {
 	return []foreignCase{
+		// tee writes each record to every REDPANDA_OUTPUT_TOPIC_N: with
+		// the pipeline's one output, once to the sink.
+		{name: "rp-tee", dir: "redpanda/rust", mod: "tee",
+			value: func(i int) string { return fmt.Sprintf(`{"id":%d}`, i) },
+			want:  func(i int) ([]string, bool) { return []string{fmt.Sprintf(`{"id":%d}`, i)}, false }},
+		// json-to-avro registers its schema at start and writes Avro in
+		// the wire format; an order without an id fails the transform
+		// (the SDK stops it) and is a dead letter.
+		{name: "rp-json-to-avro", dir: "redpanda/json-to-avro", mod: "plugin", registry: true,
+			value: func(i int) string {
+				if i%500 == 499 {
+					return fmt.Sprintf(`{"item":"pen-%d"}`, i)
+				}
+				return fmt.Sprintf(`{"id":%d,"item":"pen-%d"}`, i, i)
+			},
+			want: func(i int) ([]string, bool) {
+				if i%500 == 499 {
+					return nil, true
+				}
+				v := binary.BigEndian.AppendUint32([]byte{0}, *avroID)
+				v = binary.AppendVarint(v, int64(i)) // Avro long: zigzag varint
+				item := fmt.Sprintf("pen-%d", i)
+				v = append(binary.AppendVarint(v, int64(len(item))), item...)
+				return []string{string(v)}, false
+			}},
 		{name: "rp-identity", dir: "redpanda/rust", mod: "identity",
 			value: func(i int) string { return fmt.Sprintf(`{"id":%d}`, i) },
 			want:  func(i int) ([]string, bool) { return []string{fmt.Sprintf(`{"id":%d}`, i)}, false }},
@@ -62,6 +94,21 @@ func foreignCases() []foreignCase {
 					return nil, false
 				}
 				return []string{strconv.Itoa(i)}, false
+			}},
+		// validation writes what is not JSON to topic invalid_json, which
+		// a pipeline of one output does not have: a dead letter, naming it.
+		{name: "go-validation", dir: "redpanda/go", mod: "validation",
+			value: func(i int) string {
+				if i%250 == 7 {
+					return fmt.Sprintf(`{"id":%d`, i)
+				}
+				return fmt.Sprintf(`{"id":%d}`, i)
+			},
+			want: func(i int) ([]string, bool) {
+				if i%250 == 7 {
+					return nil, true
+				}
+				return []string{fmt.Sprintf(`{"id":%d}`, i)}, false
 			}},
 		{name: "fluvio-filter", dir: "fluvio", mod: "filter",
 			value: func(i int) string {
@@ -121,7 +168,9 @@ func envInt(t *testing.T, name string, def int) int {
 
 // TestForeignExactlyOnce: the example transforms of Redpanda's Rust and Go
 // SDKs and the example SmartModules of Fluvio's, built unchanged by their
-// build.sh, each in a kafka -> transform -> kafka pipeline of one daemon
+// build.sh, and json-to-avro (written with Redpanda's Rust SDK and its
+// Schema Registry client, served by the daemon's [schema_registry]), each
+// in a kafka -> transform -> kafka pipeline of one daemon
 // under exactly-once, the daemon SIGKILLed at random moments while
 // records flow and restarted: a read_committed reader of each output sees
 // exactly what the SDK's documented semantics make of the input, each
@@ -132,11 +181,13 @@ func envInt(t *testing.T, name string, def int) int {
 // size it; the defaults keep it short for CI (docs/plugins.md has the
 // figures of a run of 100,000 records per pipeline).
 func TestForeignExactlyOnce(t *testing.T) {
-	cases := foreignCases()
+	var avroID uint32
+	cases := foreignCases(&avroID)
 	modules := make([]string, len(cases))
 	for i, c := range cases {
 		modules[i] = testenv.ForeignWasm(t, c.dir, c.mod)
 	}
+	registry := testenv.SchemaRegistry(t)
 	b := testenv.Kafka(t)
 	n, kills := envInt(t, "STREAMD_FOREIGN_RECORDS", 3000), envInt(t, "STREAMD_FOREIGN_KILLS", 3)
 	if !b.Real && os.Getenv("STREAMD_FOREIGN_RECORDS") == "" {
@@ -148,7 +199,7 @@ func TestForeignExactlyOnce(t *testing.T) {
 	}
 	var pipes []*pipe
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "data_dir = %q\n%s", filepath.Join(t.TempDir(), "data"), brokersTOML(b))
+	fmt.Fprintf(&cfg, "data_dir = %q\n%s[schema_registry]\nurl = %q\n", filepath.Join(t.TempDir(), "data"), brokersTOML(b), registry)
 	for i, c := range cases {
 		p := &pipe{foreignCase: c, in: testenv.Topic(t, c.name+"-in"), out: testenv.Topic(t, c.name+"-out"), dlq: testenv.Topic(t, c.name+"-dlq")}
 		for _, topic := range []string{p.in, p.out, p.dlq} {
@@ -245,6 +296,30 @@ dlq_topic = %q
 	}
 	<-prodDone
 	d := start(t, config)
+	for _, p := range pipes {
+		if p.registry {
+			rc, err := sr.NewClient(sr.URLs(registry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The transform registers its schema as it starts, which
+			// the daemon, just started, may not have done yet.
+			var s sr.SubjectSchema
+			for deadline := time.Now().Add(90 * time.Second); ; {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				s, err = rc.SchemaByVersion(ctx, p.out+"-value", -1)
+				cancel()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the schema it registers under %s-value: %v", p.name, p.out, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			avroID = uint32(s.ID)
+		}
+	}
 	// Every output and dead-letter topic, read at once.
 	type read struct {
 		want, got []string

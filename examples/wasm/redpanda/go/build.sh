@@ -7,8 +7,9 @@
 # unchanged as a program: the file, with its package clause made `package
 # main` and a main that calls the Example function. Nothing of the SDK is
 # kept in this repository: go downloads it. The .wasm files land next to
-# this script: regexp_filter.wasm, identity.wasm (example_mirror_test.go)
-# and transcoding.wasm.
+# this script: regexp_filter.wasm, identity.wasm (example_mirror_test.go),
+# transcoding.wasm and validation.wasm (which writes invalid JSON to a
+# second topic, invalid_json).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
@@ -27,5 +28,6 @@ build() { # build FILE FUNC OUT
 build example_regexp_filter_test.go Example_regularExpressionFilter regexp_filter
 build example_mirror_test.go Example_identityTransform identity
 build example_transcoding_test.go Example_transcoding transcoding
+build example_validation_test.go Example_validation validation
 rm -rf "$here/build"
-echo "built regexp_filter.wasm identity.wasm transcoding.wasm with $(go version)"
+echo "built regexp_filter.wasm identity.wasm transcoding.wasm validation.wasm with $(go version)"
