@@ -493,3 +493,35 @@ func TestForeignSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestFluvioFilterMap: a filter_map SmartModule (fluvio-smartmodule's
+// README has no example of one; this one is written by hand) returns the
+// records it keeps, each with its input's offset delta and the key and
+// value it made: here only the second of three, with value "hi". That
+// record keeps its input's key, headers, timestamp and position; the
+// others are filtered out.
+func TestFluvioFilterMap(t *testing.T) {
+	// Output: one record (offset delta 1, no key, value "hi"), no error.
+	src := `(module
+  (import "env" "copy_records" (func $copy (param i32 i32)))
+  (memory (export "memory") 2)
+  (data (i32.const 8192) "\00\00\00\01\10\00\00\02\00\04hi\00\00")
+  (func (export "alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "dealloc") (param i32 i32))
+  (func (export "filter_map") (param $ptr i32) (param $len i32) (param $v i32) (result i32)
+    (call $copy (i32.const 8192) (i32.const 14))
+    (i32.const 1)))` // the SDK returns the number of records it output
+	dir := t.TempDir()
+	file := filepath.Join(dir, "filter_map.wat")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "filter_map.wasm")
+	testenv.Wat2Wasm(t, file, out)
+	m := load(t, out, plugins.Options{Pool: 1})
+	if abi := m.ABI(); abi.Name != runtime.ABIFluvio || abi.Kind != "filter_map" {
+		t.Fatalf("ABI %v", abi)
+	}
+	want(t, "filter_map", call(t, m, vals("a", "b", "c")),
+		`1: null="hi" h:"x" @1767225600001 p3 o101`)
+}
