@@ -1,0 +1,375 @@
+package dist
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+)
+
+// TestBinaryStatic: the binary is static (no interpreter, no shared
+// library), built without cgo and with -trimpath, and says its version and
+// commit.
+func TestBinaryStatic(t *testing.T) {
+	a := getArtifacts(t)
+	f, err := elf.Open(a.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s has an interpreter (PT_INTERP): not static", a.bin)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("%s needs shared libraries %v", a.bin, libs)
+	}
+	bi, err := buildinfo.ReadFile(a.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	// (-trimpath leaves -ldflags out of the build info: the version line
+	// below shows the -X stamps.)
+	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
+		t.Errorf("build settings %v", settings)
+	}
+	out, err := exec.Command(a.bin, "version").CombinedOutput()
+	if want := fmt.Sprintf("streamd %s (commit %s, ", a.build.Version, a.build.Commit); err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("streamd version: %v %q, want %q...", err, out, want)
+	}
+}
+
+// TestReproducible: building again (another folder, another time) gives
+// the same bytes: the binary, both packages, the image and the chart.
+func TestReproducible(t *testing.T) {
+	a := getArtifacts(t)
+	out := t.TempDir()
+	bin := filepath.Join(out, "bin", "streamd")
+	if err := a.build.Binary(runtime.GOARCH, bin); err != nil {
+		t.Fatal(err)
+	}
+	// The starter copied, with other file times.
+	starter := filepath.Join(out, "starter")
+	if o, err := exec.Command("cp", "-r", a.starter, starter).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, o)
+	}
+	pkgs, err := a.build.Packages(runtime.GOARCH, bin, starter, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := a.build.Image(runtime.GOARCH, bin, starter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := filepath.Join(out, "image.tar")
+	if err := WriteImage(img, "streamd:"+a.build.ImageTag(), image, a.build.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	chart, err := a.build.Chart(filepath.Join(out, "chart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][2]string{{a.bin, bin}, {a.deb, pkgs[0]}, {a.rpm, pkgs[1]}, {a.image, image}, {a.chart, chart}} {
+		x, y := sum(t, p[0]), sum(t, p[1])
+		if x != y {
+			t.Errorf("%s: built again, %s is %x, was %x", filepath.Base(p[0]), filepath.Base(p[1]), y[:8], x[:8])
+		}
+	}
+}
+
+func sum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// TestChartArchive: the packaged chart loads and carries the build's
+// version as its version and appVersion.
+func TestChartArchive(t *testing.T) {
+	a := getArtifacts(t)
+	ch, err := loader.LoadFile(a.chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != a.build.Version || ch.Metadata.AppVersion != a.build.Version || ch.Schema == nil || len(ch.Templates) < 8 {
+		t.Errorf("chart %s %s (app %s), schema %v, %d templates", ch.Name(), ch.Metadata.Version, ch.Metadata.AppVersion, ch.Schema != nil, len(ch.Templates))
+	}
+}
+
+// machine is a throwaway copy of this machine: an overlay over / (writes
+// go to a tmpfs) in a mount namespace of its own, held by a process; its
+// commands run chrooted in it. Nothing it does reaches the real machine.
+type machine struct {
+	t      *testing.T
+	holder *exec.Cmd
+	root   string // the overlay's mount point, in the namespace
+}
+
+func newMachine(t *testing.T) *machine {
+	t.Helper()
+	needRoot(t, "dpkg", "chroot", "systemd-analyze")
+	dir := t.TempDir()
+	holder := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "3600")
+	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &machine{t: t, holder: holder, root: filepath.Join(dir, "m")}
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	})
+	// Wait until the holder is in its own namespace.
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	for i := 0; ; i++ {
+		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", holder.Process.Pid))
+		if ns != "" && ns != self {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the namespace holder did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.host(`mkdir -p "$D" && mount -t tmpfs tmpfs "$D" && mkdir "$D/u" "$D/w" "$D/m" &&
+mount -t overlay overlay -o lowerdir=/,upperdir="$D/u",workdir="$D/w" "$D/m" &&
+mount --rbind /dev "$D/m/dev" && mount -t proc proc "$D/m/proc" && mount -t sysfs sys "$D/m/sys" &&
+mount -t tmpfs tmpfs "$D/m/tmp" && mount -t tmpfs tmpfs "$D/m/run"`, "D="+dir)
+	return m
+}
+
+// host runs a shell script in the namespace, outside the chroot.
+func (m *machine) host(script string, env ...string) string {
+	m.t.Helper()
+	out, err := m.try(script, env...)
+	if err != nil {
+		m.t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return out
+}
+
+func (m *machine) try(script string, env ...string) (string, error) {
+	cmd := exec.Command("nsenter", "--target", fmt.Sprint(m.holder.Process.Pid), "--mount", "--", "sh", "-c", script)
+	cmd.Env = append(append(os.Environ(), "ROOT="+m.root), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// in runs a shell script chrooted in the machine, as root, with a clean
+// environment.
+func (m *machine) in(script string) string {
+	m.t.Helper()
+	out, err := m.tryIn(script)
+	if err != nil {
+		m.t.Fatalf("in the machine: %s: %v\n%s", script, err, out)
+	}
+	return out
+}
+
+func (m *machine) tryIn(script string) (string, error) {
+	return m.try(`exec chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 /bin/sh -c "$S"`, "S="+script)
+}
+
+// copyIn puts a file of the real machine at /tmp/NAME in the machine.
+func (m *machine) copyIn(path string) string {
+	m.t.Helper()
+	dst := "/tmp/" + filepath.Base(path)
+	m.host(`cp "$F" "$ROOT$T"`, "F="+path, "T="+dst)
+	return dst
+}
+
+// TestDebInstall: the .deb on a copy of this machine (Debian, as root), as
+// an operator uses it, through install, an upgrade over an edited config,
+// remove and purge, each leaving what Debian policy says.
+func TestDebInstall(t *testing.T) {
+	a := getArtifacts(t)
+	m := newMachine(t)
+	if out, _ := m.tryIn("dpkg-query -W streamd"); strings.Contains(out, "streamd\t") {
+		t.Fatalf("streamd is already installed on this machine: %s", out)
+	}
+	if out, _ := m.tryIn("getent passwd streamd"); out != "" {
+		t.Logf("a streamd user exists already (an earlier install): %s", out)
+	}
+	deb := m.copyIn(a.deb)
+
+	// Install.
+	t.Logf("dpkg -i: %s", m.in("dpkg -i "+deb))
+	if got := m.in("command -v streamd"); strings.TrimSpace(got) != "/usr/bin/streamd" {
+		t.Errorf("streamd on PATH: %q", got)
+	}
+	if got := m.in("streamd version"); !strings.Contains(got, a.build.Version) {
+		t.Errorf("streamd version: %q", got)
+	}
+	pw := strings.Split(strings.TrimSpace(m.in("getent passwd streamd")), ":")
+	if len(pw) != 7 || pw[5] != "/var/lib/streamd" || pw[6] != "/usr/sbin/nologin" {
+		t.Fatalf("the streamd user: %q", pw)
+	}
+	var uid int
+	fmt.Sscan(pw[2], &uid)
+	if uid <= 0 || uid >= 1000 {
+		t.Errorf("streamd's uid %d is not a system uid", uid)
+	}
+	if got := strings.TrimSpace(m.in("stat -c '%U:%G %a' /var/lib/streamd")); got != "streamd:streamd 750" {
+		t.Errorf("/var/lib/streamd: %s, want streamd:streamd 750", got)
+	}
+	conffiles := m.in("dpkg-query -W -f='${Conffiles}' streamd")
+	for _, f := range []string{"/etc/streamd/streamd.toml", "/etc/streamd/plugins/upper.wasm"} {
+		if !strings.Contains(conffiles, f+" ") {
+			t.Errorf("%s is not a conffile: %s", f, conffiles)
+		}
+	}
+	if got := m.in("grep -c '^data_dir = \"/var/lib/streamd\"' /etc/streamd/streamd.toml"); strings.TrimSpace(got) != "1" {
+		t.Errorf("the packaged config's data_dir is not /var/lib/streamd")
+	}
+	// The unit as installed verifies in this root.
+	if out, err := m.try(`systemd-analyze verify --root="$ROOT" /usr/lib/systemd/system/streamd.service`); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	if got := m.in("streamd lint -c /etc/streamd/streamd.toml && echo lint-ok"); !strings.Contains(got, "lint-ok") {
+		t.Errorf("streamd lint of the packaged config: %s", got)
+	}
+	// Not enabled, not started: the operator edits the config first.
+	if out, _ := m.tryIn("ls /etc/systemd/system/multi-user.target.wants/streamd.service"); !strings.Contains(out, "No such file") {
+		t.Errorf("the service was enabled on install: %s", out)
+	}
+
+	// Run the unit's command as its user, in a network namespace of its
+	// own (as systemd would start it, without systemd).
+	t.Run("runs as streamd", func(t *testing.T) {
+		cmd := exec.Command("nsenter", "--target", fmt.Sprint(m.holder.Process.Pid), "--mount", "--",
+			"unshare", "--net", "--fork", "--kill-child", "sh", "-c",
+			`ip link set lo up && exec chroot --userspec="$U:$G" --groups="$G" "$ROOT" /usr/bin/env -i HOME=/var/lib/streamd sh -c 'cd /var/lib/streamd && exec /usr/bin/streamd run -c /etc/streamd/streamd.toml'`)
+		cmd.Env = append(os.Environ(), "ROOT="+m.root, "U="+pw[2], "G="+pw[3])
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("streamd's log:\n%s", log.String())
+			}
+		}()
+		// nsenter execs unshare, which is then in the new network namespace.
+		var pid int
+		for i := 0; i < 100; i++ {
+			ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+			self, _ := os.Readlink("/proc/self/ns/net")
+			if ns != "" && ns != self {
+				pid = cmd.Process.Pid
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if pid == 0 {
+			t.Fatal("streamd's network namespace did not appear")
+		}
+		body := waitHTTP(t, pid, "http://127.0.0.1:8080/pipelines", 60*time.Second, func(s int, b []byte) bool {
+			n, err := pipelineOut(b, "upper")
+			return s == 200 && err == nil && n >= 20
+		})
+		n, _ := pipelineOut(body, "upper")
+		if got := uidOf(t, childOf(t, pid)); got != fmt.Sprint(uid) {
+			t.Errorf("streamd runs as uid %s, want streamd's %d", got, uid)
+		}
+		t.Logf("the packaged config runs as streamd: pipeline upper %d records out", n)
+		_ = syscall.Kill(childOf(t, pid), syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("after SIGTERM: %v", err)
+		}
+	})
+	if out := m.in("ls /var/lib/streamd"); !strings.Contains(out, "broker") {
+		t.Errorf("/var/lib/streamd after a run: %q", out)
+	}
+
+	// An upgrade keeps the operator's edit of the config, and the data.
+	m.in(`printf '\n# edited by the operator\n' >> /etc/streamd/streamd.toml`)
+	next := a.build
+	next.Version = "99.0.0"
+	// The new version's packaged config differs too: dpkg must ask, and
+	// --force-confold keeps the operator's (the new one beside it).
+	starter2 := filepath.Join(t.TempDir(), "starter")
+	if o, err := exec.Command("cp", "-r", a.starter, starter2).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, o)
+	}
+	f, err := os.OpenFile(filepath.Join(starter2, "streamd.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "# a line of the next version")
+	f.Close()
+	pkgs, err := next.Packages(runtime.GOARCH, a.bin, starter2, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deb2 := m.copyIn(pkgs[0])
+	t.Logf("upgrade: %s", m.in("dpkg -i --force-confdef --force-confold "+deb2))
+	if got := m.in("dpkg-query -W -f='${Version}' streamd"); !strings.HasPrefix(got, "99.0.0") {
+		t.Errorf("after the upgrade: version %q", got)
+	}
+	cfg := m.in("cat /etc/streamd/streamd.toml")
+	if !strings.Contains(cfg, "# edited by the operator") || strings.Contains(cfg, "# a line of the next version") {
+		t.Errorf("the upgrade did not keep the edited config:\n%s", cfg)
+	}
+	if got := m.in("cat /etc/streamd/streamd.toml.dpkg-dist"); !strings.Contains(got, "# a line of the next version") {
+		t.Errorf("the new version's config is not beside it as .dpkg-dist")
+	}
+	if got := m.in("ls /var/lib/streamd"); !strings.Contains(got, "broker") {
+		t.Errorf("the upgrade lost /var/lib/streamd: %q", got)
+	}
+	if pw2 := strings.TrimSpace(m.in("getent passwd streamd")); pw2 != strings.Join(pw, ":") {
+		t.Errorf("the upgrade changed the user: %s", pw2)
+	}
+
+	// Remove: the program goes; config, data and user stay.
+	m.in("dpkg -r streamd")
+	if out, _ := m.tryIn("command -v streamd"); strings.TrimSpace(out) != "" {
+		t.Errorf("after dpkg -r, streamd is still on PATH: %s", out)
+	}
+	if out, _ := m.tryIn("ls /usr/lib/systemd/system/streamd.service"); !strings.Contains(out, "No such file") {
+		t.Errorf("after dpkg -r, the unit is still there")
+	}
+	if got := m.in("dpkg-query -W -f='${Status}' streamd"); got != "deinstall ok config-files" {
+		t.Errorf("after dpkg -r: status %q, want the config files kept", got)
+	}
+	if !strings.Contains(m.in("cat /etc/streamd/streamd.toml"), "# edited by the operator") || !strings.Contains(m.in("ls /var/lib/streamd"), "broker") {
+		t.Errorf("dpkg -r removed the config or the data")
+	}
+
+	// Purge: config and data go; the user stays (Debian practice).
+	m.in("dpkg --purge streamd")
+	for _, p := range []string{"/etc/streamd", "/var/lib/streamd"} {
+		if out, _ := m.tryIn("ls -d " + p); !strings.Contains(out, "No such file") {
+			t.Errorf("after --purge, %s is still there: %s", p, out)
+		}
+	}
+	if out, _ := m.tryIn("dpkg-query -W -f='${Status}' streamd"); strings.Contains(out, "installed") || strings.Contains(out, "config-files") {
+		t.Errorf("after --purge: %q", out)
+	}
+	if out := m.in("getent passwd streamd || true"); !strings.HasPrefix(out, "streamd:") {
+		t.Errorf("after --purge the user is gone (it stays: files it owns may remain)")
+	}
+}
