@@ -388,9 +388,9 @@ func (r *rendered) checkInvariants(t *testing.T) {
 	}
 	tm := r.mountOf(t, c, tf)
 	tv := r.volume(t, tm.Name)
-	if tv.Secret == nil || !slices.ContainsFunc(tv.Secret.Items, func(k corev1.KeyToPath) bool {
+	if tv.Secret == nil || (len(tv.Secret.Items) == 0 && tf != tm.MountPath+"/tokens") || (len(tv.Secret.Items) > 0 && !slices.ContainsFunc(tv.Secret.Items, func(k corev1.KeyToPath) bool {
 		return k.Key == "tokens" && tm.MountPath+"/"+k.Path == tf
-	}) {
+	})) {
 		t.Errorf("tokens_file %s is not the key tokens of a Secret: %+v", tf, tv)
 	}
 	if s := r.secrets[tv.Secret.SecretName]; s != nil {
