@@ -373,3 +373,89 @@ func TestDebInstall(t *testing.T) {
 		t.Errorf("after --purge the user is gone (it stays: files it owns may remain)")
 	}
 }
+
+// TestRPM: the .rpm's metadata read by rpm, and the package installed,
+// upgraded over an edited config and erased by rpm on a copy of this
+// machine (Debian's rpm 4.18: the scriptlets run with Debian's useradd and
+// without systemd, as on a container build of an RPM system).
+func TestRPM(t *testing.T) {
+	needRoot(t, "rpm")
+	a := getArtifacts(t)
+	q := func(format string) string {
+		t.Helper()
+		out, err := exec.Command("rpm", "-qp", "--qf", format, a.rpm).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rpm -qp: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if got := q("%{NAME} %{OS}"); got != "streamd linux" {
+		t.Errorf("rpm: %q", got)
+	}
+	files := q(`[%{FILEFLAGS:fflags}|%{FILEMODES:perms}|%{FILEUSERNAME}:%{FILEGROUPNAME}|%{FILENAMES}\n]`)
+	for _, want := range []string{
+		"cn|-rw-r--r--|root:root|/etc/streamd/streamd.toml\n",
+		"|-rwxr-xr-x|root:root|/usr/bin/streamd\n",
+		"|drwxr-x---|streamd:streamd|/var/lib/streamd\n",
+		"|-rw-r--r--|root:root|/usr/lib/systemd/system/streamd.service\n",
+	} {
+		if !strings.Contains(files, want) {
+			t.Errorf("rpm file list has no %q:\n%s", want, files)
+		}
+	}
+	if req, _ := exec.Command("rpm", "-qp", "--requires", a.rpm).Output(); !strings.Contains(string(req), "shadow-utils") {
+		t.Errorf("requires: %s", req)
+	}
+
+	m := newMachine(t)
+	rpm := m.copyIn(a.rpm)
+	t.Logf("rpm -i: %s", m.in("rpm -i --nodeps "+rpm+" 2>&1 && echo installed"))
+	pw := strings.Split(strings.TrimSpace(m.in("getent passwd streamd")), ":")
+	if len(pw) != 7 || pw[5] != "/var/lib/streamd" {
+		t.Fatalf("%%pre made no streamd user: %q", pw)
+	}
+	if got := strings.TrimSpace(m.in("stat -c '%U:%G %a' /var/lib/streamd")); got != "streamd:streamd 750" {
+		t.Errorf("/var/lib/streamd: %s", got)
+	}
+	if out, err := m.tryIn("rpm -V --nodeps streamd"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("rpm -V after install: %v\n%s", err, out)
+	}
+	m.in(`printf '\n# edited by the operator\n' >> /etc/streamd/streamd.toml`)
+	next := a.build
+	next.Version = "99.0.0"
+	starter2 := filepath.Join(t.TempDir(), "starter")
+	if o, err := exec.Command("cp", "-r", a.starter, starter2).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, o)
+	}
+	f, err := os.OpenFile(filepath.Join(starter2, "streamd.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "# a line of the next version")
+	f.Close()
+	pkgs, err := next.Packages(runtime.GOARCH, a.bin, starter2, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpm2 := m.copyIn(pkgs[1])
+	t.Logf("rpm -U: %s", m.in("rpm -U --nodeps "+rpm2+" 2>&1 && echo upgraded"))
+	if got := m.in("rpm -q --qf '%{VERSION}' streamd"); got != "99.0.0" {
+		t.Errorf("after the upgrade: %q", got)
+	}
+	if cfg := m.in("cat /etc/streamd/streamd.toml"); !strings.Contains(cfg, "# edited by the operator") {
+		t.Errorf("rpm -U replaced the edited config")
+	}
+	if got := m.in("cat /etc/streamd/streamd.toml.rpmnew"); !strings.Contains(got, "# a line of the next version") {
+		t.Errorf("no streamd.toml.rpmnew with the new default")
+	}
+	m.in("rpm -e streamd")
+	if out, _ := m.tryIn("command -v streamd"); strings.TrimSpace(out) != "" {
+		t.Errorf("after rpm -e, streamd is still on PATH")
+	}
+	if got := m.in("cat /etc/streamd/streamd.toml.rpmsave"); !strings.Contains(got, "# edited by the operator") {
+		t.Errorf("rpm -e did not save the edited config as .rpmsave")
+	}
+	if out := m.in("getent passwd streamd || true"); !strings.HasPrefix(out, "streamd:") {
+		t.Errorf("rpm -e removed the user")
+	}
+}
