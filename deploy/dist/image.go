@@ -237,7 +237,7 @@ func zoneinfo() ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	files := []file{{name: "usr/share/zoneinfo", dir: true, mode: 0o755}}
 	seen := map[string]bool{}
 	for _, f := range zr.File {
@@ -273,7 +273,7 @@ func WriteImage(img v1.Image, ref, out string, epoch time.Time) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err

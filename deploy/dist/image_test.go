@@ -81,7 +81,7 @@ func untar(t *testing.T, path, dir string, owners bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	extract(t, f, dir, owners)
 }
 
@@ -175,7 +175,7 @@ func TestImageConfig(t *testing.T) {
 	if c.Labels["org.opencontainers.image.version"] != a.build.Version || c.Labels["org.opencontainers.image.revision"] != a.build.Commit {
 		t.Errorf("labels %v", c.Labels)
 	}
-	if !cf.Created.Time.Equal(a.build.Epoch) {
+	if !cf.Created.Equal(a.build.Epoch) {
 		t.Errorf("created %v, want the commit's time %v", cf.Created, a.build.Epoch)
 	}
 	mt, _ := img.MediaType()

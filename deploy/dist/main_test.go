@@ -162,14 +162,14 @@ func nsClient(pid int) *http.Client {
 				ch <- result{nil, err}
 				return
 			}
-			defer home.Close()
+			defer func() { _ = home.Close() }()
 			f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 			if err != nil {
 				runtime.UnlockOSThread()
 				ch <- result{nil, err}
 				return
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 				runtime.UnlockOSThread()
 				ch <- result{nil, fmt.Errorf("setns: %w", err)}
@@ -212,7 +212,7 @@ func waitHTTP(t *testing.T, pid int, url string, within time.Duration, ok func(s
 }
 
 func readAll(resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	return io.ReadAll(resp.Body)
 }
 

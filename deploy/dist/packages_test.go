@@ -27,7 +27,7 @@ func TestBinaryStatic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Errorf("%s has an interpreter (PT_INTERP): not static", a.bin)
@@ -226,7 +226,9 @@ func TestDebInstall(t *testing.T) {
 		t.Fatalf("the streamd user: %q", pw)
 	}
 	var uid int
-	fmt.Sscan(pw[2], &uid)
+	if _, err := fmt.Sscan(pw[2], &uid); err != nil {
+		t.Fatalf("streamd's uid %q: %v", pw[2], err)
+	}
 	if uid <= 0 || uid >= 1000 {
 		t.Errorf("streamd's uid %d is not a system uid", uid)
 	}
@@ -320,7 +322,9 @@ func TestDebInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(f, "# a line of the next version")
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	pkgs, err := next.Packages(runtime.GOARCH, a.bin, starter2, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -432,7 +436,9 @@ func TestRPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(f, "# a line of the next version")
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	pkgs, err := next.Packages(runtime.GOARCH, a.bin, starter2, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

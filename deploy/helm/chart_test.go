@@ -2,6 +2,7 @@ package helm
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -68,7 +69,7 @@ func render(t *testing.T, values string) (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Engine{Strict: true}.Render(ch, top)
+	files, err := engine.Engine{Strict: true}.RenderWithContext(context.Background(), ch, top)
 	if err != nil {
 		return nil, err
 	}
