@@ -13,7 +13,6 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/internal/sdnotify"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/load"
@@ -121,26 +120,5 @@ func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warn("close", "err", err)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d pipelines, %d plugins loaded)\n", cfg.File, len(cfg.Pipelines), n)
-	return 0
-}
-
-func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("streamd broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")
-	dir := fs.String("data-dir", "data/broker", "where partitions, offsets and producer ids persist")
-	partitions := fs.Int("partitions", 4, "partitions of auto-created topics")
-	syncWrites := fs.Bool("sync-writes", false, "fsync every write")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	b, err := embedded.Start(embedded.Config{Listen: *listen, DataDir: *dir, SyncWrites: *syncWrites, Partitions: int32(*partitions)})
-	if err != nil {
-		fmt.Fprintf(stderr, "streamd broker: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "streamd broker listening on %v, data in %s\n", b.ListenAddrs(), *dir)
-	<-ctx.Done()
-	b.Close()
 	return 0
 }

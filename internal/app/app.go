@@ -202,14 +202,19 @@ func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSetting
 		Logger:  a.log.With("stage", name),
 		Timeout: a.cfg.Plugins.Timeout.Duration,
 		Pool:    ps.Pool,
-		Wasm:    plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random},
-		Native:  plugins.NativeOptions{Checksum: ps.Checksum},
+		Wasm: plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random,
+			MaxTableElements: a.cfg.Plugins.MaxTableElements, MaxModuleBytes: a.cfg.Plugins.MaxModuleBytes, CompileTimeout: a.cfg.Plugins.CompileTimeout.Duration,
+			MaxLogLineBytes: a.cfg.Plugins.MaxLogLineBytes, MaxLogLinesPerRecord: a.cfg.Plugins.MaxLogLinesPerRecord, MaxLogBytesPerRecord: a.cfg.Plugins.MaxLogBytesPerRecord},
+		Native: plugins.NativeOptions{Checksum: ps.Checksum},
 	}
 	if o.Pool == 0 {
 		o.Pool = workers
 	}
 	if ps.MaxMemoryPages != 0 {
 		o.Wasm.MaxMemoryPages = ps.MaxMemoryPages
+	}
+	if ps.MaxTableElements != 0 {
+		o.Wasm.MaxTableElements = ps.MaxTableElements
 	}
 	if ps.Timeout.Duration != 0 {
 		o.Timeout = ps.Timeout.Duration
@@ -451,10 +456,12 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 func (a *App) Run(ctx context.Context) error {
 	if e := a.cfg.Kafka.Embedded; e != nil {
 		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
-			Logger: a.log.With("broker", "embedded")})
+			Logger: a.log.With("broker", "embedded"), Retention: e.Retention.Duration, RetentionBytes: e.RetentionBytes,
+			SegmentBytes: e.SegmentBytes, DiskBudget: e.DiskBudgetBytes, RetentionCheck: e.RetentionCheckInterval.Duration})
 		if err != nil {
 			return err
 		}
+		a.reg.MustRegister(b.Collector())
 		a.broker = b
 		a.brokerp.Store(b)
 		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)

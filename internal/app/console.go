@@ -63,6 +63,9 @@ func (a *App) newConsole() {
 	if a.cfg.Fluid != nil {
 		opts = append(opts, console.WithFluid(a.fluidStatus))
 	}
+	if a.cfg.Kafka.Embedded != nil {
+		opts = append(opts, console.WithBroker(a.brokerStats))
+	}
 	a.console = console.New(opts...)
 }
 
@@ -383,4 +386,13 @@ func (a *App) consoleURL() string {
 		scheme = "https"
 	}
 	return scheme + "://" + a.AdminAddr + "/ui/"
+}
+
+// brokerStats is the embedded broker's figures for the console, nil
+// before it starts.
+func (a *App) brokerStats() any {
+	if b := a.brokerp.Load(); b != nil {
+		return b.Stats()
+	}
+	return nil
 }
