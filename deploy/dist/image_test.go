@@ -343,10 +343,11 @@ func TestImageRuns(t *testing.T) {
 
 	t.Run("default command", func(t *testing.T) {
 		cmd, pid := runContainer(t, root, cf)
+		waitHTTP(t, cmd.Process.Pid, "http://127.0.0.1:8080/healthz", 30*time.Second, func(s int, _ []byte) bool { return s == 200 })
+		// Once it answers, the exec chain (sh, unshare --setuid) is done.
 		if got := uidOf(t, pid); got != "65532" {
 			t.Errorf("the daemon runs as uid %s, want 65532", got)
 		}
-		waitHTTP(t, cmd.Process.Pid, "http://127.0.0.1:8080/healthz", 30*time.Second, func(s int, _ []byte) bool { return s == 200 })
 		waitHTTP(t, cmd.Process.Pid, "http://127.0.0.1:8080/readyz", 60*time.Second, func(s int, _ []byte) bool { return s == 200 })
 		body := waitHTTP(t, cmd.Process.Pid, "http://127.0.0.1:8080/pipelines", 60*time.Second, func(s int, b []byte) bool {
 			n, err := pipelineOut(b, "upper")
