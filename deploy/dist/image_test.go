@@ -222,7 +222,7 @@ func TestImageConfig(t *testing.T) {
 	if err != nil || !strings.Contains(string(cfg), `data_dir = "/var/lib/streamd"`) {
 		t.Errorf("/etc/streamd/streamd.toml: %v\n%s", err, cfg)
 	}
-	t.Logf("image %s: %d layers, %d CA certificates; config %s", filepath.Base(a.image), len(mustLayers(t, img)), n, mustDigest(t, img))
+	t.Logf("image %s: %d layers, %d CA certificates; manifest %s", filepath.Base(a.image), len(mustLayers(t, img)), n, mustDigest(t, img))
 }
 
 func sameFile(t *testing.T, path string, b []byte) bool {
@@ -399,4 +399,42 @@ func TestImageRuns(t *testing.T) {
 		t.Logf("quickstart pipeline orders (Go orders downgrade): %d records out", n)
 		stopContainer(t, cmd, pid)
 	})
+}
+
+// TestPodmanLoad: podman loads the image tar both ways, as the `docker
+// save` archive it is (podman load) and as an OCI archive (podman pull
+// oci-archive:), into a store of the test's own, and sees the same image:
+// its config digest, user, entrypoint, command, port, volume and version
+// label. (Running it needs a container runtime, which cannot start here:
+// TestImageRuns runs the rootfs in namespaces instead.)
+func TestPodmanLoad(t *testing.T) {
+	needRoot(t, "podman")
+	a := getArtifacts(t)
+	img := readImage(t, a.image)
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := t.TempDir()
+	podman := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("podman", append([]string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"), "--storage-driver", "vfs"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	ref := "streamd:" + a.build.ImageTag()
+	if out := podman("load", "-i", a.image); !strings.Contains(out, "Loaded image: localhost/"+ref) {
+		t.Errorf("podman load: %s", out)
+	}
+	if out := podman("pull", "-q", "oci-archive:"+a.image); !strings.Contains(out, cfgName.Hex) {
+		t.Errorf("podman pull oci-archive: %s, want the image %s", out, cfgName.Hex)
+	}
+	got := podman("image", "inspect", "--format", `{{.Id}}|{{.Config.User}}|{{.Config.Entrypoint}}|{{.Config.Cmd}}|{{.Config.ExposedPorts}}|{{.Config.Volumes}}|{{index .Config.Labels "org.opencontainers.image.version"}}|{{.Config.Healthcheck}}`, ref)
+	want := cfgName.Hex + "|65532:65532|[/usr/bin/streamd]|[run -c /etc/streamd/streamd.toml]|map[8080/tcp:{}]|map[/var/lib/streamd:{}]|" + a.build.Version + "|<nil>"
+	if got != want {
+		t.Errorf("podman image inspect:\n got %s\nwant %s", got, want)
+	}
 }
