@@ -88,7 +88,8 @@ func makeArtifacts() (artifacts, error) {
 			}
 			return m[0]
 		}
-		a.deb, a.rpm = glob("*_"+runtime.GOARCH+".deb"), glob("*.rpm")
+		rpmArch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+		a.deb, a.rpm = glob("*_"+runtime.GOARCH+".deb"), glob("*."+rpmArch+".rpm")
 		a.image, a.chart = glob("*_linux_"+runtime.GOARCH+".oci.tar"), glob("streamd-*.tgz")
 		if a.deb == "" || a.rpm == "" || a.image == "" || a.chart == "" {
 			return a, fmt.Errorf("STREAMD_DIST=%s: not one .deb, .rpm, linux/%s .oci.tar and chart .tgz", dir, runtime.GOARCH)
