@@ -30,6 +30,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require pgregory.net/rapid v1.3.0
+
 require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect

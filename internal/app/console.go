@@ -95,7 +95,7 @@ func (a *App) consolePipelines() []console.Pipeline {
 	a.mu.Lock()
 	parts := make([]*pipeParts, 0, len(a.units))
 	for _, u := range a.units { // a reload replaces a unit, and so its entry
-		if u.parts != nil && u.p != nil {
+		if u.built && u.parts != nil && u.p != nil { // parts are written while it builds
 			parts = append(parts, u.parts)
 		}
 	}

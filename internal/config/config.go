@@ -137,6 +137,11 @@ type Plugins struct {
 	MaxLogBytesPerRecord int `toml:"max_log_bytes_per_record"`
 	// Timeout is the default bound of one plugin call.
 	Timeout Duration `toml:"timeout"`
+	// LoadTimeout bounds loading one plugin: reading, compiling and
+	// instantiating a Wasm module, starting a native plugin (default 2m,
+	// above compile_timeout).
+	// A pipeline whose plugin does not load in time fails alone.
+	LoadTimeout Duration `toml:"load_timeout"`
 	// Watch is how often Wasm plugin files are checked for changes and hot
 	// reloaded (default "1s"; "0s" disables; SIGHUP reloads at once).
 	Watch *Duration `toml:"watch"`

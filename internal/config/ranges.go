@@ -109,6 +109,7 @@ var (
 	rangeVersion        = intRange{lo: 1, hi: 1_000_000}
 	rangeBaselineVer    = intRange{lo: 1, hi: 1_000_000, zero: "the first version"}
 	rangePluginTimeout  = durRange{lo: time.Millisecond, hi: time.Hour, negative: "no bound"}
+	rangeLoadTimeout    = durRange{lo: time.Second, hi: time.Hour}
 	rangeCompileTimeout = durRange{lo: 100 * time.Millisecond, hi: time.Hour}
 	rangeWatch          = durRange{lo: 100 * time.Millisecond, hi: time.Hour, zero: "off"}
 	rangeShutdown       = durRange{lo: 0, hi: time.Hour, zero: "abandon in-flight batches at once"}

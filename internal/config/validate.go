@@ -60,6 +60,7 @@ func (c *Config) setDefaults() {
 		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
 	setDefault(c, "plugins.timeout", &c.Plugins.Timeout.Duration, plugins.DefaultTimeout)
+	setDefault(c, "plugins.load_timeout", &c.Plugins.LoadTimeout.Duration, DefaultLoadTimeout)
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		at := fmt.Sprintf("pipeline[%d].", i)
@@ -144,6 +145,7 @@ func (c *Config) validate() error {
 	k.int("plugins.max_log_lines_per_record", int64(c.Plugins.MaxLogLinesPerRecord), rangeLogLines)
 	k.int("plugins.max_log_bytes_per_record", int64(c.Plugins.MaxLogBytesPerRecord), rangeLogBytes)
 	k.dur("plugins.timeout", c.Plugins.Timeout.Duration, rangePluginTimeout)
+	k.dur("plugins.load_timeout", c.Plugins.LoadTimeout.Duration, rangeLoadTimeout)
 	k.dur("plugins.watch", c.Plugins.Watch.Duration, rangeWatch)
 	if len(c.Pipelines) == 0 && c.Journal == nil && c.Fluid == nil {
 		bad("pipeline", "no [[pipeline]] defined")
