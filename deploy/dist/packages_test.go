@@ -307,6 +307,30 @@ func TestDebInstall(t *testing.T) {
 		t.Errorf("/var/lib/streamd after a run: %q", out)
 	}
 
+	// A developer on this machine, in a home that is no checkout, makes a
+	// Rust plugin with the installed streamd and runs the two commands it
+	// prints, as printed: the SDK comes from the binary.
+	t.Run("plugin new from the installed streamd", func(t *testing.T) {
+		m.in("useradd --create-home --shell /bin/sh dev")
+		dev := func(script string) (string, error) {
+			return m.tryIn(`runuser -u dev -- /usr/bin/env -i HOME=/home/dev PATH=/usr/bin:/bin LANG=C.UTF-8 sh -c 'cd /home/dev && ` + script + `'`)
+		}
+		out, err := dev("streamd plugin new --lang rust --kind transform upper-rs")
+		if err != nil {
+			t.Fatalf("plugin new: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 || !strings.Contains(lines[0], "streamd-sdk/") {
+			t.Fatalf("plugin new printed:\n%s", out)
+		}
+		build, test := strings.TrimSpace(lines[2]), strings.TrimSpace(lines[3])
+		out, err = dev(build + " && " + test)
+		if err != nil || !strings.Contains(out, "ok plugin.wasm: ") {
+			t.Fatalf("%s && %s: %v\n%s", build, test, err, out)
+		}
+		t.Logf("%s && %s:\n%s", build, test, out)
+	})
+
 	// An upgrade keeps the operator's edit of the config, and the data.
 	m.in(`printf '\n# edited by the operator\n' >> /etc/streamd/streamd.toml`)
 	next := a.build
