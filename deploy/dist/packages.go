@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goreleaser/nfpm/v2"
 	_ "github.com/goreleaser/nfpm/v2/deb" // registers the deb packager
@@ -53,6 +55,17 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The .deb's changelog.Debian.gz (Debian policy 12.7): one entry, this
+	// build.
+	tmp, err := os.MkdirTemp("", "streamd-dist-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	changelog := filepath.Join(tmp, "changelog.yml")
+	if err := os.WriteFile(changelog, b.changelog(cfg.Maintainer), 0o644); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, format := range PackageFormats {
 		info, err := cfg.Get(format)
@@ -60,6 +73,7 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 			return nil, err
 		}
 		info.MTime = b.Epoch
+		info.Changelog = changelog
 		info = nfpm.WithDefaults(info)
 		b.absolute(info)
 		pkger, err := nfpm.Get(format)
@@ -83,6 +97,24 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 		out = append(out, target)
 	}
 	return out, nil
+}
+
+// changelog is the package's changelog in chglog's YAML, which nfpm
+// formats as Debian's changelog: one entry, for this build, at its time.
+func (b Build) changelog(maintainer string) []byte {
+	name, email, _ := strings.Cut(strings.TrimSuffix(maintainer, ">"), " <")
+	return fmt.Appendf(nil, `- semver: %s
+  date: %s
+  packager: %s
+  deb:
+    urgency: medium
+    distributions: [stable]
+  changes:
+    - commit: %s
+      note: %s
+      author: {name: %s, email: %s}
+`, strconv.Quote(b.Version), b.Epoch.UTC().Format(time.RFC3339), strconv.Quote(maintainer), strconv.Quote(b.Commit),
+		strconv.Quote("Built from commit "+b.Commit), strconv.Quote(name), strconv.Quote(email))
 }
 
 // absolute makes the file's paths, which are relative to the repository's

@@ -489,3 +489,35 @@ func TestRPM(t *testing.T) {
 		t.Errorf("rpm -e removed the user")
 	}
 }
+
+// TestDebLintian: Debian's own policy checker finds no error in the .deb.
+// One error is known and left to be decided: no-copyright-file (the
+// repository declares no license yet, so there is none to write into
+// /usr/share/doc/streamd/copyright).
+func TestDebLintian(t *testing.T) {
+	lintian, err := exec.LookPath("lintian")
+	if err != nil {
+		if os.Getenv("STREAMD_REQUIRE_ALL") == "1" {
+			t.Fatal("STREAMD_REQUIRE_ALL=1 and lintian is not installed (scripts/install-tools dist)")
+		}
+		t.Skip("lintian is not installed (scripts/install-tools dist)")
+	}
+	a := getArtifacts(t)
+	known := map[string]bool{"no-copyright-file": true}
+	out, err := exec.Command(lintian, "--fail-on", "none", "--tag-display-limit", "0", a.deb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lintian: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[0] != "E:" {
+			continue
+		}
+		if known[f[2]] {
+			t.Logf("known: %s", l)
+			continue
+		}
+		t.Errorf("lintian: %s", l)
+	}
+	t.Logf("lintian %s:\n%s", filepath.Base(a.deb), out)
+}
