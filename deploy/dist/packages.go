@@ -63,9 +63,6 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	changelog := filepath.Join(tmp, "changelog.yml")
-	if err := os.WriteFile(changelog, b.changelog(cfg.Maintainer), 0o644); err != nil {
-		return nil, err
-	}
 	var out []string
 	for _, format := range PackageFormats {
 		info, err := cfg.Get(format)
@@ -73,8 +70,13 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 			return nil, err
 		}
 		info.MTime = b.Epoch
-		info.Changelog = changelog
 		info = nfpm.WithDefaults(info)
+		if format == "deb" {
+			if err := os.WriteFile(changelog, b.changelog(debVersion(info), info.Maintainer), 0o644); err != nil {
+				return nil, err
+			}
+			info.Changelog = changelog
+		}
 		b.absolute(info)
 		pkger, err := nfpm.Get(format)
 		if err != nil {
@@ -99,9 +101,26 @@ func (b Build) Packages(arch, bin, starter, outDir string) ([]string, error) {
 	return out, nil
 }
 
-// changelog is the package's changelog in chglog's YAML, which nfpm
-// formats as Debian's changelog: one entry, for this build, at its time.
-func (b Build) changelog(maintainer string) []byte {
+// debVersion is the .deb's version as its control file has it
+// (0.2.0~rc.1+g0123-1).
+func debVersion(info *nfpm.Info) string {
+	v := info.Version
+	if info.Prerelease != "" {
+		v += "~" + info.Prerelease
+	}
+	if info.VersionMetadata != "" {
+		v += "+" + info.VersionMetadata
+	}
+	if info.Release != "" {
+		v += "-" + info.Release
+	}
+	return v
+}
+
+// changelog is the .deb's changelog in chglog's YAML, which nfpm formats
+// as Debian's changelog: one entry, for this build (version, the package's
+// version), at its time.
+func (b Build) changelog(version, maintainer string) []byte {
 	name, email, _ := strings.Cut(strings.TrimSuffix(maintainer, ">"), " <")
 	return fmt.Appendf(nil, `- semver: %s
   date: %s
@@ -113,7 +132,7 @@ func (b Build) changelog(maintainer string) []byte {
     - commit: %s
       note: %s
       author: {name: %s, email: %s}
-`, strconv.Quote(b.Version), b.Epoch.UTC().Format(time.RFC3339), strconv.Quote(maintainer), strconv.Quote(b.Commit),
+`, strconv.Quote(version), b.Epoch.UTC().Format(time.RFC3339), strconv.Quote(maintainer), strconv.Quote(b.Commit),
 		strconv.Quote("Built from commit "+b.Commit), strconv.Quote(name), strconv.Quote(email))
 }
 

@@ -520,4 +520,14 @@ func TestDebLintian(t *testing.T) {
 		t.Errorf("lintian: %s", l)
 	}
 	t.Logf("lintian %s:\n%s", filepath.Base(a.deb), out)
+
+	// The changelog's entry is this package's version.
+	cl, err := exec.Command("sh", "-c", `dpkg-deb --fsys-tarfile "$0" | tar -xO ./usr/share/doc/streamd/changelog.Debian.gz | zcat | head -1`, a.deb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("changelog.Debian.gz: %v\n%s", err, cl)
+	}
+	v, err := exec.Command("dpkg-deb", "-f", a.deb, "Version").Output()
+	if want := "streamd (" + strings.TrimSpace(string(v)) + ") stable; urgency=medium\n"; err != nil || string(cl) != want {
+		t.Errorf("changelog.Debian.gz begins %q, want %q (%v)", cl, want, err)
+	}
 }
