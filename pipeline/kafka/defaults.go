@@ -21,12 +21,20 @@ const (
 // (SourceConfig's fields; streamd's config fills them in for the keys a
 // file leaves out).
 const (
-	// DefaultFetchMaxBytes bounds one fetch response: franz-go's default
-	// (Kafka's fetch.max.bytes is 50 MiB too).
-	DefaultFetchMaxBytes = 50 << 20
+	// DefaultFetchMaxBytes bounds one fetch response: 8 MiB, where
+	// franz-go's and Kafka's fetch.max.bytes is 50 MiB. The source reads
+	// one response ahead of the pipeline while the client fetches the
+	// next, so two responses are in memory, decompressed; at 50 MiB a
+	// pipeline on 1,000 partitions held ~680-790 MiB and waited 1.2-1.8 s
+	// for its first record (a whole response decoded first), at 8 MiB
+	// ~330 MiB and 0.5 s, at the same records/s (docs/benchmarks.md).
+	DefaultFetchMaxBytes = 8 << 20
 	// DefaultFetchMaxPartitionBytes bounds a partition's share of a fetch:
-	// franz-go's and Kafka's default, 1 MiB.
-	DefaultFetchMaxPartitionBytes = 1 << 20
+	// 512 KiB, where Kafka's max.partition.fetch.bytes is 1 MiB, for the
+	// same reason: with 4 partitions of 200-byte records, 1 MiB made the
+	// passthrough's peak resident set ~320 MiB, a third above a franz-go
+	// loop's, 512 KiB ~240 MiB. A larger batch still comes whole.
+	DefaultFetchMaxPartitionBytes = 512 << 10
 	// DefaultFetchMinBytes is how much a fetch waits for: 1 byte.
 	DefaultFetchMinBytes = 1
 	// DefaultFetchMaxWait is how long a fetch waits for FetchMinBytes:
