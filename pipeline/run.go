@@ -299,7 +299,13 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	var msgs []Msg
 	var err error
 	if bs, ok := p.src.(BoundedSource); ok {
-		msgs, err = bs.FetchUpTo(fctx, p.o.maxInFlight-int(p.inflight.Load()))
+		room := p.o.maxInFlight - int(p.inflight.Load())
+		if p.tx != nil {
+			// No more than the transaction's max_records (txnTurn ends
+			// a full one before this).
+			room = min(room, max(1, p.tx.maxRecs-p.tx.records))
+		}
+		msgs, err = bs.FetchUpTo(fctx, room)
 	} else {
 		msgs, err = p.src.Fetch(fctx)
 	}
