@@ -445,11 +445,20 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 // handOut takes up to n records from s.ahead for the pipeline, leaving
 // out those of partitions revoked (or being revoked) since they were
 // polled, or assigned again since (another epoch), and notes the offsets
-// handed out. s.mu must be held.
+// handed out. It returns nil only when no live record is left ahead.
+// s.mu must be held.
 func (s *Source) handOut(n int) []pipeline.Msg {
-	if len(s.ahead) == 0 {
-		return nil
+	for len(s.ahead) > 0 {
+		if msgs := s.handOutSome(n); len(msgs) > 0 {
+			return msgs
+		}
 	}
+	return nil
+}
+
+// handOutSome is handOut of the next n records ahead, which may all be
+// stale.
+func (s *Source) handOutSome(n int) []pipeline.Msg {
 	k := min(n, len(s.ahead))
 	msgs := s.ahead[:k:k]
 	s.ahead = s.ahead[k:]

@@ -84,3 +84,23 @@ func TestHandOut(t *testing.T) {
 		t.Fatalf("partition 3 (being revoked) fetched %d, want -1", f)
 	}
 }
+
+// TestHandOutSkipsStaleRun: records ahead of the pipeline that are all
+// stale in one handOut's reach do not end the hand-out while live ones
+// follow: a nil answer would make FetchUpTo poll again and replace what
+// is still ahead (losing it).
+func TestHandOutSkipsStaleRun(t *testing.T) {
+	s := &Source{parts: map[tp]*partState{
+		{"t", 0}: {epoch: 1, fetched: -1},
+		{"t", 1}: {epoch: 5, fetched: -1},
+	}}
+	s.ahead = []pipeline.Msg{msg(1, 3, 2), msg(1, 4, 2), msg(0, 10, 1), msg(0, 11, 1)}
+	got := s.handOut(2)
+	if len(got) == 0 || got[0].Record.Offset != 10 {
+		t.Fatalf("handOut(2) over two stale records then live ones gave %v, want the live record at offset 10 first", got)
+	}
+	rest := s.handOut(10)
+	if len(got)+len(rest) != 2 || s.ahead != nil {
+		t.Fatalf("live records handed out: %d then %d; ahead left %d", len(got), len(rest), len(s.ahead))
+	}
+}
