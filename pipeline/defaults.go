@@ -11,7 +11,7 @@ const (
 	// DefaultMaxBytes is the most key+value bytes in one batch ([WithBatch]).
 	DefaultMaxBytes = 1 << 20
 	// DefaultLinger is how long a batch waits for more records after its
-	// first one ([WithBatch]).
+	// first one, while the source has more at hand ([WithBatch]).
 	DefaultLinger = 5 * time.Millisecond
 	// DefaultWorkers is how many batches are processed at once ([WithWorkers]).
 	DefaultWorkers = 2

@@ -298,6 +298,7 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	}
 	var msgs []Msg
 	var err error
+	drained := false
 	if bs, ok := p.src.(BoundedSource); ok {
 		room := p.o.maxInFlight - int(p.inflight.Load())
 		if p.tx != nil {
@@ -306,6 +307,9 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 			room = min(room, max(1, p.tx.maxRecs-p.tx.records))
 		}
 		msgs, err = bs.FetchUpTo(fctx, room)
+		// Fewer records than asked for: the source has no more at
+		// hand, and the workers' batches need not wait for any.
+		drained = len(msgs) < room
 	} else {
 		msgs, err = p.src.Fetch(fctx)
 	}
@@ -331,5 +335,5 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	}
 	p.inflight.Add(int64(len(msgs)))
 	p.n.in.Add(int64(len(msgs)))
-	return p.dispatch(work, msgs, shards)
+	return p.dispatch(work, msgs, shards, drained)
 }
