@@ -40,6 +40,25 @@ type WasmOptions struct {
 	// MaxMemoryPages caps an instance's memory in 64 KiB pages
 	// (0: [DefaultMaxMemoryPages]).
 	MaxMemoryPages uint32
+	// MaxTableElements caps each of an instance's tables, in elements of
+	// 8 bytes (0: [DefaultMaxTableElements]): a table.grow past it returns
+	// -1, and a module whose table starts larger does not load.
+	MaxTableElements uint32
+	// MaxModuleBytes caps the size of the module file
+	// (0: [DefaultMaxModuleBytes]).
+	MaxModuleBytes int64
+	// CompileTimeout bounds compiling the module (0:
+	// [DefaultCompileTimeout]).
+	CompileTimeout time.Duration
+	// MaxLogLineBytes caps one line the guest logs (0:
+	// [DefaultMaxLogLineBytes]); MaxLogLinesPerRecord and
+	// MaxLogBytesPerRecord bound what it logs in one call, per record of
+	// the call (0: [DefaultMaxLogLinesPerRecord],
+	// [DefaultMaxLogBytesPerRecord]). What is over is counted and dropped,
+	// and one line at the end of the call says how much.
+	MaxLogLineBytes      int
+	MaxLogLinesPerRecord int
+	MaxLogBytesPerRecord int
 	// Dirs grants the guest access to host directories: guest path ->
 	// host path, read-write, or read-only when the host path ends in ":ro"
 	// (":rw" is also accepted). No path, link or rename leads the guest

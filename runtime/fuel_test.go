@@ -18,6 +18,7 @@ import (
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime"
+	"github.com/streamd/streamd/runtime/internal/fuel"
 )
 
 // hostileDeadline bounds each test here that runs a guest in an endless
@@ -48,6 +49,12 @@ const childTest = "STREAMD_RUNTIME_FUEL_CHILD"
 // included). Only a process outside can then fail the test, naming guest.
 func inChild(t *testing.T, guest string) bool {
 	t.Helper()
+	return inChildFor(t, guest, hostileDeadline+stuckGrace+10*time.Second)
+}
+
+// inChildFor is inChild with the child's time limit.
+func inChildFor(t *testing.T, guest string, limit time.Duration) bool {
+	t.Helper()
 	if os.Getenv(childTest) == t.Name() {
 		return false
 	}
@@ -55,7 +62,6 @@ func inChild(t *testing.T, guest string) bool {
 	for i, p := range run {
 		run[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	limit := hostileDeadline + stuckGrace + 10*time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", strings.Join(run, "/"), "-test.count=1", "-test.v")
@@ -206,11 +212,11 @@ func TestFuelFallbackLogged(t *testing.T) {
 	path := wat(t, "misbehave")
 	for _, tc := range []struct {
 		name     string
-		rewrite  func([]byte, string, string, uint32) ([]byte, error)
+		rewrite  func([]byte, fuel.Options) ([]byte, error)
 		wantWarn bool
 	}{
-		{"unreadable", func([]byte, string, string, uint32) ([]byte, error) {
-			return nil, errors.New("unsupported by the fuel instrumentation: opcode 0xfd 300 at offset 77")
+		{"unreadable", func([]byte, fuel.Options) ([]byte, error) {
+			return nil, fmt.Errorf("%w: opcode 0xfd 300 at offset 77", fuel.ErrUnsupported)
 		}, true},
 		{"readable", nil, false},
 	} {

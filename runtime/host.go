@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,9 +18,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/streamd/streamd/plugins"
@@ -39,6 +42,14 @@ const (
 	// cancelled context can stop a call in progress. Use it only for
 	// trusted plugins.
 	DefaultTimeout = plugins.DefaultTimeout
+	// DefaultMaxTableElements caps each table of an instance
+	// (plugins.DefaultMaxTableElements, 8 MiB).
+	DefaultMaxTableElements = plugins.DefaultMaxTableElements
+	// DefaultMaxModuleBytes caps a module file (plugins.DefaultMaxModuleBytes).
+	DefaultMaxModuleBytes = plugins.DefaultMaxModuleBytes
+	// DefaultCompileTimeout bounds a module's compile
+	// (plugins.DefaultCompileTimeout).
+	DefaultCompileTimeout = plugins.DefaultCompileTimeout
 )
 
 // NewestABI is the newest host ABI version this host speaks; it also speaks
@@ -84,9 +95,13 @@ func (e *notPluginError) Unwrap() error { return ErrNotPlugin }
 type Host struct {
 	mu     sync.Mutex
 	caches map[string]wazero.CompilationCache // by directory
-	// rewrite is fuel.Instrument when nil; tests give a rewriter that
-	// cannot read a module (export_test.go).
-	rewrite func(bin []byte, module, name string, fuel uint32) ([]byte, error)
+	// rewrite is fuel.Rewrite when nil; tests give a rewriter that cannot
+	// read a module (export_test.go).
+	rewrite func(bin []byte, o fuel.Options) ([]byte, error)
+	// raw loads modules that are not plugins: no ABI checks, no manifest
+	// or init (tests only: the generative test runs random modules
+	// through the sandbox, export_test.go).
+	raw bool
 }
 
 // NewHost returns a Host. Close it to release the compilation caches.
@@ -127,17 +142,58 @@ func (h *Host) cache(dir string) (wazero.CompilationCache, error) {
 // manifest and init, and returns the Module. opts.Kind, when set, must match
 // the manifest's kind.
 func (h *Host) Load(ctx context.Context, path string, opts plugins.Options) (*Module, error) {
-	bin, err := os.ReadFile(path)
+	bin, err := readModule(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	return h.load(ctx, path, bin, opts)
 }
 
+// readModule reads the module file at path, refusing one larger than
+// max_module_bytes without reading all of it.
+func readModule(path string, opts plugins.Options) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	limit := maxModuleBytes(opts)
+	// Read one byte more than the limit allows, so that a file over it
+	// is told from one at it.
+	bin, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(bin)) > limit {
+		size := int64(len(bin))
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		return nil, fmt.Errorf("%s: the module is %s, more than max_module_bytes = %d (%s) allows",
+			path, bytesText(uint64(size)), limit, bytesText(uint64(limit)))
+	}
+	return bin, nil
+}
+
+func maxModuleBytes(opts plugins.Options) int64 {
+	if opts.Wasm.MaxModuleBytes > 0 {
+		return opts.Wasm.MaxModuleBytes
+	}
+	return DefaultMaxModuleBytes
+}
+
+// tableRequest is the export under which an instrumented module holds the
+// table size a refused table.grow asked for (fuel.Options.TableRequest).
+const tableRequest = "streamd.$table_request"
+
 func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.Options) (*Module, error) {
 	name := path
 	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
 		return nil, fmt.Errorf("%s: %w: not a WebAssembly module", name, ErrNotPlugin)
+	}
+	if limit := maxModuleBytes(opts); int64(len(bin)) > limit {
+		return nil, fmt.Errorf("%s: the module is %s, more than max_module_bytes = %d (%s) allows",
+			name, bytesText(uint64(len(bin))), limit, bytesText(uint64(limit)))
 	}
 	maxPages := opts.Wasm.MaxMemoryPages
 	if maxPages == 0 {
@@ -146,22 +202,22 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	if maxPages > 65536 {
 		return nil, fmt.Errorf("%s: max memory pages %d exceeds 65536 (4 GiB)", name, maxPages)
 	}
-	// So that a timeout or a cancelled context can stop guest code, the
-	// module is instrumented with fuel (runtime/internal/fuel): every
-	// fuelRefill function entries or loop iterations it calls the host,
-	// which stops it when the call is over time. wazero's own
-	// WithCloseOnContextDone, which leaves native code at every loop back
-	// edge (2-10x slower guest code, docs/benchmarks.md), is the fallback
-	// for a module the instrumentation cannot read. A negative Timeout
-	// turns both off for a trusted plugin, which then cannot be stopped.
+	maxTable := opts.Wasm.MaxTableElements
+	if maxTable == 0 {
+		maxTable = DefaultMaxTableElements
+	}
 	logger := discardLogger(opts.Logger).With("plugin", name)
 	sum := sha256.Sum256(bin)
-	fueled := false
-	code := bin
-	var fuelErr error
-	if opts.Timeout >= 0 {
-		code, fuelErr = h.instrument(bin, sum, opts.Wasm.CacheDir, logger)
-		fueled = fuelErr == nil
+	code, fueled, err := h.prepare(bin, sum, opts, maxTable, logger)
+	var tle *fuel.TableLimitError
+	switch {
+	case errors.As(err, &tle):
+		return nil, fmt.Errorf("%s: %w: table %d starts with %d elements (%s), more than %s; raise max_table_elements, or make the module start smaller",
+			name, plugins.ErrMemoryLimit, tle.Table, tle.Min, bytesText(tle.Min*8), tableLimitText(maxTable))
+	case errors.Is(err, fuel.ErrTooComplex):
+		return nil, fmt.Errorf("%s: refused: %w", name, err)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}
 	// wazero's own memory limit is the most Wasm allows: the cap is
 	// enforced by each instance's memory (guestMemory), which so learns
@@ -170,14 +226,16 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(65536).
 		WithCloseOnContextDone(opts.Timeout >= 0 && !fueled)
-	rt, cm, err := h.compile(ctx, rc, code, opts.Wasm.CacheDir, logger)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
+	compileTimeout := opts.Wasm.CompileTimeout
+	if compileTimeout <= 0 {
+		compileTimeout = DefaultCompileTimeout
 	}
-	if fuelErr != nil {
-		// A valid module the rewriter cannot read still runs, and a
-		// timeout still stops it, but its code is 2-10x slower: say so.
-		logger.Warn("wasm fuel instrumentation cannot read the module; it runs with wazero's slower timeout checks", "err", fuelErr)
+	rt, cm, err := h.compileWithin(ctx, rc, code, opts.Wasm.CacheDir, compileTimeout, logger)
+	if err != nil {
+		if errors.Is(err, errCompileTimeout) {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, fmt.Errorf("%s: %w: not a valid WebAssembly module: %w", name, ErrNotPlugin, err)
 	}
 	for _, mem := range cm.ExportedMemories() {
 		if mem.Min() > maxPages {
@@ -186,7 +244,7 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 				name, plugins.ErrMemoryLimit, pagesText(mem.Min()), limitText(maxPages))
 		}
 	}
-	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, opts)
+	m, err := newModule(ctx, rt, name, cm, fueled, maxPages, maxTable, h.raw, opts)
 	if err != nil {
 		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -194,6 +252,86 @@ func (h *Host) load(ctx context.Context, path string, bin []byte, opts plugins.O
 	m.path = path
 	m.sum = sum
 	return m, nil
+}
+
+// prepare returns the code to compile for bin, and whether it is
+// instrumented with fuel checks. So that a timeout or a cancelled context
+// can stop guest code, the module is instrumented (runtime/internal/fuel):
+// every fuelRefill units of work (function entries, loop iterations and
+// code between them, bytes of bulk memory and table instructions) it calls
+// the host, which stops it when the call is over time. The rewrite also
+// checks every index the module names and caps its tables
+// (max_table_elements). wazero's own WithCloseOnContextDone, which leaves
+// native code at every loop back edge (2-10x slower guest code,
+// docs/benchmarks.md), is the fallback for a module whose encoding the
+// instrumentation does not know (its tables are still capped). A negative
+// Timeout turns both off for a trusted plugin, which then cannot be
+// stopped.
+func (h *Host) prepare(bin []byte, sum [32]byte, opts plugins.Options, maxTable uint32, logger *slog.Logger) ([]byte, bool, error) {
+	if opts.Timeout >= 0 {
+		code, err := h.instrument(bin, sum, opts.Wasm.CacheDir, maxTable, logger)
+		if err == nil {
+			return code, true, nil
+		}
+		if !errors.Is(err, fuel.ErrUnsupported) {
+			return nil, false, err
+		}
+		// A valid module the rewriter cannot read still runs, and a
+		// timeout still stops it, but its code is 2-10x slower: say so.
+		logger.Warn("wasm fuel instrumentation cannot read the module; it runs with wazero's slower timeout checks", "err", err)
+	}
+	code, err := fuel.LimitTables(bin, maxTable)
+	return code, false, err
+}
+
+// errCompileTimeout is wrapped by the error of a compile that ran past its
+// deadline (compileWithin).
+var errCompileTimeout = errors.New("compile timed out")
+
+// compileWithin is compile under a deadline: a compile still running
+// after timeout (or when ctx ends) is abandoned and its error names
+// compile_timeout. wazero stops an abandoned compile before its next
+// function (it compiles with two or more workers, which look at the
+// context); a function it has started runs to its end in the background,
+// bounded by the rewrite's structure limits (fuel.MaxDepth,
+// fuel.MaxBrTableTargets) to a second or two, and its runtime is then
+// closed.
+func (h *Host) compileWithin(ctx context.Context, rc wazero.RuntimeConfig, code []byte, cacheDir string, timeout time.Duration, logger *slog.Logger) (wazero.Runtime, wazero.CompiledModule, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx = experimental.WithCompilationWorkers(cctx, max(2, min(goruntime.GOMAXPROCS(0), 4)))
+	type result struct {
+		rt  wazero.Runtime
+		cm  wazero.CompiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		rt, cm, err := h.compile(cctx, rc, code, cacheDir, logger)
+		done <- result{rt, cm, err}
+	}()
+	select {
+	case r := <-done:
+		cancel()
+		if r.err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			// The deadline came as the compile gave up.
+			return nil, nil, fmt.Errorf("%w: compiling took longer than compile_timeout = %v", errCompileTimeout, timeout)
+		}
+		return r.rt, r.cm, r.err
+	case <-cctx.Done():
+	}
+	cancel()
+	go func() {
+		r := <-done
+		if r.rt != nil {
+			_ = r.rt.Close(context.Background())
+		}
+		logger.Warn("abandoned wasm compile ended", "after", time.Since(start).Round(time.Millisecond))
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return nil, nil, fmt.Errorf("%w: compiling took longer than compile_timeout = %v", errCompileTimeout, timeout)
 }
 
 // compile makes the module's runtime and compiles code in it, with the
@@ -241,10 +379,10 @@ func compileNoCache(ctx context.Context, rc wazero.RuntimeConfig, code []byte) (
 // directory, the instrumented copy is kept there under the original's
 // SHA-256, so that a restart does not rewrite it again (~15 ms for a 2 MB
 // Go plugin).
-func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string, logger *slog.Logger) ([]byte, error) {
+func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string, maxTable uint32, logger *slog.Logger) ([]byte, error) {
 	var cached string
 	if cacheDir != "" {
-		cached = filepath.Join(cacheDir, "fuel", fmt.Sprintf("v%d-%d-%x.wasm", fuel.Version, fuelRefill, sum))
+		cached = filepath.Join(cacheDir, "fuel", fmt.Sprintf("v%d-%d-t%d-%x.wasm", fuel.Version, fuelRefill, maxTable, sum))
 		// The file ends with the CRC-32C of what precedes it: a torn or
 		// damaged copy is rewritten, never compiled. (Its name already
 		// carries a cryptographic hash of the input; this only checks
@@ -258,9 +396,10 @@ func (h *Host) instrument(bin []byte, sum [32]byte, cacheDir string, logger *slo
 	}
 	rewrite := h.rewrite
 	if rewrite == nil {
-		rewrite = fuel.Instrument
+		rewrite = fuel.Rewrite
 	}
-	out, err := rewrite(bin, "streamd", fuelImport, fuelRefill)
+	out, err := rewrite(bin, fuel.Options{Module: "streamd", Name: fuelImport, Fuel: fuelRefill,
+		MaxTableElements: maxTable, TableRequest: tableRequest})
 	if err != nil {
 		return bin, err
 	}
@@ -433,6 +572,11 @@ func pagesText(n uint32) string {
 		unit = "page"
 	}
 	return fmt.Sprintf("%d %s (%s)", n, unit, bytesText(uint64(n)*65536))
+}
+
+// tableLimitText names a table cap: "max_table_elements = 1048576 (8 MiB)".
+func tableLimitText(n uint32) string {
+	return fmt.Sprintf("max_table_elements = %d (%s)", n, bytesText(uint64(n)*8))
 }
 
 // limitText names a memory cap: "max_memory_pages = 256 (16 MiB)".

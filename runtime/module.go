@@ -69,8 +69,11 @@ type Module struct {
 	modCfg   wazero.ModuleConfig
 	config   []byte // init config JSON
 	timeout  time.Duration
-	maxPages uint32       // max_memory_pages, enforced by guestMemory
+	maxPages uint32 // max_memory_pages, enforced by guestMemory
+	maxTable uint32 // max_table_elements, enforced by the table limits the rewrite sets
+	logLimit logLimits
 	fueled   bool         // instrumented by runtime/internal/fuel
+	raw      bool         // not a plugin: no ABI checks, manifest or init (Host.raw)
 	dirs     []*rootfs.FS // granted directories, closed with the module
 	clock    bool         // the clock grant: real clocks and sleeps
 	base     *slog.Logger // opts.Logger
@@ -110,6 +113,7 @@ type instance struct {
 	// notices through WithCloseOnContextDone; wazero v1.12 then also starts
 	// a watcher goroutine per call (~2 µs), whatever the context.
 	ctx      context.Context
+	until    time.Time // the end of the current call (or instantiation); zero: none
 	timer    *time.Timer
 	cancelFn func()
 	done     <-chan struct{} // the caller's ctx.Done() during a call of a fueled guest
@@ -119,17 +123,23 @@ type instance struct {
 	// out or is cancelled; sleepCut records that it did.
 	wake     chan struct{}
 	sleepCut bool
+
+	tableReq api.Global // the table size a refused table.grow asked for (tableRequest), when instrumented
+	log      logBudget  // what the current call may still log
 }
 
 type instKey struct{}
 
-func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, maxPages uint32, opts plugins.Options) (_ *Module, err error) {
+func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.CompiledModule, fueled bool, maxPages, maxTable uint32, raw bool, opts plugins.Options) (_ *Module, err error) {
 	m := &Module{
+		raw:      raw,
 		name:     name,
 		fueled:   fueled,
 		rt:       rt,
 		timeout:  opts.Timeout,
 		maxPages: maxPages,
+		maxTable: maxTable,
+		logLimit: newLogLimits(opts.Wasm),
 		base:     discardLogger(opts.Logger),
 	}
 	m.logger = m.base.With("plugin", name)
@@ -144,10 +154,13 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
 	m.compiled = cm
-	if m.version, err = checkExports(name, m.compiled, fueled); err != nil {
+	if m.version, err = checkExports(name, m.compiled, fueled); err != nil && !raw {
 		return nil, err
 	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	// Every WASI call looks at the call's deadline before and after it
+	// runs (hostCalls): one can take milliseconds (random_get of the whole
+	// memory), and a guest can make many between two fuel checks.
+	if _, err := wasi_snapshot_preview1.Instantiate(experimental.WithFunctionListenerFactory(ctx, hostCalls{}), rt); err != nil {
 		return nil, fmt.Errorf("%s: wasi: %w", name, err)
 	}
 	_, err = rt.NewHostModuleBuilder("streamd").
@@ -197,7 +210,7 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 	if err != nil {
 		return nil, err
 	}
-	if opts.Kind != "" && m.manifest.Kind != opts.Kind {
+	if opts.Kind != "" && m.manifest.Kind != opts.Kind && !raw {
 		inst.close(ctx)
 		return nil, fmt.Errorf("%s: plugin %s is a %s plugin, not a %s", name, m.manifest.Name, m.manifest.Kind, opts.Kind)
 	}
@@ -342,24 +355,35 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if m.manifest.Name != "" {
 		name = m.manifest.Name
 	}
-	inst := &instance{m: m, out: &logWriter{logger: m.logger}, errOut: &logWriter{logger: m.logger, keep: true},
-		memory: &guestMemory{limit: uint64(m.maxPages) * 65536}, wake: make(chan struct{}, 1)}
+	inst := &instance{m: m, memory: &guestMemory{limit: uint64(m.maxPages) * 65536}, wake: make(chan struct{}, 1)}
+	inst.log.limits = m.logLimit
+	inst.log.reset(1) // instantiation, _initialize, the manifest and init log as one record each
+	inst.out = &logWriter{logger: m.logger, budget: &inst.log}
+	inst.errOut = &logWriter{logger: m.logger, budget: &inst.log, keep: true}
+	defer inst.endLog()
 	inst.ctx = context.WithValue(context.Background(), instKey{}, inst)
 	cfg := m.modCfg.WithStdout(inst.out).WithStderr(inst.errOut)
 	if m.clock {
 		cfg = cfg.WithNanosleep(inst.sleep)
 	}
 	ictx := experimental.WithMemoryAllocator(context.WithValue(ctx, instKey{}, inst), inst.memory)
+	// One timeout for all of it: the start function and the segments as
+	// the module is instantiated (a fueled start function is stopped by
+	// hostFuel, which reads inst.until; another by wazero, through ictx),
+	// _initialize, the manifest and init.
 	if m.timeout > 0 {
+		inst.until = time.Now().Add(m.timeout)
 		var cancel context.CancelFunc
-		ictx, cancel = context.WithTimeout(ictx, m.timeout)
+		ictx, cancel = context.WithDeadline(ictx, inst.until)
 		defer cancel()
 	}
+	defer func() { inst.until = time.Time{} }()
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: instantiate: %w", name, inst.failure(err, errors.Is(ictx.Err(), context.DeadlineExceeded)))
+		return nil, fmt.Errorf("%s: instantiate: %w", name, inst.failure(err, inst.timedOut.Load() || errors.Is(ictx.Err(), context.DeadlineExceeded)))
 	}
 	inst.mod = mod
+	inst.tableReq = mod.ExportedGlobal(tableRequest)
 	inst.timer = time.AfterFunc(time.Hour, func() {
 		inst.timedOut.Store(true)
 		inst.wakeUp()
@@ -380,6 +404,9 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.fnManifest = mod.ExportedFunction("streamd_manifest")
 	inst.fnInit = mod.ExportedFunction("streamd_init")
 	inst.fnProc = mod.ExportedFunction("streamd_process")
+	if m.raw {
+		return inst, nil
+	}
 	if fn := mod.ExportedFunction("_initialize"); fn != nil {
 		if err := inst.invoke(ctx, fn); err != nil {
 			inst.close(ctx)
@@ -481,11 +508,16 @@ func (inst *instance) close(ctx context.Context) {
 
 // invoke calls fn with inst.stack, bounded by the timeout and by ctx.
 func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
+	return inst.invokeStack(ctx, fn, inst.stack[:])
+}
+
+// invokeStack is invoke with a stack of its own (CallWithStack's).
+func (inst *instance) invokeStack(ctx context.Context, fn api.Function, stack []uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if inst.m.timeout < 0 { // trusted: nothing can stop the guest
-		return fn.CallWithStack(inst.ctx, inst.stack[:])
+		return fn.CallWithStack(inst.ctx, stack)
 	}
 	var stop func() bool
 	if inst.m.fueled {
@@ -501,10 +533,19 @@ func (inst *instance) invoke(ctx context.Context, fn api.Function) error {
 	inst.sleepCut = false
 	inst.memory.refused = 0
 	inst.errOut.kept = inst.errOut.kept[:0]
-	inst.timer.Reset(inst.m.timeout)
-	err := fn.CallWithStack(inst.ctx, inst.stack[:])
+	// The call's deadline: the one of the whole call or instantiation
+	// this is part of (inst.until), or this invocation's own.
+	own := inst.until.IsZero()
+	if own {
+		inst.until = time.Now().Add(inst.m.timeout)
+	}
+	inst.timer.Reset(time.Until(inst.until))
+	err := fn.CallWithStack(inst.ctx, stack)
 	fired := !inst.timer.Stop()
 	inst.done = nil
+	if own {
+		inst.until = time.Time{}
+	}
 	if stop != nil && !stop() {
 		fired = true // cancelFn runs: the module is being closed
 	}
@@ -539,6 +580,10 @@ func (inst *instance) failure(err error, timedOut bool) error {
 	if timedOut {
 		return fmt.Errorf("%w after %v: %w", plugins.ErrTimeout, inst.m.timeout, err)
 	}
+	if req := inst.tableRequested(); req > uint64(inst.m.maxTable) {
+		return fmt.Errorf("%w: the guest asked for a table of %d elements (%s), more than %s allows: %w",
+			plugins.ErrMemoryLimit, req, bytesText(req*8), tableLimitText(inst.m.maxTable), err)
+	}
 	if mem := inst.memory; mem.refused != 0 {
 		asked := uint32((mem.refused - uint64(len(mem.buf)) + 65535) / 65536)
 		return fmt.Errorf("%w: the guest asked for %d more %s with %s in use, more than %s allows: %w",
@@ -555,6 +600,21 @@ func (inst *instance) failure(err error, timedOut bool) error {
 	return fmt.Errorf("%w: %w", plugins.ErrTrap, err)
 }
 
+// tableRequested returns the table size the guest's last refused
+// table.grow asked for, 0 if none (or the module is not instrumented).
+func (inst *instance) tableRequested() uint64 {
+	if inst.tableReq == nil {
+		return 0
+	}
+	return inst.tableReq.Get()
+}
+
+// limited reports whether the guest hit a memory or table limit during the
+// current call.
+func (inst *instance) limited() bool {
+	return inst.memory.refused != 0 || inst.tableRequested() > uint64(inst.m.maxTable)
+}
+
 // input makes room for n bytes in the guest's input buffer and lets fill
 // write them there.
 func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) error {
@@ -566,7 +626,7 @@ func (inst *instance) input(ctx context.Context, n uint32, fill func([]byte)) er
 		addr := uint32(inst.stack[0])
 		if addr == 0 {
 			err := fmt.Errorf("streamd_buffer(%d): the guest could not provide the room (ERR_INTERNAL)", n)
-			if inst.memory.refused != 0 {
+			if inst.limited() {
 				err = inst.failure(err, false)
 			}
 			return fmt.Errorf("%w: %w", ErrBatch, err)
@@ -636,6 +696,17 @@ func (inst *instance) encode(ctx context.Context, op Op, recs []record.Record) (
 
 func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
 	m := inst.m
+	// One deadline for the whole call: streamd_buffer, if the input needs
+	// more room, and streamd_process.
+	if m.timeout > 0 {
+		inst.until = time.Now().Add(m.timeout)
+		defer func() { inst.until = time.Time{} }()
+	}
+	if g, ok := inst.tableReq.(api.MutableGlobal); ok && g.Get() != 0 {
+		g.Set(0)
+	}
+	inst.log.reset(len(recs))
+	defer inst.endLog()
 	size, err := inst.encode(ctx, op, recs)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
@@ -644,7 +715,7 @@ func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) 
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %s: %w", m.manifest.Name, op, err)
 	}
-	if status != wire.StatusOK && status != wire.StatusUnsupported && inst.memory.refused != 0 {
+	if status != wire.StatusOK && status != wire.StatusUnsupported && inst.limited() {
 		// The guest failed the call after a refused growth: that is why.
 		return nil, fmt.Errorf("plugin %s: %s: %w: %w", m.manifest.Name, op, ErrBatch,
 			inst.failure(fmt.Errorf("status %d: %s", status, reply), false))
@@ -707,25 +778,62 @@ const (
 )
 
 // hostFuel implements streamd.$fuel() -> i32: it stops the guest when its
-// call timed out or was cancelled, and otherwise returns the next fuel.
+// call is over time or cancelled, and otherwise returns the next fuel.
 // Being Go code, it also lets the scheduler and the garbage collector
 // preempt the goroutine that runs the guest.
 func hostFuel(ctx context.Context, _ api.Module, stack []uint64) {
 	if inst := instFrom(ctx); inst != nil {
-		select {
-		case <-inst.done: // nil, so never ready, outside calls and for a context that is never done
-			inst.canceled.Store(true)
-		default:
-		}
-		if inst.timedOut.Load() {
-			panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
-		}
-		if inst.canceled.Load() {
-			panic(sys.NewExitError(sys.ExitCodeContextCanceled))
-		}
+		inst.stopIfOver()
 	}
 	stack[0] = fuelRefill
 }
+
+// stopIfOver stops the guest (by a panic, which wazero turns into the
+// call's error) when its call is over time or cancelled. It reads the
+// clock itself rather than wait for the call's timer, whose goroutine may
+// not get to run while every processor runs guest code.
+func (inst *instance) stopIfOver() {
+	select {
+	case <-inst.done: // nil, so never ready, outside calls and for a context that is never done
+		inst.canceled.Store(true)
+	default:
+	}
+	if !inst.until.IsZero() && time.Now().After(inst.until) {
+		inst.timedOut.Store(true)
+	}
+	if inst.timedOut.Load() {
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	}
+	if inst.canceled.Load() {
+		panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+	}
+}
+
+// hostCalls is the function listener factory of the WASI host module: each
+// of its functions looks at the call's deadline before and after it runs,
+// as the streamd module's own do (stopIfOver). A WASI call's work is
+// bounded by what it is given (random_get fills at most the guest's
+// memory), so a guest that makes host calls in a loop is stopped by the
+// first one past its deadline, whatever the fuel says.
+type hostCalls struct{}
+
+func (hostCalls) NewFunctionListener(api.FunctionDefinition) experimental.FunctionListener {
+	return hostCalls{}
+}
+
+func (hostCalls) Before(ctx context.Context, _ api.Module, _ api.FunctionDefinition, _ []uint64, _ experimental.StackIterator) {
+	if inst := instFrom(ctx); inst != nil {
+		inst.stopIfOver()
+	}
+}
+
+func (hostCalls) After(ctx context.Context, _ api.Module, _ api.FunctionDefinition, _ []uint64) {
+	if inst := instFrom(ctx); inst != nil {
+		inst.stopIfOver()
+	}
+}
+
+func (hostCalls) Abort(context.Context, api.Module, api.FunctionDefinition, error) {}
 
 // hostReply implements streamd.reply(ptr, len).
 func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
@@ -733,7 +841,12 @@ func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
 	if inst == nil {
 		return
 	}
+	inst.stopIfOver()
 	ptr, n := uint32(stack[0]), uint32(stack[1])
+	if mod.Memory() == nil {
+		inst.replyErr = errors.New("reply from a module without memory")
+		return
+	}
 	b, ok := mod.Memory().Read(ptr, n)
 	if !ok {
 		inst.replyErr = fmt.Errorf("reply(%#x, %d) is outside guest memory (%d bytes)", ptr, n, mod.Memory().Size())
@@ -744,18 +857,15 @@ func hostReply(ctx context.Context, mod api.Module, stack []uint64) {
 	inst.replied = true
 }
 
-// hostLog implements streamd.log(level, ptr, len).
+// hostLog implements streamd.log(level, ptr, len): one line, of at most
+// the line limit's bytes, within what the call may still log (logBudget).
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	inst := instFrom(ctx)
 	if inst == nil {
 		return
 	}
+	inst.stopIfOver()
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	b, ok := mod.Memory().Read(ptr, n)
-	if !ok {
-		inst.m.logger.Warn("log call outside guest memory", "ptr", ptr, "len", n)
-		return
-	}
 	lv := slog.LevelInfo
 	switch {
 	case level <= 0:
@@ -765,7 +875,18 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	case level >= 3:
 		lv = slog.LevelError
 	}
-	inst.m.logger.Log(ctx, lv, string(b))
+	if !inst.log.room() {
+		inst.log.drop(int(n))
+		return
+	}
+	if mod.Memory() == nil || uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
+		// Within the budget too: a guest could make this line in a loop.
+		inst.log.log(ctx, inst.m.logger, slog.LevelWarn, fmt.Appendf(nil, "log call outside guest memory: ptr %#x, len %d", ptr, n), 0)
+		return
+	}
+	take := min(int(n), inst.log.limits.line)
+	b, _ := mod.Memory().Read(ptr, uint32(take))
+	inst.log.log(ctx, inst.m.logger, lv, b, int(n)-take)
 	if lv >= slog.LevelError { // an error log line may say why the call fails (guestSaid)
 		if w := inst.errOut; len(w.kept) < maxKept {
 			w.kept = append(append(w.kept, b[:min(len(b), maxKept-len(w.kept))]...), '\n')
@@ -773,10 +894,97 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
-// logWriter turns guest stdout/stderr into log lines.
+// logLimits bound what a guest logs: a line at most line bytes, a call at
+// most lines lines and bytes bytes per record (plugins.WasmOptions).
+type logLimits struct {
+	line, lines, bytes int
+}
+
+func newLogLimits(o plugins.WasmOptions) logLimits {
+	l := logLimits{line: o.MaxLogLineBytes, lines: o.MaxLogLinesPerRecord, bytes: o.MaxLogBytesPerRecord}
+	if l.line <= 0 {
+		l.line = plugins.DefaultMaxLogLineBytes
+	}
+	if l.lines <= 0 {
+		l.lines = plugins.DefaultMaxLogLinesPerRecord
+	}
+	if l.bytes <= 0 {
+		l.bytes = plugins.DefaultMaxLogBytesPerRecord
+	}
+	return l
+}
+
+// logBudget is what an instance's current call may still log (its log
+// calls and its stdout and stderr lines), and what it dropped.
+type logBudget struct {
+	limits       logLimits
+	records      int
+	lines, bytes int // left
+	droppedLines int
+	droppedBytes int
+}
+
+// reset starts a call of records records (a call without any counts as
+// one).
+func (b *logBudget) reset(records int) {
+	b.records = max(records, 1)
+	b.lines = b.limits.lines * b.records
+	b.bytes = b.limits.bytes * b.records
+	b.droppedLines, b.droppedBytes = 0, 0
+}
+
+// room reports whether the call may log another line.
+func (b *logBudget) room() bool { return b.lines > 0 && b.bytes > 0 }
+
+// drop counts a line of n bytes that is not logged.
+func (b *logBudget) drop(n int) {
+	b.droppedLines++
+	b.droppedBytes += n
+}
+
+// log logs msg, a line (cut to the line limit, over bytes more dropped),
+// if the call may log another line.
+func (b *logBudget) log(ctx context.Context, logger *slog.Logger, level slog.Level, msg []byte, over int, attrs ...any) {
+	if !b.room() {
+		b.drop(len(msg) + over)
+		return
+	}
+	if len(msg) > b.bytes {
+		over += len(msg) - b.bytes
+		msg = msg[:b.bytes]
+	}
+	b.lines--
+	b.bytes -= len(msg)
+	text := string(msg)
+	if over > 0 {
+		b.droppedBytes += over
+		text += " ...[" + strconv.Itoa(over) + " more bytes cut]"
+	}
+	logger.Log(ctx, level, text, attrs...)
+}
+
+// endLog ends the current call's log: one line says what was dropped.
+func (inst *instance) endLog() {
+	inst.out.flush()
+	inst.errOut.flush()
+	b := &inst.log
+	if b.droppedLines == 0 && b.droppedBytes == 0 {
+		return
+	}
+	l := b.limits
+	inst.m.logger.Warn(fmt.Sprintf("plugin log over its limit: %d lines dropped in one call, %s cut or dropped; "+
+		"a call may log %d lines and %s per record (%d here), a line at most %s",
+		b.droppedLines, bytesText(uint64(b.droppedBytes)), l.lines, bytesText(uint64(l.bytes)), b.records, bytesText(uint64(l.line))))
+	b.droppedLines, b.droppedBytes = 0, 0
+}
+
+// logWriter turns guest stdout/stderr into log lines, within the call's
+// budget.
 type logWriter struct {
 	logger *slog.Logger
-	buf    []byte
+	budget *logBudget
+	line   []byte // the current line, up to the line limit
+	over   int    // bytes of the current line past the line limit
 	// keep: also keep what the current call wrote (up to maxKept bytes)
 	// in kept, so that a failure can say what the guest said (guestSaid).
 	keep bool
@@ -787,28 +995,36 @@ type logWriter struct {
 const maxKept = 64 << 10
 
 func (w *logWriter) Write(p []byte) (int, error) {
+	n := len(p)
 	if w.keep && len(w.kept) < maxKept {
 		w.kept = append(w.kept, p[:min(len(p), maxKept-len(w.kept))]...)
 	}
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		take := min(len(chunk), max(w.budget.limits.line-len(w.line), 0))
+		w.line = append(w.line, chunk[:take]...)
+		w.over += len(chunk) - take
 		if i < 0 {
 			break
 		}
-		w.logger.Info(string(w.buf[:i]), "stream", "stdio")
-		w.buf = w.buf[i+1:]
+		w.emit()
+		p = p[i+1:]
 	}
-	if len(w.buf) > 64<<10 {
-		w.flush()
-	}
-	return len(p), nil
+	return n, nil
+}
+
+func (w *logWriter) emit() {
+	w.budget.log(context.Background(), w.logger, slog.LevelInfo, w.line, w.over, "stream", "stdio")
+	w.line, w.over = w.line[:0], 0
 }
 
 func (w *logWriter) flush() {
-	if len(w.buf) > 0 {
-		w.logger.Info(string(w.buf), "stream", "stdio")
-		w.buf = nil
+	if len(w.line) > 0 || w.over > 0 {
+		w.emit()
 	}
 }
 

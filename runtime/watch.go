@@ -112,7 +112,7 @@ func (w *Watched) reload(ctx context.Context, quiet bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	bin, err := os.ReadFile(w.path)
+	bin, err := readModule(w.path, w.opts)
 	if err != nil {
 		return false, err
 	}

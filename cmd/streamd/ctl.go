@@ -217,6 +217,9 @@ func printCtl(verb string, code int, body []byte, stdout, stderr io.Writer) int 
 		if err := json.Unmarshal(body, &r); err != nil || (code != http.StatusOK && r.Error == "" && json.Unmarshal(body, &e) == nil) {
 			return ctlFailed(code, body, e.Error, e.Detail, stderr)
 		}
+		if code == http.StatusServiceUnavailable { // busy, or shutting down: not a verdict on the file
+			return ctlFailed(code, body, r.Error, "", stderr)
+		}
 		if !r.OK {
 			fmt.Fprintf(stderr, "reload refused; the running config stays:\n%s\n", r.Error)
 			return 1
@@ -226,6 +229,7 @@ func printCtl(verb string, code int, body []byte, stdout, stderr io.Writer) int 
 			what  string
 			names []string
 		}{{"unchanged", r.Unchanged}, {"changed (drained and restarted)", r.Changed}, {"added", r.Added}, {"removed", r.Removed},
+			{"built again (had failed to load)", r.Retried},
 			{"paused", r.Paused}, {"resumed", r.Resumed}, {"NOT applied, need a restart", r.RestartOnly}, {"warnings", r.Warnings}} {
 			if len(l.names) > 0 {
 				fmt.Fprintf(stdout, "  %s: %s\n", l.what, strings.Join(l.names, ", "))

@@ -78,7 +78,7 @@ func usage(w io.Writer) {
 commands:
   run -c FILE        run the pipelines in FILE
   lint -c FILE       validate FILE and load every plugin it names; exit 0 or 2
-  broker             run the embedded Kafka broker alone (--listen, --data-dir)
+  broker             run the embedded Kafka broker alone (streamd broker -h)
   plugin             make, inspect, run or test a plugin (streamd plugin -h)
   test FILE.toml...  run the [[pipeline.test]] fixtures of FILE: stages and error policy, no broker
   journal            append to and read event journals (streamd journal -h)

@@ -13,9 +13,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/internal/sdnotify"
-	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -41,7 +39,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := app.Logger(cfg.Log, stderr)
-	a, err := app.Build(ctx, cfg, log, load.Open, stdout)
+	// The pipelines are built by Run, once the admin listener is open: a
+	// pipeline whose plugins do not load fails alone.
+	a, err := app.New(ctx, cfg, log, load.Open, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "streamd run: %v\n", cfg.RedactError(err))
 		return 2
@@ -53,14 +53,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	// systemd (Type=notify): readiness, reloads, stopping, the watchdog.
-	sd := sdnotify.New(func() []pipeline.Status {
-		ps := a.Pipelines()
-		out := make([]pipeline.Status, len(ps))
-		for i, p := range ps {
-			out[i] = p.Status()
-		}
-		return out
-	}, log)
+	sd := sdnotify.New(a.Statuses, log)
 	a.SetReloadHooks(sd.Reloading, sd.Reloaded)
 	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSD()
@@ -75,7 +68,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go reloadOnHUP(ctx, a, hup)
+	go a.ReloadOn(ctx, hup)
 	start := time.Now()
 	err = a.Run(ctx)
 	log.Info("streamd stopped", "uptime", time.Since(start).Round(time.Millisecond))
@@ -84,21 +77,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// reloadOnHUP reloads the config file on SIGHUP (App.Reload: a refused
-// config changes nothing and is logged; Wasm files that changed are
-// loaded again, as before).
-func reloadOnHUP(ctx context.Context, a *app.App, hup <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			a.Logger().Info("SIGHUP: reloading the config")
-			_, _ = a.Reload(ctx) // logs its result
-		}
-	}
 }
 
 func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -121,26 +99,5 @@ func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warn("close", "err", err)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d pipelines, %d plugins loaded)\n", cfg.File, len(cfg.Pipelines), n)
-	return 0
-}
-
-func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("streamd broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")
-	dir := fs.String("data-dir", "data/broker", "where partitions, offsets and producer ids persist")
-	partitions := fs.Int("partitions", 4, "partitions of auto-created topics")
-	syncWrites := fs.Bool("sync-writes", false, "fsync every write")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	b, err := embedded.Start(embedded.Config{Listen: *listen, DataDir: *dir, SyncWrites: *syncWrites, Partitions: int32(*partitions)})
-	if err != nil {
-		fmt.Fprintf(stderr, "streamd broker: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "streamd broker listening on %v, data in %s\n", b.ListenAddrs(), *dir)
-	<-ctx.Done()
-	b.Close()
 	return 0
 }

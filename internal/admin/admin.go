@@ -27,6 +27,8 @@ type Server struct {
 	guarded   http.Handler
 	srv       *http.Server
 	pipelines func() []*pipeline.Pipeline
+	statuses  func() []pipeline.Status // WithStatuses; nil: pipelines' statuses
+	starting  func() string            // WithStarting
 	log       *slog.Logger
 
 	tls        *tls.Config
@@ -61,11 +63,7 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	}))
 	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
 	s.Handle("GET /pipelines", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		var out []pipeline.Status
-		for _, p := range s.pipelines() {
-			out = append(out, p.Status())
-		}
-		s.WriteRedactedJSON(w, http.StatusOK, out)
+		s.WriteRedactedJSON(w, http.StatusOK, s.status())
 	}))
 	s.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
@@ -74,23 +72,29 @@ func New(gatherer prometheus.Gatherer, pipelines func() []*pipeline.Pipeline, lo
 	return s
 }
 
-// readyz answers 503 while a pipeline that is not done or stopped is not
-// ready (connecting, failed, unhealthy, or stalled: see pipeline.Status),
-// naming them. Each one's reason (which can name brokers, users and the
-// text of errors) is given only to a caller who may read: a token of
-// role read or write, or anyone when no tokens are configured; an open
-// probe (WithProbesOpen) without a token gets the names alone.
+// readyz answers 503 while the server's owner is starting (WithStarting),
+// or while a pipeline that is not done or stopped is not ready
+// (connecting, failed, unhealthy, or stalled: see pipeline.Status), naming
+// them. Each one's reason (which can name brokers, users and the text of
+// errors) is given only to a caller who may read: a token of role read or
+// write, or anyone when no tokens are configured; an open probe
+// (WithProbesOpen) without a token gets the names alone.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.starting != nil {
+		if why := s.starting(); why != "" {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "starting", "reason": why})
+			return
+		}
+	}
 	var notReady []string
 	reasons := map[string]string{}
-	for _, p := range s.pipelines() {
-		st := p.Status()
+	for _, st := range s.status() {
 		if st.State == pipeline.StateDone || st.State == pipeline.StateStopped {
 			continue
 		}
 		if !st.Ready {
-			notReady = append(notReady, p.Name())
-			reasons[p.Name()] = s.redactText(st.Reason)
+			notReady = append(notReady, st.Name)
+			reasons[st.Name] = s.redactText(st.Reason)
 		}
 	}
 	if len(notReady) > 0 {
@@ -104,6 +108,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// status is every pipeline's status, for /pipelines and /readyz.
+func (s *Server) status() []pipeline.Status {
+	if s.statuses != nil {
+		return s.statuses()
+	}
+	var out []pipeline.Status
+	for _, p := range s.pipelines() {
+		out = append(out, p.Status())
+	}
+	return out
 }
 
 // Handle mounts h on pattern (http.ServeMux syntax).

@@ -3,6 +3,8 @@ package admin
 import (
 	"crypto/tls"
 	"time"
+
+	"github.com/streamd/streamd/pipeline"
 )
 
 // Defaults of the server's limits, used for the options not given (and by
@@ -33,6 +35,17 @@ type Timeouts struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithStatuses makes /pipelines and /readyz report what f returns instead
+// of the statuses of the server's pipelines: pipelines that have no
+// pipeline.Pipeline yet (their plugins load) or never will (they failed
+// to load) included.
+func WithStatuses(f func() []pipeline.Status) Option { return func(s *Server) { s.statuses = f } }
+
+// WithStarting makes /readyz answer 503 with the reason f returns while it
+// is not "": the parts the server's owner starts after the listener opened
+// (the liveness probe /healthz answers meanwhile).
+func WithStarting(f func() string) Option { return func(s *Server) { s.starting = f } }
 
 // WithTLS serves HTTPS with c (certificates, and for mutual TLS ClientCAs
 // with ClientAuth tls.RequireAndVerifyClientCert).

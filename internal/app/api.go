@@ -15,10 +15,11 @@ import (
 //
 //	GET  /v1/status                        Status
 //	GET  /v1/pipelines/{name}              PipelineStatus
-//	POST /v1/reload                        ReloadResult (422 when the new config is refused)
+//	POST /v1/reload                        ReloadResult (422 when the new config is refused,
+//	                                       503 when busy or shutting down)
 //	POST /v1/pipelines/{name}/pause        ControlResult
 //	POST /v1/pipelines/{name}/resume       ControlResult
-//	POST /v1/pipelines/{name}/restart      ControlResult
+//	POST /v1/pipelines/{name}/restart      ControlResult (503 when busy or shutting down)
 //
 // Their answers (and /pipelines, /readyz's reasons) show what came into
 // the config from ${ENV} and ${file:} as "<from ${...}>" (redact).
@@ -42,7 +43,8 @@ func (a *App) mountAPI() {
 		defer cancel()
 		res, err := a.Reload(ctx)
 		switch {
-		case errors.Is(err, errShuttingDown):
+		case errors.Is(err, errShuttingDown), errors.Is(err, ErrBusy):
+			w.Header().Set("Retry-After", "1")
 			a.Admin.WriteRedactedJSON(w, http.StatusServiceUnavailable, res)
 		case err != nil:
 			a.Admin.WriteRedactedJSON(w, http.StatusUnprocessableEntity, res)
@@ -88,7 +90,8 @@ func (a *App) control(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNotRunning):
 		writeError(w, http.StatusConflict, err.Error())
 		return
-	case errors.Is(err, errShuttingDown):
+	case errors.Is(err, errShuttingDown), errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:

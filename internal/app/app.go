@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/internal/admin"
@@ -44,12 +44,18 @@ type App struct {
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 
-	// units are the pipelines of the running config, in its order
-	// (units.go); under mu.
-	units []*unit
-	// cur is the unit being built: what load and addCloser attach to
-	// (nil: the app itself).
-	cur *unit
+	// cur is the unit being built by this App, a builder derived from the
+	// daemon's (reload.go: derive); root is that daemon's App.
+	cur  *unit
+	root *App
+	// cl are the Kafka clusters and schema registry clients of the
+	// running config.
+	cl *clientCache
+	// loadTimeout bounds loading one plugin.
+	loadTimeout time.Duration
+	// wrapSink, when set (by tests), wraps every pipeline's sink as it is
+	// built: a fault injector.
+	wrapSink func(pipeline string, s plugins.Sink) plugins.Sink
 	// loaded and closers are the app's own plugins and clients (the
 	// journal store, the fluid bridge), closed last.
 	loaded  []plugins.Plugin
@@ -58,20 +64,30 @@ type App struct {
 	// brokerp is broker for the [kafka] cluster's StorageErr, which runs
 	// on other goroutines (Status, a sink's errors).
 	brokerp atomic.Pointer[embedded.Broker]
-	run     runState // set by Run (units.go)
 	journal *journalParts
-	// clusters are the Kafka clusters by config name ("" = [kafka]).
-	clusters map[string]*kafka.Cluster
-	// registries are the schema registry clients by [schema_registry] name.
-	registries map[string]*sr.Client
+	// journalCtx is Run's context, which the journal's expiry jobs run
+	// under (journal.go).
+	journalCtx context.Context
 	Admin      *admin.Server
 	// AdminAddr is the address the admin server bound, once Run started it.
 	AdminAddr string
-	mu        sync.Mutex
 
-	// ctl runs reloads, restarts and pauses one at a time (reload.go,
-	// control.go).
-	ctl         sync.Mutex
+	// starting says what Run is starting while /readyz answers 503 for it
+	// (lifecycle.go); "" once started.
+	starting atomic.Pointer[string]
+	// The lifecycle (lifecycle.go), under mu: Run's phase and context, the
+	// units of the running config in its order, the operations in line
+	// and the one running.
+	mu      sync.Mutex
+	phase   phase
+	runCtx  context.Context
+	wake    chan struct{}
+	units   []*unit
+	queue   []*op
+	current *op
+	working bool // a runOps goroutine runs
+	pauseMu sync.Mutex
+
 	reloads     *reloadMetrics
 	lastReload  *ReloadResult
 	reloadStart func()
@@ -97,45 +113,67 @@ func Logger(c config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// Build loads every plugin and assembles every pipeline, without touching
-// the network: `streamd lint` is Build then Close.
-func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins.OpenFunc, stdout io.Writer) (*App, error) {
-	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry()}
+// New assembles a daemon from cfg for Run without building its pipelines:
+// Run builds them once the admin listener is open, all at once (see
+// lifecycle.go), so that /healthz answers while plugins load and a
+// pipeline whose plugins do not load fails alone. New checks what needs
+// no plugin and no network: the admin server's TLS and token files.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins.OpenFunc, stdout io.Writer) (*App, error) {
+	a := &App{cfg: cfg, log: log, open: open, stdout: stdout, reg: prometheus.NewRegistry(), cl: newClientCache(),
+		loadTimeout: loadTimeout(cfg), wake: make(chan struct{}, 1)}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
 	a.reloads = newReloadMetrics(a.reg)
 	a.autoRestarts = newRestartMetric(a.reg)
 	a.newConsole()
-	var errs []error
 	for i := range cfg.Pipelines {
-		u, err := a.buildUnit(ctx, i)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		u.make(a.metrics)
-		a.units = append(a.units, u)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
+		a.units = append(a.units, newUnit(cfg, i))
 	}
 	opts, err := adminOptions(cfg, log)
 	if err != nil {
 		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 	}
-	a.Admin = admin.New(a.reg, a.Pipelines, log, opts...)
+	a.Admin = admin.New(a.reg, a.Pipelines, log, append(opts, admin.WithStatuses(a.Statuses), admin.WithStarting(a.startingWhat))...)
 	a.mountConsole()
 	a.mountAPI()
 	return a, nil
 }
 
-// Pipelines returns the pipelines of the running config, in its order.
+// Build is New, then every pipeline built with its plugins loaded (all at
+// once, each plugin within its load timeout), without touching the
+// network: `streamd lint` is Build then Close. It fails if any pipeline
+// fails to build, naming each.
+func Build(ctx context.Context, cfg *config.Config, log *slog.Logger, open plugins.OpenFunc, stdout io.Writer) (*App, error) {
+	a, err := New(ctx, cfg, log, open, stdout)
+	if err != nil {
+		return nil, err
+	}
+	// The journal's parts are the app's, shared by its pipelines: set up
+	// before they build.
+	if slices.ContainsFunc(cfg.Pipelines, func(p config.Pipeline) bool { return p.Sink.Type == "journal" }) {
+		if _, err := a.journalSetup(ctx); err != nil {
+			return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
+		}
+	}
+	if err := errors.Join(a.buildAll(ctx, a.units, a.cl)...); err != nil {
+		return nil, errors.Join(err, a.Close(context.WithoutCancel(ctx)))
+	}
+	for _, u := range a.units {
+		a.make(u)
+	}
+	return a, nil
+}
+
+// Pipelines returns the pipelines of the running config that are built,
+// in its order (Statuses has every one, loading ones included).
 func (a *App) Pipelines() []*pipeline.Pipeline {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]*pipeline.Pipeline, 0, len(a.units))
 	for _, u := range a.units {
-		out = append(out, u.p)
+		if u.p != nil {
+			out = append(out, u.p)
+		}
 	}
 	return out
 }
@@ -152,7 +190,9 @@ func (a *App) Plugins() []plugins.Plugin {
 	defer a.mu.Unlock()
 	out := append([]plugins.Plugin(nil), a.loaded...)
 	for _, u := range a.units {
-		out = append(out, u.loaded...)
+		if u.built {
+			out = append(out, u.loaded...)
+		}
 	}
 	return out
 }
@@ -202,14 +242,19 @@ func (a *App) pluginOpts(kind plugins.Kind, name string, ps config.PluginSetting
 		Logger:  a.log.With("stage", name),
 		Timeout: a.cfg.Plugins.Timeout.Duration,
 		Pool:    ps.Pool,
-		Wasm:    plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random},
-		Native:  plugins.NativeOptions{Checksum: ps.Checksum},
+		Wasm: plugins.WasmOptions{CacheDir: a.cfg.Plugins.CacheDir, MaxMemoryPages: a.cfg.Plugins.MaxMemoryPages, Watch: a.cfg.Plugins.Watch.Duration, Clock: ps.Clock, DeterministicRandom: ps.Random != nil && !*ps.Random,
+			MaxTableElements: a.cfg.Plugins.MaxTableElements, MaxModuleBytes: a.cfg.Plugins.MaxModuleBytes, CompileTimeout: a.cfg.Plugins.CompileTimeout.Duration,
+			MaxLogLineBytes: a.cfg.Plugins.MaxLogLineBytes, MaxLogLinesPerRecord: a.cfg.Plugins.MaxLogLinesPerRecord, MaxLogBytesPerRecord: a.cfg.Plugins.MaxLogBytesPerRecord},
+		Native: plugins.NativeOptions{Checksum: ps.Checksum},
 	}
 	if o.Pool == 0 {
 		o.Pool = workers
 	}
 	if ps.MaxMemoryPages != 0 {
 		o.Wasm.MaxMemoryPages = ps.MaxMemoryPages
+	}
+	if ps.MaxTableElements != 0 {
+		o.Wasm.MaxTableElements = ps.MaxTableElements
 	}
 	if ps.Timeout.Duration != 0 {
 		o.Timeout = ps.Timeout.Duration
@@ -228,7 +273,7 @@ func (a *App) load(ctx context.Context, ref string, o plugins.Options) (plugins.
 		return nil, errors.New("plugins are not available in this build")
 	}
 	start := time.Now()
-	p, err := a.open(ctx, ref, o)
+	p, err := loadWithin(ctx, a.open, ref, o, a.loadTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +284,44 @@ func (a *App) load(ctx context.Context, ref string, o plugins.Options) (plugins.
 		a.loaded = append(a.loaded, p)
 	}
 	return p, nil
+}
+
+// loadWithin opens ref with a context that ends after d (none if d is not
+// positive), and stops waiting for the loader then, whether or not the
+// loader heeds its context: a plugin that loads too late is closed when it
+// comes.
+func loadWithin(ctx context.Context, open plugins.OpenFunc, ref string, o plugins.Options, d time.Duration) (plugins.Plugin, error) {
+	if d <= 0 {
+		return open(ctx, ref, o)
+	}
+	lctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	type loaded struct {
+		p   plugins.Plugin
+		err error
+	}
+	ch := make(chan loaded, 1)
+	go func() {
+		p, err := open(lctx, ref, o)
+		ch <- loaded{p, err}
+	}()
+	select {
+	case l := <-ch:
+		if l.err != nil && lctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("plugin %s did not load within %v (plugins.load_timeout): %w", ref, d, l.err)
+		}
+		return l.p, l.err
+	case <-lctx.Done():
+		go func() {
+			if l := <-ch; l.p != nil {
+				_ = l.p.Close(context.Background()) // came too late
+			}
+		}()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("plugin %s did not load within %v (plugins.load_timeout)", ref, d)
+	}
 }
 
 // buildPipeline builds pipeline i's parts into a.cur.
@@ -262,6 +345,9 @@ func (a *App) buildPipeline(ctx context.Context, i int) error {
 	sink, err := a.buildSink(ctx, pc, src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.where(i, "sink"), err)
+	}
+	if w := a.top().wrapSink; w != nil {
+		sink = w(pc.Name, sink)
 	}
 	u.sink = sink
 	opts := a.pipelineOptions(pc, stages)
@@ -445,41 +531,6 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 	return nil, fmt.Errorf("unknown sink type %q", k.Type)
 }
 
-// Run starts the embedded broker (if configured) and the admin server, and
-// runs every pipeline until ctx is done or all of them have ended. It
-// returns an error if any pipeline failed.
-func (a *App) Run(ctx context.Context) error {
-	if e := a.cfg.Kafka.Embedded; e != nil {
-		b, err := embedded.Start(embedded.Config{Listen: e.Listen, DataDir: e.DataDir, SyncWrites: e.SyncWrites, Partitions: a.cfg.Kafka.Partitions,
-			Logger: a.log.With("broker", "embedded")})
-		if err != nil {
-			return err
-		}
-		a.broker = b
-		a.brokerp.Store(b)
-		a.log.Info("embedded broker started", "listen", b.ListenAddrs(), "data_dir", e.DataDir)
-	}
-	if err := a.startJournal(ctx); err != nil {
-		return err
-	}
-	if err := a.startFluid(ctx); err != nil {
-		return err
-	}
-	if a.cfg.Admin.Listen != "" {
-		addr, err := a.Admin.Start(a.cfg.Admin.Listen)
-		if err != nil {
-			return fmt.Errorf("admin listen %s: %w", a.cfg.Admin.Listen, err)
-		}
-		a.AdminAddr = addr
-		a.log.Info("admin server listening", "addr", addr, "tls", a.Admin.TLS(), "auth", a.cfg.Admin.Auth != nil)
-		if a.console != nil {
-			a.console.Start()
-			a.log.Info("console", "url", a.consoleURL())
-		}
-	}
-	return a.runUnits(ctx)
-}
-
 // Close releases plugins, clients, the admin server and the broker, and
 // returns what failed to close. ctx bounds closing the app's own parts (in
 // 10 s if ctx has no deadline); each pipeline's parts close by that
@@ -508,12 +559,19 @@ func (a *App) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	uerrs := make([]error, len(units))
 	for i, u := range units {
+		a.mu.Lock()
+		p, unrun := u.p, u.built && !u.ran
+		a.mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			uctx, cancel := u.closeContext()
+			uctx, cancel := u.closeContext(p)
 			defer cancel()
-			if err := u.release(uctx); err != nil {
+			var err error
+			if unrun && u.src != nil {
+				err = u.src.Close(uctx) // never run: the pipeline did not close it
+			}
+			if err := errors.Join(err, u.release(uctx)); err != nil {
 				uerrs[i] = fmt.Errorf("pipeline %s: %w", u.name, err)
 			}
 		}()

@@ -63,6 +63,9 @@ func (a *App) newConsole() {
 	if a.cfg.Fluid != nil {
 		opts = append(opts, console.WithFluid(a.fluidStatus))
 	}
+	if a.cfg.Kafka.Embedded != nil {
+		opts = append(opts, console.WithBroker(a.brokerStats))
+	}
 	a.console = console.New(opts...)
 }
 
@@ -92,7 +95,7 @@ func (a *App) consolePipelines() []console.Pipeline {
 	a.mu.Lock()
 	parts := make([]*pipeParts, 0, len(a.units))
 	for _, u := range a.units { // a reload replaces a unit, and so its entry
-		if u.parts != nil && u.p != nil {
+		if u.built && u.parts != nil && u.p != nil { // parts are written while it builds
 			parts = append(parts, u.parts)
 		}
 	}
@@ -383,4 +386,13 @@ func (a *App) consoleURL() string {
 		scheme = "https"
 	}
 	return scheme + "://" + a.AdminAddr + "/ui/"
+}
+
+// brokerStats is the embedded broker's figures for the console, nil
+// before it starts.
+func (a *App) brokerStats() any {
+	if b := a.brokerp.Load(); b != nil {
+		return b.Stats()
+	}
+	return nil
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/streamd/streamd/plugins"
 )
 
-// startFluid starts the Fluid Messaging bridge on the admin server when
-// [fluid] is configured.
-func (a *App) startFluid(ctx context.Context) error {
+// startFluid starts the Fluid Messaging bridge when [fluid] is
+// configured, and serves it on api (the admin server's /fluid/).
+func (a *App) startFluid(ctx context.Context, api *lateHandler) error {
 	fc := a.cfg.Fluid
 	if fc == nil {
 		return nil
@@ -59,9 +59,7 @@ func (a *App) startFluid(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: [fluid]: %w", a.cfg.File, err)
 	}
-	// As sent: the bridge answers unclean paths (an empty topic in
-	// /fluid/topics//...) with 400 itself, not the mux's redirect.
-	a.Admin.HandlePrefix("/fluid/", b.Handler())
+	api.set(b.Handler())
 	a.mu.Lock()
 	a.bridge = b
 	a.mu.Unlock()

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,12 +25,16 @@ import (
 // no directory, no connection); Run opens it before any pipeline starts.
 type journalParts struct {
 	dsn         string         // resolved [journal] store
-	storePlugin plugins.Plugin // a plugin store's sink, loaded at Build
-	sinks       []*replicatorSink
+	storePlugin plugins.Plugin // a plugin store's sink, loaded by journalSetup
 
+	mu     sync.Mutex
+	sinks  []*replicatorSink
 	store  *journal.Store // set by open
 	client *kgo.Client
 	j      *journal.Journal
+	// replicate gives a sink its Replicator once the store is open.
+	replicate func(*replicatorSink) error
+	expiry    time.Duration // [journal] expiry_interval
 }
 
 // replicatorSink is a journal pipeline's sink: the Replicator, once Run
@@ -62,7 +68,7 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if jc == nil || jc.Store == "" {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)
 	}
-	jp := &journalParts{dsn: jc.Store}
+	jp := &journalParts{dsn: jc.Store, expiry: jc.ExpiryInterval.Duration}
 	switch {
 	case strings.HasPrefix(jc.Store, "sqlite:"):
 		jp.dsn = "sqlite:" + a.cfg.Resolve(strings.TrimPrefix(jc.Store, "sqlite:"))
@@ -104,13 +110,15 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	if err != nil {
 		return errors.Join(err, st.Close(ctx))
 	}
-	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		err := jp.j.Close(ctx)
 		cl.Close()
 		return errors.Join(err, st.Close(ctx))
 	})
-	for _, s := range jp.sinks {
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
+	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
+	jp.replicate = func(s *replicatorSink) error {
 		opts := s.opts
 		if q := a.cfg.Journal.QuarantineTopic; q != "" {
 			opts = append(opts, journal.WithQuarantine(journal.QuarantineTo(cl, q)))
@@ -123,6 +131,12 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 			return fmt.Errorf("journal metrics: %w", err)
 		}
 		s.r.Store(r)
+		return nil
+	}
+	for _, s := range jp.sinks {
+		if err := jp.replicate(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -134,13 +148,22 @@ func (a *App) journalSink(ctx context.Context, pc *config.Pipeline) (plugins.Sin
 		return nil, err
 	}
 	s := &replicatorSink{pipeline: pc.Name, opts: []journal.Option{journal.WithLogger(a.log.With("pipeline", pc.Name))}}
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
 	jp.sinks = append(jp.sinks, s)
+	if jp.replicate != nil { // the store is open: built by Run (New)
+		if err := jp.replicate(s); err != nil {
+			return nil, err
+		}
+		go a.expire(s.r.Load())
+	}
 	return s, nil
 }
 
-// startJournal opens the journal store, mounts the journal HTTP API and
-// runs the expiry job of the replicators until ctx is done.
-func (a *App) startJournal(ctx context.Context) error {
+// startJournal opens the journal store, serves the journal HTTP API on
+// api and runs the expiry job of the replicators until Run's context is
+// done.
+func (a *App) startJournal(ctx context.Context, api *lateHandler) error {
 	if a.cfg.Journal == nil {
 		return nil
 	}
@@ -151,14 +174,20 @@ func (a *App) startJournal(ctx context.Context) error {
 	if err := a.openJournal(ctx, jp); err != nil {
 		return err
 	}
-	a.Admin.Handle("/journal/", journal.Handler(jp.j))
+	api.set(journal.Handler(jp.j))
+	a.journalCtx = ctx
+	jp.mu.Lock()
+	defer jp.mu.Unlock()
 	for _, s := range jp.sinks {
-		r := s.r.Load()
-		go func() {
-			if err := r.RunExpiry(ctx, jp.j, a.cfg.Journal.ExpiryInterval.Duration); err != nil && ctx.Err() == nil {
-				a.log.Error("journal expiry job stopped", "err", err)
-			}
-		}()
+		go a.expire(s.r.Load())
 	}
 	return nil
+}
+
+// expire runs r's expiry job until Run's context is done.
+func (a *App) expire(r *journal.Replicator) {
+	top, jp := a.top(), a.journal
+	if err := r.RunExpiry(top.journalCtx, jp.j, jp.expiry); err != nil && top.journalCtx.Err() == nil {
+		a.log.Error("journal expiry job stopped", "err", err)
+	}
 }

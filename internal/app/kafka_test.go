@@ -25,6 +25,14 @@ import (
 // until the test ends; it returns the admin address.
 func runDaemon(t *testing.T, b *testenv.Broker, body string) string {
 	t.Helper()
+	return runDaemonFailing(t, b, body, "")
+}
+
+// runDaemonFailing is runDaemon for a daemon some of whose pipelines are
+// to fail: Run's error at the end must contain wantErr (or be nil when
+// wantErr is empty).
+func runDaemonFailing(t *testing.T, b *testenv.Broker, body, wantErr string) string {
+	t.Helper()
 	dir := t.TempDir()
 	addr := freePort(t)
 	src := fmt.Sprintf("data_dir = %q\n[admin]\nlisten = %q\n[kafka]\nbrokers = [%q]\n", filepath.Join(dir, "data"), addr, b.Seeds[0]) + body
@@ -43,8 +51,8 @@ func runDaemon(t *testing.T, b *testenv.Broker, body string) string {
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+		if err := <-done; (err != nil || wantErr != "") && (err == nil || wantErr == "" || !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("Run: %v (want an error with %q)", err, wantErr)
 		}
 		testenv.Close(t, context.Background(), a)
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
@@ -97,9 +98,12 @@ type ReloadResult struct {
 	// as they were (sections such as "admin", or "pipeline NAME" for a
 	// journal pipeline).
 	RestartOnly []string `json:"restart_only,omitempty"`
+	// Retried are pipelines that had failed to load and were built and
+	// started again (their config unchanged).
+	Retried []string `json:"retried,omitempty"`
 	// Warnings are problems that did not stop the reload (a Wasm plugin
 	// file of an unchanged pipeline that no longer loads: the running
-	// version stays).
+	// version stays; a pipeline that failed to load and still does).
 	Warnings []string `json:"warnings,omitempty"`
 	// Took is how long the reload took, draining included.
 	Took string `json:"took"`
@@ -138,15 +142,24 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 // effective config is the same are left alone (no reconnect, no
 // rebalance, no pause); changed ones are drained as on SIGTERM and started
 // with the new config; new ones start; removed ones are drained and
-// stopped. Changes to restart-only settings are reported and left.
-// Reloads, restarts and pauses run one at a time.
+// stopped; one that had failed to load is built again. Changes to
+// restart-only settings are reported and left. Reloads and restarts run
+// one at a time, in line (lifecycle.go): ctx bounds the wait for those
+// before it (ErrBusy); reloads asked for while one waits are served by it.
 func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
-	a.ctl.Lock()
-	defer a.ctl.Unlock()
-	start := time.Now()
-	if a.stopping() {
-		return ReloadResult{At: start, File: a.config().File, Error: errShuttingDown.Error()}, errShuttingDown
+	o, err := a.submit(opReload, "", nil)
+	if err == nil {
+		err = a.await(ctx, o)
 	}
+	if err != nil {
+		return ReloadResult{At: time.Now(), File: a.config().File, Error: err.Error()}, err
+	}
+	return o.res, o.err
+}
+
+// reload is the reload operation.
+func (a *App) reload(ctx context.Context) (ReloadResult, error) {
+	start := time.Now()
 	if a.reloadStart != nil {
 		a.reloadStart()
 	}
@@ -160,7 +173,7 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 	res := ReloadResult{At: start, File: old.File}
 	fail := func(err error) (ReloadResult, error) {
 		res.OK, res.Error, res.Took = false, err.Error(), time.Since(start).Round(time.Millisecond).String()
-		res.Unchanged, res.Changed, res.Added, res.Removed = nil, nil, nil, nil
+		res.Unchanged, res.Changed, res.Added, res.Removed, res.Retried = nil, nil, nil, nil, nil
 		a.reloads.total.WithLabelValues("error").Inc()
 		a.reloads.ok.Set(0)
 		a.log.Error("config reload refused; the running config stays", "file", old.File, "err", err)
@@ -178,18 +191,25 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 	res.RestartOnly = restartOnly(old, cfg)
 	eff := keepRestartOnly(old, cfg)
 
-	// Plan: which units stay, which are replaced, which go, which come.
+	// Plan: which units stay, which are replaced, which go, which come,
+	// and which had failed to load and are built again.
 	a.mu.Lock()
 	current := slices.Clone(a.units)
+	failedLoad := map[*unit]bool{}
+	for _, u := range current {
+		failedLoad[u] = !u.built && u.state == unitEnded && u.err != nil
+	}
+	cache := a.cl
 	a.mu.Unlock()
 	byName := map[string]*unit{}
 	for _, u := range current {
 		byName[u.name] = u
 	}
 	type planned struct {
-		i    int   // index in eff.Pipelines
-		old  *unit // nil: added
-		keep bool
+		i     int   // index in eff.Pipelines
+		old   *unit // nil: added
+		keep  bool
+		retry bool // old failed to load: built again, a warning if it fails again
 	}
 	var plan []planned
 	seen := map[string]bool{}
@@ -200,7 +220,8 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 		pl := planned{i: i, old: u}
 		switch {
 		case u != nil && u.eff.equal(effectiveOf(eff, i)):
-			pl.keep = true
+			pl.keep = !failedLoad[u]
+			pl.retry = failedLoad[u]
 		case u != nil && (u.pc.Sink.Type == "journal" || pc.Sink.Type == "journal"):
 			pl.keep = true
 			res.RestartOnly = append(res.RestartOnly, "pipeline "+pc.Name+" (journal pipelines change only with a restart)")
@@ -222,20 +243,37 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 		removed = append(removed, u)
 	}
 
-	// Build every new unit before touching anything.
-	nb := a.derive(eff, !reflect.DeepEqual(old.SchemaRegistry, eff.SchemaRegistry), !reflect.DeepEqual(old.Kafka, eff.Kafka))
-	built := map[int]*unit{}
+	// Build every new unit (all at once) before touching anything.
+	freshRegistries, freshClusters := !reflect.DeepEqual(old.SchemaRegistry, eff.SchemaRegistry), !reflect.DeepEqual(old.Kafka, eff.Kafka)
+	if freshRegistries || freshClusters {
+		cache = cache.renew(freshRegistries, freshClusters)
+	}
+	var (
+		building []*unit
+		which    []int // index in plan
+	)
+	for k, pl := range plan {
+		if !pl.keep {
+			building = append(building, newUnit(eff, pl.i))
+			which = append(which, k)
+		}
+	}
+	built := map[int]*unit{} // by index in eff.Pipelines
 	var errs []error
-	for _, pl := range plan {
-		if pl.keep {
-			continue
-		}
-		u, err := nb.buildUnit(ctx, pl.i)
-		if err != nil {
+	for j, err := range a.buildAll(ctx, building, cache) {
+		pl := plan[which[j]]
+		switch {
+		case err == nil:
+			built[pl.i] = building[j]
+		case pl.retry:
+			a.log.Error("pipeline still fails to load", "pipeline", pl.old.name, "err", err)
+			res.Warnings = append(res.Warnings, fmt.Sprintf("pipeline %s still fails to load: %v", pl.old.name, err))
+			a.mu.Lock()
+			pl.old.err = err
+			a.mu.Unlock()
+		default:
 			errs = append(errs, err)
-			continue
 		}
-		built[pl.i] = u
 	}
 	if err := errors.Join(errs...); err != nil {
 		for _, u := range built {
@@ -245,15 +283,16 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 	}
 
 	// Apply: drain what goes or is replaced (at once, each within its
-	// shutdown timeout), then start what comes.
-	var wg sync.WaitGroup
-	var replaced []*unit
+	// shutdown timeout), then swap the table and start what comes.
+	var leaving []*unit
 	for _, pl := range plan {
-		if !pl.keep && pl.old != nil {
-			replaced = append(replaced, pl.old)
+		if built[pl.i] != nil && pl.old != nil {
+			leaving = append(leaving, pl.old)
 		}
 	}
-	for _, u := range append(slices.Clone(replaced), removed...) {
+	leaving = append(leaving, removed...)
+	var wg sync.WaitGroup
+	for _, u := range leaving {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -261,19 +300,18 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 		}()
 	}
 	wg.Wait()
+	var flips []*unit // kept units whose `paused` the file flipped
+	a.pauseMu.Lock()
+	a.mu.Lock()
 	next := make([]*unit, 0, len(plan))
 	for _, pl := range plan {
 		pc := eff.Pipelines[pl.i]
-		if pl.keep {
-			u := pl.old
-			if pc.Paused != u.pc.Paused && u.p != nil {
-				if pc.Paused {
-					u.p.Pause()
-					res.Paused = append(res.Paused, u.name)
-				} else {
-					u.p.Resume()
-					res.Resumed = append(res.Resumed, u.name)
-				}
+		u := built[pl.i]
+		if u == nil { // kept, or a retry that failed again
+			u = pl.old
+			if pc.Paused != u.pc.Paused {
+				u.paused = pc.Paused
+				flips = append(flips, u)
 			}
 			if u.eff.equal(effectiveOf(eff, pl.i)) {
 				u.pc = pc
@@ -282,12 +320,18 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 			next = append(next, u)
 			continue
 		}
-		u := built[pl.i]
-		if pl.old != nil {
-			u.restarts = pl.old.restarts + 1
-			res.Changed = append(res.Changed, u.name)
-		} else {
+		switch {
+		case pl.old == nil:
 			res.Added = append(res.Added, u.name)
+		case pl.retry:
+			carry(pl.old, u)
+			res.Retried = append(res.Retried, u.name)
+		default:
+			carry(pl.old, u)
+			if pc.Paused != pl.old.pc.Paused {
+				u.paused = pc.Paused
+			}
+			res.Changed = append(res.Changed, u.name)
 		}
 		next = append(next, u)
 	}
@@ -300,29 +344,44 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 			next = append(next, u)
 		}
 	}
-	for _, u := range built {
-		u.make(a.metrics) // after the old ones left the metrics
-	}
-	a.mu.Lock()
 	a.units = next
 	a.cfg = eff
-	a.registries, a.clusters = nb.registries, nb.clusters
-	running := a.run.started
+	a.cl = cache
+	var unchangedPlugins []plugins.Plugin
+	for _, u := range next {
+		if slices.Contains(res.Unchanged, u.name) && u.built {
+			unchangedPlugins = append(unchangedPlugins, u.loaded...)
+		}
+	}
 	a.mu.Unlock()
-	if running {
-		for _, pl := range plan {
-			if u := built[pl.i]; u != nil {
-				a.start(u)
+	for _, u := range flips {
+		a.mu.Lock()
+		p := u.p
+		if u.state != unitRunning {
+			p = nil
+		}
+		a.mu.Unlock()
+		if u.paused {
+			res.Paused = append(res.Paused, u.name)
+			if p != nil {
+				p.Pause()
 			}
+		} else {
+			res.Resumed = append(res.Resumed, u.name)
+			if p != nil {
+				p.Resume()
+			}
+		}
+	}
+	a.pauseMu.Unlock()
+	for _, pl := range plan {
+		if u := built[pl.i]; u != nil {
+			a.start(u)
 		}
 	}
 	// The Wasm files of the pipelines left alone are loaded again if they
 	// changed (as SIGHUP always did): swapped in between batches.
-	for _, u := range next {
-		if slices.Contains(res.Unchanged, u.name) {
-			res.Warnings = append(res.Warnings, reloadPlugins(ctx, a.log, u.loaded)...)
-		}
-	}
+	res.Warnings = append(res.Warnings, reloadPlugins(ctx, a.log, unchangedPlugins)...)
 	res.Warnings = append(res.Warnings, reloadPlugins(ctx, a.log, a.loaded)...)
 	res.OK = true
 	took := time.Since(start)
@@ -332,12 +391,29 @@ func (a *App) Reload(ctx context.Context) (ReloadResult, error) {
 	a.reloads.okAt.SetToCurrentTime()
 	a.reloads.durations.Observe(took.Seconds())
 	a.log.Info("config reloaded", "file", old.File, "unchanged", res.Unchanged, "changed", res.Changed, "added", res.Added,
-		"removed", res.Removed, "took", took.Round(time.Millisecond))
+		"removed", res.Removed, "retried", res.Retried, "took", took.Round(time.Millisecond))
 	if len(res.RestartOnly) > 0 {
 		a.log.Warn("config reload: these changes need a restart and were not applied", "restart_only", res.RestartOnly)
 	}
 	a.setLastReload(res)
 	return res, nil
+}
+
+// ReloadOn reloads the config (Reload) for every signal that comes on
+// hup, until ctx is done: SIGHUP, as `streamd run` relays it. Signals sent
+// while a reload runs are not lost: with signal.Notify's buffered channel,
+// they make one more reload after it. Each result is logged (and kept for
+// Status).
+func (a *App) ReloadOn(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			a.log.Info("reloading the config", "signal", sig)
+			_, _ = a.Reload(ctx) // logs its result
+		}
+	}
 }
 
 // SetReloadHooks sets functions called when a reload starts and when it
@@ -373,21 +449,60 @@ func reloadPlugins(ctx context.Context, log *slog.Logger, ps []plugins.Plugin) [
 
 // derive returns an App that builds units from cfg with a's shared parts:
 // its logger, loader, metrics, admin server, console, journal and fluid
-// bridge; schema registry clients and Kafka clusters are made afresh when
-// their section changed (freshRegistries, freshClusters), else shared.
-func (a *App) derive(cfg *config.Config, freshRegistries, freshClusters bool) *App {
+// bridge, and the Kafka clusters and schema registry clients of cl. Each
+// unit is built by a derive of its own (App.cur is the unit being built),
+// so that units build at once.
+func (a *App) derive(cfg *config.Config, cl *clientCache) *App {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	nb := &App{cfg: cfg, log: a.log, open: a.open, stdout: a.stdout, reg: a.reg, metrics: a.metrics, reloads: a.reloads,
+	return &App{cfg: cfg, log: a.log, open: a.open, stdout: a.stdout, reg: a.reg, metrics: a.metrics, reloads: a.reloads,
 		journal: a.journal, Admin: a.Admin, AdminAddr: a.AdminAddr, console: a.console, adm: a.adm, bridge: a.bridge,
-		registries: map[string]*sr.Client{}, clusters: map[string]*kafka.Cluster{}}
-	if !freshRegistries {
-		maps.Copy(nb.registries, a.registries)
+		cl: cl, root: a.top(), loadTimeout: loadTimeout(cfg)}
+}
+
+// loadTimeout is cfg's [plugins] load_timeout.
+func loadTimeout(cfg *config.Config) time.Duration {
+	if d := cfg.Plugins.LoadTimeout.Duration; d > 0 {
+		return d
 	}
-	if !freshClusters {
-		maps.Copy(nb.clusters, a.clusters)
+	return config.DefaultLoadTimeout
+}
+
+// top is the daemon's App: a itself, or the one a was derived from.
+func (a *App) top() *App {
+	if a.root != nil {
+		return a.root
 	}
-	return nb
+	return a
+}
+
+// clientCache holds the Kafka clusters and schema registry clients made
+// for a config, shared by the units built from it (security.go,
+// schema.go).
+type clientCache struct {
+	mu         sync.Mutex
+	clusters   map[string]*kafka.Cluster
+	registries map[string]*sr.Client
+}
+
+func newClientCache() *clientCache {
+	return &clientCache{clusters: map[string]*kafka.Cluster{}, registries: map[string]*sr.Client{}}
+}
+
+// renew returns a cache for a config whose [schema_registry] sections
+// (registries) or [kafka] sections (clusters) changed: those are made
+// afresh, the others shared.
+func (c *clientCache) renew(registries, clusters bool) *clientCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := newClientCache()
+	if !registries {
+		maps.Copy(n.registries, c.registries)
+	}
+	if !clusters {
+		maps.Copy(n.clusters, c.clusters)
+	}
+	return n
 }
 
 // config returns the running config.

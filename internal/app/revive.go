@@ -1,7 +1,7 @@
 package app
 
 import (
-	"errors"
+	"context"
 	"time"
 
 	"github.com/streamd/streamd/plugins"
@@ -13,9 +13,10 @@ import (
 // of its plugins is hot reloaded, a new version of its file swapped in
 // (plugins.Reloader's Reloads grows): the fix of the plugin that failed it
 // is the usual reason, and the restart reads from the last committed
-// offsets. It counts as an automatic restart. A refused reload (a file that
-// does not load) does not restart it: it shows in Status (ReloadRefused).
-// A pipeline whose plugins do not reload (plugins.watch = "0s", native
+// offsets. It counts as an automatic restart, and like every restart it is
+// an operation in line (lifecycle.go). A refused reload (a file that does
+// not load) does not restart it: it shows in Status (ReloadRefused). A
+// pipeline whose plugins do not reload (plugins.watch = "0s", native
 // plugins) waits for `streamd ctl restart`, as before.
 
 // reviveEvery is how often a failed pipeline's plugins are checked for a
@@ -44,16 +45,16 @@ func reloadWatches(loaded []plugins.Plugin) []reloadWatch {
 	return ws
 }
 
-// reviveOnReload waits, after u's Run failed with err, for one of ws to be
-// reloaded, then restarts u; it ends when u was replaced (a restart by
-// hand, a config reload) or the daemon stops.
-func (a *App) reviveOnReload(u *unit, err error, ws []reloadWatch) {
+// reviveOnReload waits, after u's pipeline failed with err, for one of ws
+// to be reloaded, then puts the restart of u in line and waits for it; it
+// ends when u was replaced (a restart by hand, a config reload) or the
+// daemon stops.
+func (a *App) reviveOnReload(ctx context.Context, u *unit, err error, ws []reloadWatch) {
 	if len(ws) == 0 {
 		return
 	}
 	a.log.Warn("pipeline failed; it starts again by itself when one of its plugins is hot reloaded (or: streamd ctl restart)",
 		"pipeline", u.name, "err", err)
-	ctx := a.run.ctx
 	t := time.NewTicker(reviveEvery)
 	defer t.Stop()
 	for {
@@ -62,24 +63,31 @@ func (a *App) reviveOnReload(u *unit, err error, ws []reloadWatch) {
 			return
 		case <-t.C:
 		}
-		if a.unitByName(u.name) != u {
+		a.mu.Lock()
+		still := a.unitByName(u.name) == u && u.state == unitEnded
+		a.mu.Unlock()
+		if !still {
 			return // replaced meanwhile
 		}
 		for _, w := range ws {
 			if w.r.Reloads() == w.base {
 				continue
 			}
-			u.mu.Lock()
+			a.mu.Lock()
 			u.restartCause = "plugin " + w.name + " reloaded after: " + err.Error()
-			u.mu.Unlock()
+			a.mu.Unlock()
 			a.log.Warn("plugin reloaded in a failed pipeline; starting it again", "pipeline", u.name, "plugin", w.name)
-			rerr := a.restart(ctx, u.name, u)
-			if rerr == nil || errors.Is(rerr, errShuttingDown) || errors.Is(rerr, errReplaced) {
-				return
+			o, serr := a.submitRevive(u)
+			if serr != nil {
+				return // shutting down
+			}
+			<-o.done
+			if o.err == nil {
+				return // restarted, or replaced meanwhile
 			}
 			// Not built (the new version of another plugin does not
 			// load, say): still failed, waiting for the next reload.
-			a.log.Error("restart after a plugin reload failed; waiting for the next reload", "pipeline", u.name, "err", rerr)
+			a.log.Error("restart after a plugin reload failed; waiting for the next reload", "pipeline", u.name, "err", o.err)
 			for i := range ws {
 				ws[i].base = ws[i].r.Reloads()
 			}

@@ -17,9 +17,9 @@ import (
 // registryClient returns the pkg/sr client of a [schema_registry] (name ""
 // is the default one), made once per registry and shared by its stages.
 func (a *App) registryClient(name string) (*sr.Client, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if cl := a.registries[name]; cl != nil {
+	a.cl.mu.Lock()
+	defer a.cl.mu.Unlock()
+	if cl := a.cl.registries[name]; cl != nil {
 		return cl, nil
 	}
 	rc := a.cfg.Registry(name)
@@ -34,10 +34,7 @@ func (a *App) registryClient(name string) (*sr.Client, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
-	if a.registries == nil {
-		a.registries = map[string]*sr.Client{}
-	}
-	a.registries[name] = cl
+	a.cl.registries[name] = cl
 	a.log.Info("schema registry", "name", name, "registry", *rc)
 	if rc.TLS != nil && rc.TLS.InsecureSkipVerify {
 		a.log.Warn("TLS certificate verification is OFF for this schema registry (tls.insecure_skip_verify): anyone on the path can impersonate it", "name", name, "url", rc.URL)

@@ -48,12 +48,12 @@ func adminOptions(cfg *config.Config, log *slog.Logger) ([]admin.Option, error) 
 // kafkaCluster returns the Kafka cluster a pipeline names ("" = [kafka]),
 // made once per cluster and shared by its clients.
 func (a *App) kafkaCluster(name string) (*kafka.Cluster, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.cl.mu.Lock()
+	defer a.cl.mu.Unlock()
 	if name == "" {
 		name = config.DefaultCluster
 	}
-	if c, ok := a.clusters[name]; ok {
+	if c, ok := a.cl.clusters[name]; ok {
 		return c, nil
 	}
 	cc := a.cfg.Cluster(name)
@@ -67,17 +67,15 @@ func (a *App) kafkaCluster(name string) (*kafka.Cluster, error) {
 	if name == config.DefaultCluster && a.cfg.Kafka.Embedded != nil {
 		// The embedded broker runs here and knows why it cannot write
 		// (its kfake answers UNKNOWN_SERVER_ERROR and nothing more).
+		top := a.top()
 		c.StorageErr = func() error {
-			if b := a.brokerp.Load(); b != nil {
+			if b := top.brokerp.Load(); b != nil {
 				return b.StorageError()
 			}
 			return nil
 		}
 	}
-	if a.clusters == nil {
-		a.clusters = map[string]*kafka.Cluster{}
-	}
-	a.clusters[name] = c
+	a.cl.clusters[name] = c
 	return c, nil
 }
 

@@ -94,17 +94,7 @@ store = "sqlite:%s"
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			_ = resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the admin server did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK) // the journal is open
 	if code, body := call("POST", base, "", `{"seqNr":1,"payload":{"a":1}}`); code != 401 || !strings.Contains(body, "missing bearer token") {
 		t.Fatalf("append without a token: %d %s", code, body)
 	}

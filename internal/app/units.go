@@ -10,52 +10,67 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/wait"
 	"github.com/streamd/streamd/pipeline"
-	"github.com/streamd/streamd/pipeline/metrics"
 	"github.com/streamd/streamd/plugins"
 )
 
 // unit is one pipeline of the running config with everything built for
 // it: its source, stages and sink, the plugins loaded and the clients
 // opened for it, and its goroutine. A reload replaces units whose
-// effective config changed, and leaves the others alone.
+// effective config changed, and leaves the others alone. Its states and
+// their rules are in lifecycle.go.
 type unit struct {
 	name string
 	// pc is the pipeline's table as loaded; eff is what decides whether a
-	// reload changes it (effective).
+	// reload changes it (effective); cfg and idx are the config it is
+	// built from and its index there.
 	pc  config.Pipeline
 	eff effective
+	cfg *config.Config
+	idx int
 
+	// What build makes. Written by the goroutine that builds the unit,
+	// read once the unit has left unitLoading (a.mu orders the two).
+	built   bool
 	src     pipeline.Source
 	sink    plugins.Sink
 	opts    []pipeline.Option
-	p       *pipeline.Pipeline // made by make
-	parts   *pipeParts         // for the console (console.go)
+	parts   *pipeParts // for the console (console.go)
 	loaded  []plugins.Plugin
 	closers []func(context.Context) error
+	ran     bool // its pipeline's Run was called (it closes the source)
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc // set while running
-	done     chan struct{}      // closed when Run returned
-	err      error
-	started  time.Time
-	restarts int
-	// Automatic restarts (autorestart.go), carried to the unit that
-	// replaces this one: how many, the last backoff and cause, and when
-	// the pending one is due (zero: none pending).
+	// The lifecycle (lifecycle.go), under a.mu.
+	p      *pipeline.Pipeline // made by make
+	state  unitState
+	paused bool               // wanted paused (by hand, or by the file)
+	cancel context.CancelFunc // ends its build or its run, once launched
+	done   chan struct{}      // closed when it ended, once launched
+	err    error              // why it ended, when it failed
+	since  time.Time          // when it started loading, or running
+	// restarts counts restarts and reload replacements since the daemon
+	// started; the automatic ones (autorestart.go) are counted again in
+	// autoRestarts, with the last backoff and cause, and when the pending
+	// one is due (zero: none pending) and its timer.
+	restarts     int
 	autoRestarts int
 	backoff      time.Duration
 	restartCause string
 	restartAt    time.Time
+	timer        *time.Timer
 }
 
-// buildUnit builds pipeline i of a.cfg; on error everything it opened is
-// released.
-func (a *App) buildUnit(ctx context.Context, i int) (*unit, error) {
-	pc := a.cfg.Pipelines[i]
-	u := &unit{name: pc.Name, pc: pc, eff: effectiveOf(a.cfg, i)}
-	a.cur = u
-	err := a.buildPipeline(ctx, i)
-	a.cur = nil
+// newUnit is pipeline i of cfg, not built yet.
+func newUnit(cfg *config.Config, i int) *unit {
+	pc := cfg.Pipelines[i]
+	return &unit{name: pc.Name, pc: pc, eff: effectiveOf(cfg, i), cfg: cfg, idx: i, paused: pc.Paused}
+}
+
+// build builds u's parts with a builder of its config (see derive) that
+// shares cl's clients; on error everything it opened is released.
+func (a *App) build(ctx context.Context, u *unit, cl *clientCache) error {
+	b := a.derive(u.cfg, cl)
+	b.cur = u
+	err := b.buildPipeline(ctx, u.idx)
 	if err != nil {
 		var cerr error
 		if u.src != nil {
@@ -64,19 +79,47 @@ func (a *App) buildUnit(ctx context.Context, i int) (*unit, error) {
 		if cerr = errors.Join(cerr, u.release(ctx)); cerr != nil {
 			a.log.Warn("close", "pipeline", u.name, "err", cerr)
 		}
-		return nil, err
+		return err
 	}
-	return u, nil
+	a.mu.Lock()
+	u.built = true
+	a.mu.Unlock()
+	return nil
 }
 
-// make creates the unit's pipeline, observed (counted) by m.
-func (u *unit) make(m *metrics.Metrics) {
-	if u.p == nil {
-		u.p = pipeline.New(u.name, u.src, u.sink, append(u.opts[:len(u.opts):len(u.opts)], pipeline.WithObserver(m))...)
-		if u.parts != nil {
-			u.parts.p = u.p
-		}
+// buildAll builds units at once, each as build does; it returns their
+// errors, by unit.
+func (a *App) buildAll(ctx context.Context, units []*unit, cl *clientCache) []error {
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.build(ctx, u, cl)
+		}()
 	}
+	wg.Wait()
+	return errs
+}
+
+// make creates u's pipeline, observed (counted) by a's metrics, if it has
+// none yet.
+func (a *App) make(u *unit) {
+	a.mu.Lock()
+	made := u.p != nil
+	a.mu.Unlock()
+	if made {
+		return
+	}
+	opts := append(u.opts[:len(u.opts):len(u.opts)], pipeline.WithObserver(a.metrics))
+	p := pipeline.New(u.name, u.src, u.sink, opts...)
+	if u.parts != nil {
+		u.parts.p = p
+	}
+	a.mu.Lock()
+	u.p = p
+	a.mu.Unlock()
 }
 
 // release closes the unit's clients and plugins (the pipeline closed its
@@ -93,9 +136,9 @@ func (u *unit) release(ctx context.Context) error {
 // or a restart: the sinks' flush comes out of the same budget as the
 // drain, the commit and the group leave), or 10 s for a pipeline that
 // never ran.
-func (u *unit) closeContext() (context.Context, context.CancelFunc) {
-	if u.p != nil {
-		if d, ok := u.p.ShutdownDeadline(); ok {
+func (u *unit) closeContext(p *pipeline.Pipeline) (context.Context, context.CancelFunc) {
+	if p != nil {
+		if d, ok := p.ShutdownDeadline(); ok {
 			return context.WithDeadline(context.Background(), d)
 		}
 	}
@@ -154,174 +197,9 @@ func closeAll(ctx context.Context, cs []func(context.Context) error) error {
 	return errors.Join(errs...)
 }
 
-// running reports whether the unit's pipeline is running (Run has not
-// returned).
-func (u *unit) running() bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.done == nil {
-		return false
-	}
-	select {
-	case <-u.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// runState is what Run sets up for starting and stopping units.
-type runState struct {
-	ctx      context.Context // Run's context: units run under it
-	ended    chan struct{}   // signalled when a unit's Run returns
-	started  bool
-	stopping bool // Run is draining: no reload or restart may start units
-}
-
-var errShuttingDown = errors.New("streamd is shutting down")
-
-// stopping reports whether Run is shutting down.
-func (a *App) stopping() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.run.stopping
-}
-
-// start runs the unit's pipeline in the background under a.run.ctx.
-func (a *App) start(u *unit) {
-	u.make(a.metrics)
-	ctx, cancel := context.WithCancel(a.run.ctx)
-	done := make(chan struct{})
-	u.mu.Lock()
-	u.cancel, u.done, u.err, u.started = cancel, done, nil, time.Now()
-	u.mu.Unlock()
-	go func() {
-		err := u.p.Run(ctx)
-		if err != nil {
-			err = fmt.Errorf("pipeline %s: %w", u.name, err)
-		}
-		u.mu.Lock()
-		u.err = err
-		again, retry := a.autoRestart(u, err, ctx.Err() != nil)
-		u.mu.Unlock()
-		if retry {
-			go a.restartLater(u, again)
-		} else if err != nil && ctx.Err() == nil {
-			go a.reviveOnReload(u, err, reloadWatches(u.loaded)) // revive.go
-		}
-		// Done before Run hears of it: Run asks every unit whether it
-		// is still running when it hears one ended.
-		close(done)
-		select {
-		case a.run.ended <- struct{}{}:
-		default:
-		}
-	}()
-}
-
-// stop drains the unit's pipeline as on SIGTERM (in-flight records are
-// written and committed within its shutdown timeout), waits for it, and
-// releases everything built for it.
-func (a *App) stop(u *unit) {
-	u.mu.Lock()
-	cancel, done := u.cancel, u.done
-	u.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-	ctx, cancelRel := u.closeContext()
-	defer cancelRel()
-	var err error
-	if cancel == nil && u.src != nil {
-		err = u.src.Close(ctx) // never run: the pipeline did not close it
-	}
-	if err = errors.Join(err, u.release(ctx)); err != nil {
-		a.log.Warn("close", "pipeline", u.name, "err", err)
-	}
-	if u.p != nil {
-		a.metrics.Remove(u.p)
-	}
-}
-
-// runUnits starts every unit and waits until ctx is done, or every unit
-// has ended (a daemon that also serves the fluid bridge or the journal
-// API, or has no pipelines, keeps running until ctx is done). It returns
-// the errors of the pipelines that failed.
-func (a *App) runUnits(ctx context.Context) error {
-	a.mu.Lock()
-	a.run = runState{ctx: ctx, ended: make(chan struct{}, 1), started: true}
-	units := append([]*unit(nil), a.units...)
-	a.mu.Unlock()
-	for _, u := range units {
-		a.start(u)
-	}
-	serves := a.cfg.Fluid != nil || (a.cfg.Journal != nil && a.cfg.Admin.Listen != "")
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-a.run.ended:
-			// Every pipeline ended: the daemon exits, unless it serves
-			// the fluid bridge or the journal API and none failed.
-			if ended, failed := a.allEnded(); ended && (failed || !serves) {
-				break wait
-			}
-		}
-	}
-	// Every unit runs under ctx: wait for them to drain. A reload or a
-	// restart in progress finishes first (it holds ctl); none starts after.
-	a.ctl.Lock()
-	a.mu.Lock()
-	a.run.stopping = true
-	units = append(units[:0], a.units...)
-	a.mu.Unlock()
-	var errs []error
-	for _, u := range units {
-		u.mu.Lock()
-		done := u.done
-		u.mu.Unlock()
-		if done != nil {
-			<-done
-		}
-		u.mu.Lock()
-		if u.err != nil {
-			errs = append(errs, u.err)
-		}
-		u.mu.Unlock()
-	}
-	a.ctl.Unlock()
-	return errors.Join(errs...)
-}
-
-// allEnded reports whether there are units and none is running, and
-// whether one of them failed.
-func (a *App) allEnded() (ended, failed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.units) == 0 {
-		return false, false
-	}
-	for _, u := range a.units {
-		if u.running() {
-			return false, false
-		}
-		u.mu.Lock()
-		pending := !u.restartAt.IsZero()
-		failed = failed || u.err != nil
-		u.mu.Unlock()
-		if pending {
-			return false, false // starts again by itself
-		}
-	}
-	return true, failed
-}
-
-// unitByName returns the unit of the pipeline named name, or nil.
+// unitByName returns the unit of the pipeline named name, or nil; a.mu
+// must be held.
 func (a *App) unitByName(name string) *unit {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, u := range a.units {
 		if u.name == name {
 			return u

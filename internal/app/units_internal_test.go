@@ -21,7 +21,7 @@ func TestRunEndsWithItsPipelines(t *testing.T) {
 	for i := range 5000 {
 		a := &App{log: slog.New(slog.DiscardHandler), cfg: &config.Config{}}
 		sink := plugins.SinkFunc(func(_ context.Context, b []record.Record) ([]error, error) { return make([]error, len(b)), nil })
-		a.units = []*unit{{name: "p", p: pipeline.New("p", pipelinetest.NewSource(1, 1, 1), sink)}}
+		a.units = []*unit{{name: "p", built: true, p: pipeline.New("p", pipelinetest.NewSource(1, 1, 1), sink)}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := a.runUnits(ctx)
 		timedOut := ctx.Err() != nil

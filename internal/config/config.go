@@ -89,12 +89,32 @@ type Kafka struct {
 	def *KafkaCluster // [kafka] as a KafkaCluster, made by setDefaults
 }
 
-// Embedded starts an in-process broker.
+// Embedded starts an in-process broker (internal/embedded): one node, for
+// development, demos and small deployments on one machine. Its retention
+// applies to every topic that sets none of its own, and its disk budget to
+// the whole data directory (defaults: embedded.Default*).
 type Embedded struct {
 	Listen  string `toml:"listen"`   // default 127.0.0.1:9092
 	DataDir string `toml:"data_dir"` // default <data_dir>/broker
 	// SyncWrites fsyncs every write (slower, survives power loss).
 	SyncWrites bool `toml:"sync_writes"`
+	// Retention is how long a record is kept, counted from its timestamp
+	// (log.retention.ms); negative keeps records forever.
+	Retention Duration `toml:"retention"`
+	// RetentionBytes bounds each partition (log.retention.bytes); -1 is
+	// no bound.
+	RetentionBytes int64 `toml:"retention_bytes"`
+	// SegmentBytes is the size of a partition's segment files
+	// (log.segment.bytes): retention frees disk and memory a segment at a
+	// time.
+	SegmentBytes int64 `toml:"segment_bytes"`
+	// DiskBudgetBytes bounds the whole data directory: a warning at 80%,
+	// past it the largest partitions lose their oldest records; -1 is no
+	// budget.
+	DiskBudgetBytes int64 `toml:"disk_budget_bytes"`
+	// RetentionCheckInterval is how often retention and the budget are
+	// applied.
+	RetentionCheckInterval Duration `toml:"retention_check_interval"`
 }
 
 // Plugins holds defaults for every plugin.
@@ -103,8 +123,25 @@ type Plugins struct {
 	CacheDir string `toml:"cache_dir"`
 	// MaxMemoryPages is the default memory cap of a Wasm instance (64 KiB pages).
 	MaxMemoryPages uint32 `toml:"max_memory_pages"`
+	// MaxTableElements is the default cap of each table of a Wasm instance
+	// (elements of 8 bytes).
+	MaxTableElements uint32 `toml:"max_table_elements"`
+	// MaxModuleBytes caps the size of a Wasm module file.
+	MaxModuleBytes int64 `toml:"max_module_bytes"`
+	// CompileTimeout bounds compiling a Wasm module.
+	CompileTimeout Duration `toml:"compile_timeout"`
+	// MaxLogLineBytes caps one line a Wasm guest logs; MaxLogLinesPerRecord
+	// and MaxLogBytesPerRecord bound what it logs in one call, per record.
+	MaxLogLineBytes      int `toml:"max_log_line_bytes"`
+	MaxLogLinesPerRecord int `toml:"max_log_lines_per_record"`
+	MaxLogBytesPerRecord int `toml:"max_log_bytes_per_record"`
 	// Timeout is the default bound of one plugin call.
 	Timeout Duration `toml:"timeout"`
+	// LoadTimeout bounds loading one plugin: reading, compiling and
+	// instantiating a Wasm module, starting a native plugin (default 2m,
+	// above compile_timeout).
+	// A pipeline whose plugin does not load in time fails alone.
+	LoadTimeout Duration `toml:"load_timeout"`
 	// Watch is how often Wasm plugin files are checked for changes and hot
 	// reloaded (default "1s"; "0s" disables; SIGHUP reloads at once).
 	Watch *Duration `toml:"watch"`
@@ -276,9 +313,11 @@ type PluginSettings struct {
 	Config map[string]any `toml:"config"`
 	// Pool is how many Wasm instances run in parallel (default: workers).
 	Pool int `toml:"pool"`
-	// MaxMemoryPages and Timeout override [plugins] for this plugin.
-	MaxMemoryPages uint32   `toml:"max_memory_pages"`
-	Timeout        Duration `toml:"timeout"`
+	// MaxMemoryPages, MaxTableElements and Timeout override [plugins] for
+	// this plugin.
+	MaxMemoryPages   uint32   `toml:"max_memory_pages"`
+	MaxTableElements uint32   `toml:"max_table_elements"`
+	Timeout          Duration `toml:"timeout"`
 	// Dirs grants a Wasm guest host directories: guest path -> host path
 	// (read-write; "path:ro" read-only).
 	Dirs map[string]string `toml:"dirs"`

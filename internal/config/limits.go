@@ -12,6 +12,9 @@ const (
 	// DefaultWatch is how often Wasm plugin files are checked for changes
 	// ([plugins] watch).
 	DefaultWatch = time.Second
+	// DefaultLoadTimeout bounds loading one plugin ([plugins]
+	// load_timeout).
+	DefaultLoadTimeout = 2 * time.Minute
 	// DefaultKeys is the number of distinct keys of a generate source.
 	DefaultKeys = 1000
 )

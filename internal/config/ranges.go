@@ -10,13 +10,16 @@ import (
 )
 
 // intRange is the allowed values of an integer key. When zero is not
-// empty, 0 is allowed too and means zero.
+// empty, 0 is allowed too and means zero; when negative is not empty, any
+// negative value is allowed and means negative.
 type intRange struct {
-	lo, hi int64
-	zero   string
+	lo, hi         int64
+	zero, negative string
 }
 
-func (r intRange) ok(v int64) bool { return v >= r.lo && v <= r.hi || v == 0 && r.zero != "" }
+func (r intRange) ok(v int64) bool {
+	return v >= r.lo && v <= r.hi || v == 0 && r.zero != "" || v < 0 && r.negative != ""
+}
 
 func (r intRange) allowed() string {
 	lo := strconv.FormatInt(r.lo, 10)
@@ -27,10 +30,16 @@ func (r intRange) allowed() string {
 			lo = "0 (" + r.zero + ")"
 		}
 	}
+	var out string
 	if r.hi == math.MaxInt64 {
-		return lo + " or more"
+		out = lo + " or more"
+	} else {
+		out = lo + " to " + strconv.FormatInt(r.hi, 10)
 	}
-	return lo + " to " + strconv.FormatInt(r.hi, 10)
+	if r.negative != "" {
+		out += ", or negative for " + r.negative
+	}
+	return out
 }
 
 // durRange is the allowed values of a duration key. When zero is not
@@ -83,7 +92,12 @@ func quoteDur(d time.Duration) string { return `"` + shortDur(d) + `"` }
 // code: it turns a typo (an extra zero, a sign) into an error at its line.
 var (
 	rangePartitions     = intRange{lo: 1, hi: 10000}
-	rangeMemoryPages    = intRange{lo: 1, hi: 65536} // 4 GiB, Wasm32's limit
+	rangeMemoryPages    = intRange{lo: 1, hi: 65536}   // 4 GiB, Wasm32's limit
+	rangeTableElements  = intRange{lo: 1, hi: 1 << 28} // 2 GiB of 8-byte elements
+	rangeModuleBytes    = intRange{lo: 1 << 10, hi: 1 << 30}
+	rangeLogLineBytes   = intRange{lo: 16, hi: 1 << 20}
+	rangeLogLines       = intRange{lo: 1, hi: 1 << 20}
+	rangeLogBytes       = intRange{lo: 16, hi: 1 << 26}
 	rangeWorkers        = intRange{lo: 1, hi: 256}
 	rangePool           = intRange{lo: 1, hi: 256}
 	rangeMaxInFlight    = intRange{lo: 1, hi: 10_000_000}
@@ -95,6 +109,8 @@ var (
 	rangeVersion        = intRange{lo: 1, hi: 1_000_000}
 	rangeBaselineVer    = intRange{lo: 1, hi: 1_000_000, zero: "the first version"}
 	rangePluginTimeout  = durRange{lo: time.Millisecond, hi: time.Hour, negative: "no bound"}
+	rangeLoadTimeout    = durRange{lo: time.Second, hi: time.Hour}
+	rangeCompileTimeout = durRange{lo: 100 * time.Millisecond, hi: time.Hour}
 	rangeWatch          = durRange{lo: 100 * time.Millisecond, hi: time.Hour, zero: "off"}
 	rangeShutdown       = durRange{lo: 0, hi: time.Hour, zero: "abandon in-flight batches at once"}
 	rangeCommitInterval = durRange{lo: 0, hi: time.Hour, zero: "after every batch"}
@@ -116,7 +132,7 @@ var kafkaLevels = map[string][2]int{"gzip": {1, 9}, "lz4": {1, 9}, "zstd": {1, 4
 
 // typeRanges name the allowed range of keys whose Go type is narrower than
 // TOML's integers, for the decoder's "out of range for uint32" errors.
-var typeRanges = map[string]intRange{"max_memory_pages": rangeMemoryPages, "partitions": rangePartitions}
+var typeRanges = map[string]intRange{"max_memory_pages": rangeMemoryPages, "max_table_elements": rangeTableElements, "partitions": rangePartitions}
 
 // checker collects the problems of one config, at most MaxErrors of them
 // in full.

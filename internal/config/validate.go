@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/fluid"
+	"github.com/streamd/streamd/internal/embedded"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -33,6 +34,11 @@ func (c *Config) setDefaults() {
 		} else {
 			e.DataDir = c.Resolve(e.DataDir)
 		}
+		setDefault(c, "kafka.embedded.retention", &e.Retention.Duration, embedded.DefaultRetention)
+		setDefault(c, "kafka.embedded.retention_bytes", &e.RetentionBytes, embedded.DefaultRetentionBytes)
+		setDefault(c, "kafka.embedded.segment_bytes", &e.SegmentBytes, embedded.DefaultSegmentBytes)
+		setDefault(c, "kafka.embedded.disk_budget_bytes", &e.DiskBudgetBytes, embedded.DefaultDiskBudget)
+		setDefault(c, "kafka.embedded.retention_check_interval", &e.RetentionCheckInterval.Duration, embedded.DefaultRetentionCheck)
 		if len(c.Kafka.Brokers) == 0 {
 			c.Kafka.Brokers = []string{e.Listen}
 		}
@@ -44,10 +50,17 @@ func (c *Config) setDefaults() {
 		c.Plugins.CacheDir = c.Resolve(c.Plugins.CacheDir)
 	}
 	setDefault(c, "plugins.max_memory_pages", &c.Plugins.MaxMemoryPages, plugins.DefaultMaxMemoryPages)
+	setDefault(c, "plugins.max_table_elements", &c.Plugins.MaxTableElements, plugins.DefaultMaxTableElements)
+	setDefault(c, "plugins.max_module_bytes", &c.Plugins.MaxModuleBytes, plugins.DefaultMaxModuleBytes)
+	setDefault(c, "plugins.compile_timeout", &c.Plugins.CompileTimeout.Duration, plugins.DefaultCompileTimeout)
+	setDefault(c, "plugins.max_log_line_bytes", &c.Plugins.MaxLogLineBytes, plugins.DefaultMaxLogLineBytes)
+	setDefault(c, "plugins.max_log_lines_per_record", &c.Plugins.MaxLogLinesPerRecord, plugins.DefaultMaxLogLinesPerRecord)
+	setDefault(c, "plugins.max_log_bytes_per_record", &c.Plugins.MaxLogBytesPerRecord, plugins.DefaultMaxLogBytesPerRecord)
 	if c.Plugins.Watch == nil {
 		c.Plugins.Watch = &Duration{DefaultWatch}
 	}
 	setDefault(c, "plugins.timeout", &c.Plugins.Timeout.Duration, plugins.DefaultTimeout)
+	setDefault(c, "plugins.load_timeout", &c.Plugins.LoadTimeout.Duration, DefaultLoadTimeout)
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		at := fmt.Sprintf("pipeline[%d].", i)
@@ -121,10 +134,18 @@ func (c *Config) validate() error {
 	if e := c.Kafka.Embedded; e != nil {
 		k.nonEmpty("kafka.embedded.listen", e.Listen, "host:port", "127.0.0.1:9092")
 		k.nonEmpty("kafka.embedded.data_dir", e.DataDir, "a directory", "<data_dir>/broker")
+		k.embeddedRetention(e)
 	}
 	k.nonEmpty("plugins.cache_dir", c.Plugins.CacheDir, "a directory", "<data_dir>/wasm-cache")
 	k.int("plugins.max_memory_pages", int64(c.Plugins.MaxMemoryPages), rangeMemoryPages)
+	k.int("plugins.max_table_elements", int64(c.Plugins.MaxTableElements), rangeTableElements)
+	k.int("plugins.max_module_bytes", c.Plugins.MaxModuleBytes, rangeModuleBytes)
+	k.dur("plugins.compile_timeout", c.Plugins.CompileTimeout.Duration, rangeCompileTimeout)
+	k.int("plugins.max_log_line_bytes", int64(c.Plugins.MaxLogLineBytes), rangeLogLineBytes)
+	k.int("plugins.max_log_lines_per_record", int64(c.Plugins.MaxLogLinesPerRecord), rangeLogLines)
+	k.int("plugins.max_log_bytes_per_record", int64(c.Plugins.MaxLogBytesPerRecord), rangeLogBytes)
 	k.dur("plugins.timeout", c.Plugins.Timeout.Duration, rangePluginTimeout)
+	k.dur("plugins.load_timeout", c.Plugins.LoadTimeout.Duration, rangeLoadTimeout)
 	k.dur("plugins.watch", c.Plugins.Watch.Duration, rangeWatch)
 	if len(c.Pipelines) == 0 && c.Journal == nil && c.Fluid == nil {
 		bad("pipeline", "no [[pipeline]] defined")
@@ -344,6 +365,9 @@ func (k *checker) pluginSettings(at string, ps *PluginSettings) {
 	}
 	if k.c.isSet(at + ".max_memory_pages") {
 		k.int(at+".max_memory_pages", int64(ps.MaxMemoryPages), rangeMemoryPages)
+	}
+	if k.c.isSet(at + ".max_table_elements") {
+		k.int(at+".max_table_elements", int64(ps.MaxTableElements), rangeTableElements)
 	}
 	if k.c.isSet(at + ".timeout") {
 		k.dur(at+".timeout", ps.Timeout.Duration, rangePluginTimeout)

@@ -167,6 +167,22 @@ topic = "in"
 			`plugins.max_memory_pages: 70000 is out of range (allowed: 1 to 65536)`},
 		{"plugins max_memory_pages negative", pipe("", "", "", "[plugins]\nmax_memory_pages = -1"), "max_memory_pages",
 			`plugins.max_memory_pages: -1 is out of range (allowed: 1 to 65536)`},
+		{"plugins max_table_elements zero", pipe("", "", "", "[plugins]\nmax_table_elements = 0"), "max_table_elements",
+			`plugins.max_table_elements: 0 is out of range (allowed: 1 to 268435456)`},
+		{"plugins max_table_elements over uint32", pipe("", "", "", "[plugins]\nmax_table_elements = 5000000000"), "max_table_elements",
+			`plugins.max_table_elements: 5000000000 is out of range (allowed: 1 to 268435456)`},
+		{"plugins max_module_bytes small", pipe("", "", "", "[plugins]\nmax_module_bytes = 100"), "max_module_bytes",
+			`plugins.max_module_bytes: 100 is out of range (allowed: 1024 to 1073741824)`},
+		{"plugins compile_timeout zero", pipe("", "", "", "[plugins]\ncompile_timeout = \"0s\""), "compile_timeout",
+			`plugins.compile_timeout: "0s" is out of range (allowed: "100ms" to "1h")`},
+		{"plugins max_log_line_bytes zero", pipe("", "", "", "[plugins]\nmax_log_line_bytes = 0"), "max_log_line_bytes",
+			`plugins.max_log_line_bytes: 0 is out of range (allowed: 16 to 1048576)`},
+		{"plugins max_log_lines_per_record negative", pipe("", "", "", "[plugins]\nmax_log_lines_per_record = -3"), "max_log_lines_per_record",
+			`plugins.max_log_lines_per_record: -3 is out of range (allowed: 1 to 1048576)`},
+		{"plugins max_log_bytes_per_record huge", pipe("", "", "", "[plugins]\nmax_log_bytes_per_record = 999999999"), "max_log_bytes_per_record",
+			`plugins.max_log_bytes_per_record: 999999999 is out of range (allowed: 16 to 67108864)`},
+		{"stage max_table_elements zero", pipe("", "", "", "[[pipeline.transform]]\ntype = \"wasm\"\npath = \"x.wasm\"\nmax_table_elements = 0"), "max_table_elements",
+			`pipeline[0].transform[0].max_table_elements: 0 is out of range (allowed: 1 to 268435456)`},
 		{"partitions over int32", kafkaKey(pipe("", "", "", ""), "partitions = 3000000000"), "partitions",
 			`kafka.partitions: 3000000000 is out of range (allowed: 1 to 10000)`},
 		{"plugins timeout zero", pipe("", "", "", "[plugins]\ntimeout = \"0s\""), "timeout",
@@ -308,6 +324,12 @@ func TestDefaults(t *testing.T) {
 		{"watch", c.Plugins.Watch.Duration, DefaultWatch},
 		{"timeout", c.Plugins.Timeout.Duration, plugins.DefaultTimeout},
 		{"max_memory_pages", c.Plugins.MaxMemoryPages, uint32(plugins.DefaultMaxMemoryPages)},
+		{"max_table_elements", c.Plugins.MaxTableElements, uint32(plugins.DefaultMaxTableElements)},
+		{"max_module_bytes", c.Plugins.MaxModuleBytes, int64(plugins.DefaultMaxModuleBytes)},
+		{"compile_timeout", c.Plugins.CompileTimeout.Duration, plugins.DefaultCompileTimeout},
+		{"max_log_line_bytes", c.Plugins.MaxLogLineBytes, plugins.DefaultMaxLogLineBytes},
+		{"max_log_lines_per_record", c.Plugins.MaxLogLinesPerRecord, plugins.DefaultMaxLogLinesPerRecord},
+		{"max_log_bytes_per_record", c.Plugins.MaxLogBytesPerRecord, plugins.DefaultMaxLogBytesPerRecord},
 		// A stage without its own limits inherits [plugins]: 0 here.
 		{"stage timeout", p.Transforms[0].Timeout.Duration, time.Duration(0)},
 		{"stage pool", p.Transforms[0].Pool, 0},
@@ -409,7 +431,7 @@ func TestErrorsBounded(t *testing.T) {
 	if len(lines) != MaxErrors+1 {
 		t.Fatalf("%d lines, want %d", len(lines), MaxErrors+1)
 	}
-	if !strings.HasPrefix(lines[0], "c.toml:5: pipeline.unknown_0: unknown key") {
+	if !strings.HasPrefix(lines[0], "c.toml:5: pipeline[0].unknown_0: unknown key") {
 		t.Fatalf("first line %q", lines[0])
 	}
 	if want := fmt.Sprintf("c.toml: and %d more problems", 5000-MaxErrors); lines[MaxErrors] != want {

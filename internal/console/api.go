@@ -57,13 +57,14 @@ func (c *Console) info(w http.ResponseWriter, _ *http.Request) {
 		Pipelines []pipelineInfo `json:"pipelines"`
 		Journal   bool           `json:"journal"`
 		Fluid     bool           `json:"fluid"`
+		Broker    bool           `json:"broker"` // an embedded broker (broker.go)
 		Interval  int64          `json:"interval_ms"`
 		History   int64          `json:"history_ms"`
 		// Tap is true when the engine reports stage calls (the tap works).
 		Tap       bool      `json:"tap"`
 		TapLimits TapLimits `json:"tap_limits"`
 		TapsOpen  int64     `json:"taps_open"`
-	}{TapLimits: c.o.tap, TapsOpen: c.openTaps.Load(), Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil, Tap: c.hasObservers(),
+	}{TapLimits: c.o.tap, TapsOpen: c.openTaps.Load(), Pipelines: []pipelineInfo{}, Journal: c.o.journal != nil, Fluid: c.o.fluid != nil, Broker: c.o.broker != nil, Tap: c.hasObservers(),
 		Interval: c.o.interval.Milliseconds(), History: c.o.history.Milliseconds()}
 	for _, p := range c.o.pipelines() {
 		out.Pipelines = append(out.Pipelines, describe(p))

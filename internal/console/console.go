@@ -104,6 +104,7 @@ type options struct {
 	pipelines func() []Pipeline
 	journal   *Journal
 	fluid     func() any
+	broker    func() any // broker.go
 	log       *slog.Logger
 	interval  time.Duration
 	history   time.Duration
@@ -223,6 +224,7 @@ func New(opts ...Option) *Console {
 	c.handle("GET /ui/api/journal", c.journalInfo)
 	c.handle("GET /ui/api/journal/quarantine", c.journalQuarantine)
 	c.handle("GET /ui/api/fluid", c.fluidInfo)
+	c.handle("GET /ui/api/broker", c.brokerInfo)
 	c.handle("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/ui/api/"):

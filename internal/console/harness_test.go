@@ -156,6 +156,17 @@ func startDaemonAdmin(t *testing.T, adminKeys, body string) *daemon {
 		_ = res.Body.Close()
 		return res.StatusCode == 200, res.Status
 	})
+	// The listener opens first; the journal and the fluid bridge once
+	// /readyz no longer says "starting".
+	waitFor(t, 60*time.Second, "the daemon's parts started", func() (bool, string) {
+		res, err := http.Get(d.Base + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		return !strings.Contains(string(body), `"starting"`), string(body)
+	})
 	return d
 }
 

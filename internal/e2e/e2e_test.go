@@ -223,7 +223,7 @@ type = "drop"
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("lint exit: %v, want exit status 2\n%s", err, out)
 	}
-	want := cfg + ":8: pipeline.source.gruop: unknown key (did you mean \"group\"?)"
+	want := cfg + ":8: pipeline[0].source.gruop: unknown key (did you mean \"group\"?)"
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("lint said:\n%s\nwant it to contain %q", out, want)
 	}
@@ -674,11 +674,17 @@ listen = %q
 metadata = %q
 `, admin, filepath.Join(root, "examples/fluid/.fluid")))
 	d := start(t, cfg)
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(d.log.String(), "admin server listening"); {
-		if time.Now().After(deadline) {
-			t.Fatal("streamd did not start")
+	// Ready once the bridge has started (the listener opens first).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + admin + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("streamd did not become ready")
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

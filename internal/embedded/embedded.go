@@ -15,7 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// Config configures an embedded broker.
+// Config configures an embedded broker. Zero values mean the defaults
+// (the Default* constants).
 type Config struct {
 	// Listen is the host:port to listen on.
 	Listen string
@@ -28,14 +29,82 @@ type Config struct {
 	// or less is 1.
 	Partitions int32
 	// Logger, when set, gets the broker's storage errors (at most one
-	// line per storageLogEvery, with how many more there were).
+	// line per storageLogEvery, with how many more there were) and its
+	// retention's warnings.
 	Logger *slog.Logger
+
+	// Retention is how long a record is kept, counted from its
+	// timestamp, on every topic that does not set retention.ms itself
+	// (the broker's log.retention.ms); negative keeps records forever.
+	Retention time.Duration
+	// RetentionBytes bounds each partition of every topic that does not
+	// set retention.bytes itself (the broker's log.retention.bytes): the
+	// oldest records go first; negative is no bound.
+	RetentionBytes int64
+	// SegmentBytes is the size at which a partition's log rolls to a new
+	// segment file (log.segment.bytes). Disk, the file's read handle and
+	// the broker's in-memory index of its batches are freed a whole
+	// segment at a time, so it is also the granularity of retention.
+	SegmentBytes int64
+	// DiskBudget bounds the whole data directory: past DiskWarnRatio of
+	// it the broker warns, past it the largest partitions lose their
+	// oldest records until the directory fits; negative is no budget.
+	DiskBudget int64
+	// RetentionCheck is how often retention and the disk budget are
+	// applied.
+	RetentionCheck time.Duration
+}
+
+// Defaults of Config: a laptop holds them, and a broker left running for
+// weeks stays within them.
+const (
+	// DefaultRetention keeps a day of records.
+	DefaultRetention = 24 * time.Hour
+	// DefaultRetentionBytes keeps at most 1 GiB per partition.
+	DefaultRetentionBytes = 1 << 30
+	// DefaultSegmentBytes rolls segments at 16 MiB.
+	DefaultSegmentBytes = 16 << 20
+	// DefaultDiskBudget bounds the data directory at 8 GiB.
+	DefaultDiskBudget = 8 << 30
+	// DefaultRetentionCheck applies retention every 10 seconds.
+	DefaultRetentionCheck = 10 * time.Second
+)
+
+// DiskWarnRatio is the share of the disk budget past which the broker
+// warns (a log line and streamd_embedded_disk_budget_used_ratio).
+const DiskWarnRatio = 0.8
+
+// withDefaults returns c with its zero values replaced by the defaults.
+func (c Config) withDefaults() Config {
+	if c.Partitions <= 0 {
+		c.Partitions = 1
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = DefaultRetentionBytes
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.DiskBudget == 0 {
+		c.DiskBudget = DefaultDiskBudget
+	}
+	if c.RetentionCheck <= 0 {
+		c.RetentionCheck = DefaultRetentionCheck
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 // Broker is a running embedded broker.
 type Broker struct {
 	*kfake.Cluster
 	storage *storageLog
+	ret     *retainer
 }
 
 // StorageError returns the error the broker last got writing its data
@@ -129,8 +198,9 @@ type storageError struct {
 func (e *storageError) Error() string { return e.msg }
 func (e *storageError) Unwrap() error { return e.err }
 
-// Start starts a broker.
+// Start starts a broker, and its retention (see Config).
 func Start(c Config) (*Broker, error) {
+	c = c.withDefaults()
 	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker listen %q: %w", c.Listen, err)
@@ -146,9 +216,16 @@ func Start(c Config) (*Broker, error) {
 	opts := []kfake.Opt{
 		kfake.WithLogger(storage),
 		kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(c.DataDir),
-		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(int(max(1, c.Partitions))),
+		kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(int(c.Partitions)),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
 			return net.Listen(network, net.JoinHostPort(host, portStr))
+		}),
+		// What DescribeConfigs answers for every topic that sets none
+		// of its own; the retainer applies them.
+		kfake.BrokerConfigs(map[string]string{
+			"log.retention.ms":    strconv.FormatInt(retentionMs(c.Retention), 10),
+			"log.retention.bytes": strconv.FormatInt(max(-1, c.RetentionBytes), 10),
+			"log.segment.bytes":   strconv.FormatInt(c.SegmentBytes, 10),
 		}),
 	}
 	if c.SyncWrites {
@@ -158,5 +235,24 @@ func Start(c Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", c.Listen, c.DataDir, err)
 	}
-	return &Broker{Cluster: cl, storage: storage}, nil
+	ret, err := startRetainer(cl, c)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("embedded broker on %s (data %s): %w", c.Listen, c.DataDir, err)
+	}
+	return &Broker{Cluster: cl, storage: storage, ret: ret}, nil
+}
+
+// retentionMs is d as a retention.ms: -1 for forever.
+func retentionMs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return max(1, d.Milliseconds())
+}
+
+// Close stops the broker's retention, then the broker.
+func (b *Broker) Close() {
+	b.ret.close()
+	b.Cluster.Close()
 }

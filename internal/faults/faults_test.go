@@ -52,6 +52,7 @@ var old2020 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 // waits for has (until then it runs on the suite's branch only).
 var landed = []string{
 	"broker-sigstop",
+	"control-after-reload",
 	"broker-stopped",
 	"file-old-timestamps",
 	"full-disk",
@@ -176,6 +177,7 @@ func allCases(kafka bool) map[string]func(*testing.T) {
 	cases["sigkill-instance-id"] = sigkill(true)
 	cases["sigkill-no-instance-id"] = sigkill(false)
 	cases["oversize"] = oversize
+	cases["control-after-reload"] = controlAfterReload
 	cases["file-old-timestamps"] = fileOld
 	if !kafka {
 		// The embedded broker (kfake) keeps its data under data_dir.

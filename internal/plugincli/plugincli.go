@@ -72,6 +72,12 @@ limits default to a pipeline's defaults):
                            1048588; negative: no limit)
   --timeout D              bound of one call (default 5s; negative: none)
   --max-memory-pages N     memory cap of a Wasm instance, 64 KiB pages (default 256 = 16 MiB)
+  --max-table-elements N   cap of each table of a Wasm instance (default 1048576 = 8 MiB)
+  --max-module-bytes N     largest Wasm module file (default 67108864 = 64 MiB)
+  --compile-timeout D      bound of compiling a Wasm module (default 1m)
+  --max-log-line-bytes N   longest line a Wasm guest logs (default 4096)
+  --max-log-lines-per-record N, --max-log-bytes-per-record N
+                           what a Wasm guest logs in one call, per record (default 16, 16384)
   --pool N                 Wasm instances (default 2)
   --dir GUEST=HOST[:ro]    grant a Wasm plugin a host directory (repeatable)
   --clock                  grant the real clock (default: a fake one)
@@ -86,15 +92,18 @@ Docs: docs/plugins.md.
 }
 
 type common struct {
-	input, expect, config, op string
-	batch, batchBytes, pool   int
-	maxRecordBytes            int
-	maxPages                  uint
-	timeout                   time.Duration
-	clock, random, messages   bool
-	verbose, raw              bool
-	cacheDir                  string
-	dirs                      dirFlag
+	input, expect, config, op   string
+	batch, batchBytes, pool     int
+	maxRecordBytes              int
+	maxPages, maxTable          uint
+	maxModule                   int64
+	compileTimeout              time.Duration
+	logLine, logLines, logBytes int
+	timeout                     time.Duration
+	clock, random, messages     bool
+	verbose, raw                bool
+	cacheDir                    string
+	dirs                        dirFlag
 }
 
 // dirFlag collects --dir GUEST=HOST grants.
@@ -133,6 +142,12 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.IntVar(&c.maxRecordBytes, "max-record-bytes", kafka.DefaultMaxRecordBytes, "the Kafka sink's max_record_bytes: a transform's or codec's output record over it is refused as the sink refuses it; negative: no limit")
 		fs.DurationVar(&c.timeout, "timeout", plugins.DefaultTimeout, "bound of one plugin call; negative: none (trusted)")
 		fs.UintVar(&c.maxPages, "max-memory-pages", plugins.DefaultMaxMemoryPages, "memory cap of a Wasm instance in 64 KiB pages")
+		fs.UintVar(&c.maxTable, "max-table-elements", plugins.DefaultMaxTableElements, "cap of each table of a Wasm instance, in elements of 8 bytes")
+		fs.Int64Var(&c.maxModule, "max-module-bytes", plugins.DefaultMaxModuleBytes, "largest Wasm module file")
+		fs.DurationVar(&c.compileTimeout, "compile-timeout", plugins.DefaultCompileTimeout, "bound of compiling a Wasm module")
+		fs.IntVar(&c.logLine, "max-log-line-bytes", plugins.DefaultMaxLogLineBytes, "longest line a Wasm guest logs")
+		fs.IntVar(&c.logLines, "max-log-lines-per-record", plugins.DefaultMaxLogLinesPerRecord, "lines a Wasm guest may log in one call, per record")
+		fs.IntVar(&c.logBytes, "max-log-bytes-per-record", plugins.DefaultMaxLogBytesPerRecord, "bytes a Wasm guest may log in one call, per record")
 		fs.IntVar(&c.pool, "pool", pipeline.DefaultWorkers, "Wasm instances (a pipeline's pool, default its workers)")
 		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST or GUEST=HOST:ro (repeatable)")
 		fs.BoolVar(&c.clock, "clock", false, "grant a Wasm plugin the real clock")
@@ -178,6 +193,15 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		return "", c, fmt.Errorf("--batch-bytes %d: must be at least 1", c.batchBytes)
 	case needInput && (c.maxPages < 1 || c.maxPages > 65536):
 		return "", c, fmt.Errorf("--max-memory-pages %d: must be 1 to 65536 (4 GiB)", c.maxPages)
+	case needInput && (c.maxTable < 1 || c.maxTable > 1<<28):
+		return "", c, fmt.Errorf("--max-table-elements %d: must be 1 to 268435456", c.maxTable)
+	case needInput && (c.maxModule < 1<<10 || c.maxModule > 1<<30):
+		return "", c, fmt.Errorf("--max-module-bytes %d: must be 1024 to 1073741824", c.maxModule)
+	case needInput && (c.compileTimeout < 100*time.Millisecond || c.compileTimeout > time.Hour):
+		return "", c, fmt.Errorf("--compile-timeout %v: must be 100ms to 1h", c.compileTimeout)
+	case needInput && (c.logLine < 16 || c.logLines < 1 || c.logBytes < 16):
+		return "", c, fmt.Errorf("--max-log-line-bytes %d, --max-log-lines-per-record %d, --max-log-bytes-per-record %d: must be at least 16, 1 and 16",
+			c.logLine, c.logLines, c.logBytes)
 	case needInput && (c.pool < 1 || c.pool > 256):
 		return "", c, fmt.Errorf("--pool %d: must be 1 to 256", c.pool)
 	case needInput && c.timeout == 0:
@@ -191,7 +215,9 @@ func options(c common, stderr io.Writer) (plugins.Options, error) {
 		Logger:  slog.New(slog.DiscardHandler),
 		Timeout: c.timeout,
 		Pool:    c.pool,
-		Wasm:    plugins.WasmOptions{CacheDir: c.cacheDir, MaxMemoryPages: uint32(c.maxPages), Clock: c.clock, DeterministicRandom: !c.random},
+		Wasm: plugins.WasmOptions{CacheDir: c.cacheDir, MaxMemoryPages: uint32(c.maxPages), Clock: c.clock, DeterministicRandom: !c.random,
+			MaxTableElements: uint32(c.maxTable), MaxModuleBytes: c.maxModule, CompileTimeout: c.compileTimeout,
+			MaxLogLineBytes: c.logLine, MaxLogLinesPerRecord: c.logLines, MaxLogBytesPerRecord: c.logBytes},
 	}
 	if len(c.dirs) > 0 {
 		opts.Wasm.Dirs = c.dirs

@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Wat2Wasm compiles the WAT file in into the Wasm file out with wat2wasm
@@ -44,4 +47,20 @@ func Root() string {
 			panic("testenv: no streamd go.mod above " + dir)
 		}
 	}
+}
+
+// ProbeBound is the longest a liveness probe of a process under test may
+// take: 100 ms, or 500 ms while the machine's 1-minute load average is at
+// least its number of processors (where any process waits that long for
+// a processor now and then). A process that stops answering (a garbage
+// collection that waits on code that cannot be preempted) exceeds either
+// by seconds.
+func ProbeBound() time.Duration {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		if load, err := strconv.ParseFloat(f[0], 64); err == nil && load >= float64(runtime.NumCPU()) {
+			return 500 * time.Millisecond
+		}
+	}
+	return 100 * time.Millisecond
 }

@@ -576,6 +576,9 @@ const pages = {
   },
 };
 
+// extraPages are pages other files add (broker.js): name -> page maker.
+const extraPages = {};
+
 // tapPage is replaced by the tap view where the daemon has it.
 let tapPage = name => notFound("the tap of " + name);
 
@@ -618,7 +621,7 @@ function route() {
     case "tap": next = pages.tap(parts[1], parts[2]); nav = ""; break;
     case "journal": next = pages.journal(); nav = "journal"; break;
     case "fluid": next = pages.fluid(); nav = "fluid"; break;
-    default: next = notFound("page " + location.hash);
+    default: next = extraPages[parts[0]] ? extraPages[parts[0]]() : notFound("page " + location.hash); nav = parts[0];
   }
   if (page && page.unmount) page.unmount();
   page = next;
@@ -639,12 +642,13 @@ async function main() {
   store.history = store.info.history_ms;
   $('#nav a[data-page="journal"]').hidden = !store.info.journal;
   $('#nav a[data-page="fluid"]').hidden = !store.info.fluid;
+  $('#nav a[data-page="broker"]').hidden = !store.info.broker;
   window.addEventListener("hashchange", route);
   route();
   stream();
 }
 
-window.streamdConsole = {store, el, api, enc, dataText, pipeInfo, stateBadge, authHeaders, setTapPage: f => { tapPage = f; }};
+window.streamdConsole = {store, el, api, enc, dataText, pipeInfo, stateBadge, authHeaders, setTapPage: f => { tapPage = f; }, addPage: (name, f) => { extraPages[name] = f; }};
 // tap.js (deferred after this file) registers its page before
 // DOMContentLoaded, which comes after every deferred script.
 document.addEventListener("DOMContentLoaded", main);

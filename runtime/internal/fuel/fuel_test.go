@@ -86,8 +86,9 @@ func instantiate(tb testing.TB, e *env, bin []byte) api.Module {
 }
 
 // TestSemanticsKept runs the instrumented module's functions and checks
-// results and how often the fuel ran out: every 100 function entries or
-// loop iterations.
+// results and how often the fuel ran out: every 100 units, a unit being
+// a function entry or loop iteration of up to 64 bytes of code, and a
+// call of an import one more.
 func TestSemanticsKept(t *testing.T) {
 	bin := watModule(t, "loops")
 	ctx := deadline(t)
@@ -97,13 +98,15 @@ func TestSemanticsKept(t *testing.T) {
 		want    uint64
 		refills int
 	}{
-		// count(n): 1 entry + n+1 loop heads.
+		// count(n): 1 entry + n+1 loop heads, each paying 2 units
+		// (the loop calls the import add).
 		{"count", []uint64{0}, 0, 0},
-		{"count", []uint64{98}, 98, 1}, // 100 checks: the 100th refills
-		{"count", []uint64{1000}, 1000, 10},
+		{"count", []uint64{48}, 48, 0}, // 99 units
+		{"count", []uint64{49}, 49, 1}, // 101 units: the check that takes it to 0 refills
+		{"count", []uint64{1000}, 1000, 20},
 		// fib(n) makes fib(n+1)*2-1 calls: fib(15)=610 -> 1973 entries.
 		{"fib", []uint64{15}, 610, 19},
-		{"indirect", []uint64{0, 250}, 250, 2}, // 1 + 1 + 251 checks
+		{"indirect", []uint64{0, 250}, 250, 5}, // 1 + 1 + 251*2 units
 		{"indirect", []uint64{1, 10}, 55, 1},   // 1 + 177 entries
 		{"bump", nil, 1, 0},
 	} {
@@ -196,8 +199,9 @@ func TestHostile(t *testing.T) {
 		{fn: "mutual", stop: 3, refills: 3},
 		{fn: "tail", stop: 3, refills: 3},
 		{fn: "tail_mutual", stop: 3, refills: 3},
-		// 1 + k*(1 + 4n + 3) checks, 1 + k of them in calls itself.
-		{fn: "calls", args: []uint64{100, 3}, refills: 16},
+		// 1 + k*(2 + 4n + 3) units, 1 + 2k of them in calls itself (its
+		// loop pays for its 65 to 128 bytes of code and its callees).
+		{fn: "calls", args: []uint64{100, 3}, refills: 17},
 		{fn: "calls", args: []uint64{10, 30}, refills: 12},
 		{fn: "calls", args: []uint64{10, 1}, refills: 0},
 		{fn: "calls", args: []uint64{1000, 3}, stop: 100, refills: 100},
@@ -387,7 +391,7 @@ func TestEntryChecks(t *testing.T) {
 		refills int
 	}{
 		{fn: "chain", calls: 1000, refills: 0},
-		{fn: "host", calls: 1000, refills: 10},
+		{fn: "host", calls: 1000, refills: 20}, // 2 units a call: it calls an import
 		{fn: "cycle", calls: 1, stop: 3, refills: 3},
 		{fn: "double", calls: 1, stop: 3, refills: 3},
 	} {

@@ -185,3 +185,27 @@ func appendSection(dst []byte, id byte, payload []byte) []byte {
 	dst = appendU32(dst, uint32(len(payload)))
 	return append(dst, payload...)
 }
+
+// s33 reads a signed LEB128 number of at most 5 bytes as a block type or
+// heap type: negative for a value type or an abstract heap type, else a
+// type index.
+func (r *reader) s33() int64 {
+	var v int64
+	shift := uint(0)
+	for n := 0; n < 5; n++ {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+	r.fail(errLEB)
+	return 0
+}
