@@ -185,7 +185,7 @@ func loadRange(rs []result) string {
 
 func summarizeLatency(w io.Writer, s shape, runs []result) {
 	fmt.Fprintf(w, "\n%s, %s broker, %s, %.0f%% of the bare loop's saturated rate (load %s):\n", s.bench, s.broker, s.delivery, 100*s.fraction, loadRange(runs))
-	fmt.Fprintf(w, "| row | rounds | target records/s | sent | p50 ms | p99 ms | p99.9 ms | max ms | p99 of bare (per round) | missing |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| row | rounds | target records/s | sent | p50 ms | p99 ms | p99.9 ms | max ms | p99 of bare (per round) | missing | duplicates |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	bare := map[int]result{}
 	for _, r := range runs {
 		if r.Row == "bare" {
@@ -206,8 +206,9 @@ func summarizeLatency(w io.Writer, s shape, runs []result) {
 	}
 	for _, k := range keys {
 		var target, sent, p50, p99, p999, mx, ratio []float64
-		missing := 0
+		missing, dups := 0, 0
 		for _, r := range rows[k] {
+			dups += r.Dups
 			target, sent = append(target, r.Target), append(sent, r.Sent)
 			p50, p99, p999, mx = append(p50, r.P50ms), append(p99, r.P99ms), append(p999, r.P999ms), append(mx, r.MaxMs)
 			missing += r.Missing
@@ -216,14 +217,14 @@ func summarizeLatency(w io.Writer, s shape, runs []result) {
 			}
 		}
 		lo, hi := span(ratio)
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.2f | %s | %.1f | %.1f | %.2f (%.2f-%.2f) | %d |\n", k, len(rows[k]), median(target), median(sent),
-			median(p50), medRange(p99, 1, ""), median(p999), median(mx), median(ratio), lo, hi, missing)
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.2f | %s | %.1f | %.1f | %.2f (%.2f-%.2f) | %d | %d |\n", k, len(rows[k]), median(target), median(sent),
+			median(p50), medRange(p99, 1, ""), median(p999), median(mx), median(ratio), lo, hi, missing, dups)
 	}
 }
 
 func summarizeIdle(w io.Writer, s shape, runs []result) {
 	fmt.Fprintf(w, "\n%s, %s broker, idle (load %s):\n", s.bench, s.broker, loadRange(runs))
-	fmt.Fprintf(w, "| row | pipelines | rounds | RSS MiB | RSS per pipeline MiB | CPU %% of a core | per pipeline | broker CPU %% |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| row | pipelines | rounds | RSS MiB | MiB per pipeline more (from the fewest) | CPU %% of a core | per pipeline | broker CPU %% |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	type k struct {
 		row string
 		n   int
@@ -243,12 +244,29 @@ func summarizeIdle(w io.Writer, s shape, runs []result) {
 		}
 		return keys[i].n < keys[j].n
 	})
+	base := map[string]k{}
 	for _, kk := range keys {
-		var rss, cpu, bcpu []float64
-		for _, r := range rows[kk] {
-			rss, cpu, bcpu = append(rss, float64(r.RSS)/(1<<20)), append(cpu, 100*r.CPUS/r.Window), append(bcpu, 100*r.BrkCPUS/r.Window)
+		if b, ok := base[kk.row]; !ok || kk.n < b.n {
+			base[kk.row] = kk
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f | %.2f | %.3f | %.2f |\n", kk.row, kk.n, len(rows[kk]), median(rss), median(rss)/float64(kk.n),
+	}
+	medRSS := func(kk k) float64 {
+		var rss []float64
+		for _, r := range rows[kk] {
+			rss = append(rss, float64(r.RSS)/(1<<20))
+		}
+		return median(rss)
+	}
+	for _, kk := range keys {
+		var cpu, bcpu []float64
+		for _, r := range rows[kk] {
+			cpu, bcpu = append(cpu, 100*r.CPUS/r.Window), append(bcpu, 100*r.BrkCPUS/r.Window)
+		}
+		more := "-"
+		if b := base[kk.row]; b.n < kk.n {
+			more = fmt.Sprintf("%.2f", (medRSS(kk)-medRSS(b))/float64(kk.n-b.n))
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f | %s | %.2f | %.3f | %.2f |\n", kk.row, kk.n, len(rows[kk]), medRSS(kk), more,
 			median(cpu), median(cpu)/float64(kk.n), median(bcpu))
 	}
 }

@@ -48,12 +48,14 @@ type result struct {
 	// mean time from processing start to acknowledgement.
 	Batches     float64 `json:"batches,omitempty"`
 	BatchMeanMs float64 `json:"batch_mean_ms,omitempty"`
+	Txns        float64 `json:"txns,omitempty"` // exactly-once: transactions ended
 
 	// latency
 	Target   float64 `json:"target_rate,omitempty"` // records/s asked of the producer
 	Sent     float64 `json:"sent_rate,omitempty"`   // records/s it produced in the window
 	Got      int     `json:"got,omitempty"`         // window records that arrived
 	Missing  int     `json:"missing,omitempty"`     // window records that did not, by the deadline
+	Dups     int     `json:"dups,omitempty"`        // window records that arrived more than once
 	P50ms    float64 `json:"p50_ms,omitempty"`
 	P90ms    float64 `json:"p90_ms,omitempty"`
 	P99ms    float64 `json:"p99_ms,omitempty"`
@@ -291,6 +293,9 @@ func cmdThroughput(ctx context.Context, args []string) error {
 						if r.Batches > 0 {
 							fmt.Printf(", %.0f records/batch, batch %.1f ms", float64(n)/r.Batches, r.BatchMeanMs)
 						}
+						if r.Txns > 0 {
+							fmt.Printf(", %.0f records/transaction", float64(n)/r.Txns)
+						}
 						fmt.Println()
 					}
 				}
@@ -388,6 +393,7 @@ func (c *common) run(ctx context.Context, b *broker, v variant, round, seq int) 
 				if v.row != "bare" {
 					m := scrape(ctx, c.adminPort)
 					r.Batches = m["streamd_batch_duration_seconds_count"]
+					r.Txns = m["streamd_transactions_total"]
 					if r.Batches > 0 {
 						r.BatchMeanMs = 1e3 * m["streamd_batch_duration_seconds_sum"] / r.Batches
 					}
