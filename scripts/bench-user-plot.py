@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"bare": "#555555", "streamd": "#1f77b4", "streamd+as": "#d62728"}
+COLORS = {"bare": "#555555", "streamd": "#1f77b4", "streamd+as": "#d62728", "streamd+go": "#2ca02c"}
 
 
 def load(d):
@@ -190,7 +190,7 @@ def plot_latency(runs, d):
     deliveries = [x for x in ("at-least-once", "exactly-once") if any(r["delivery"] == x for r in rs)]
     fig, axes = plt.subplots(1, len(deliveries), figsize=(5 * len(deliveries), 4), squeeze=False)
     for ax, dl in zip(axes[0], deliveries):
-        for row in ("bare", "streamd", "streamd+as"):
+        for row in ("bare", "streamd", "streamd+as", "streamd+go"):
             for q, ls in (("p50_ms", ":"), ("p99_ms", "-")):
                 pts = by(rs, row, lambda r: round(100 * r["fraction"]), lambda r, q=q: r[q] if r[q] > 0 else None, delivery=dl)
                 line(ax, pts, f"{row} {q[:-3]}", color=COLORS.get(row), ls=ls)

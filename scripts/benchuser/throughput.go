@@ -70,6 +70,7 @@ type common struct {
 	out, work, streamd, self   string
 	brokerKind, brokers, addr  string
 	brokerPid, adminPort       int
+	adminBase                  int
 	plugins                    pluginFlag
 	variants                   variantFlag
 	bins                       pluginFlag
@@ -108,7 +109,7 @@ func (c *common) flags(fs *flag.FlagSet, defRows string) *string {
 	fs.StringVar(&c.brokers, "brokers", "", "with -broker kafka: its address")
 	fs.IntVar(&c.brokerPid, "broker-pid", 0, "with -broker kafka: its process id, for its CPU")
 	fs.StringVar(&c.addr, "kfake-addr", "127.0.0.1:36110", "where the kfake broker listens")
-	fs.IntVar(&c.adminPort, "admin-port", 36180, "streamd's admin listener port: the first free one from here on, to 36199")
+	fs.IntVar(&c.adminBase, "admin-port", 36180, "streamd's admin listener port: the first free one of ADMIN-PORT .. ADMIN-PORT+19")
 	fs.Var(c.plugins, "plugin", "LABEL=PATH: a Wasm plugin a row streamd+LABEL runs (repeatable); identity=PATH for -stages")
 	fs.Var(c.bins, "bin", "NAME=PATH: another streamd binary, which a row ROW@NAME runs (builds side by side; repeatable)")
 	fs.Var(c.variants, "variant", "NAME=KEY=VALUE;KEY=VALUE...: settings a row streamd:NAME (or streamd+LABEL:NAME) runs with; a KEY source.X, sink.X, batch.X or transaction.X goes to that table (repeatable)")
@@ -440,7 +441,7 @@ func (c *common) command(dir string, b *broker, v variant, ins []string, out, gr
 		}
 		return c.self, args, nil
 	}
-	c.adminPort = freePort(c.adminPort, 36199)
+	c.adminPort = freePort(c.adminBase, c.adminBase+19)
 	cfg := c.config(dir, b, v, ins, out, group, pipelines)
 	path := filepath.Join(dir, "streamd.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
