@@ -48,6 +48,12 @@ def line(ax, points, label, color=None, **kw):
     ax.errorbar(xs, m, yerr=err, marker="o", capsize=3, label=label, color=color or COLORS.get(label), **kw)
 
 
+def records(runs):
+    """The record counts and sizes of runs, e.g. "500,000 200-byte records"."""
+    ns = sorted({(r["records"], r.get("size", 200)) for r in runs})
+    return ", ".join(f"{n:,} {sz}-byte records" for n, sz in ns)
+
+
 def title(fig, runs, text):
     loads = [r["load"][0] for r in runs]
     dates = sorted(r["at"][:10] for r in runs)
@@ -123,7 +129,7 @@ def plot_partitions(runs, d):
     for ax in (a, b):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    title(fig, rs, "Partitions: 1,000,000 200-byte records")
+    title(fig, rs, f"Partitions: {records(rs)}")
     save(fig, d, "partitions")
 
 
@@ -143,7 +149,7 @@ def plot_stages(runs, d):
     for ax in (a, b):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    title(fig, rs, "Stages: 1,000,000 200-byte records")
+    title(fig, rs, f"Stages: {records(rs)}")
     save(fig, d, "stages")
 
 
@@ -162,7 +168,7 @@ def plot_txn(runs, d):
     a.set(xscale="log", xlabel="transaction.max_records", ylabel="thousand records/s, from process start", ylim=(0, None))
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
-    title(fig, rs, "Exactly-once transaction size: 1,000,000 200-byte records")
+    title(fig, rs, f"Exactly-once transaction size: {records(rs)}")
     save(fig, d, "txn")
 
 
@@ -184,7 +190,9 @@ def plot_idle(runs, d):
 
 
 def plot_latency(runs, d):
-    rs = [r for r in runs if r["bench"] == "latency"]
+    # Every latency run (-bench latency, latency-low, ...), by the rate
+    # produced.
+    rs = [r for r in runs if r["bench"].startswith("latency")]
     if not rs:
         return
     deliveries = [x for x in ("at-least-once", "exactly-once") if any(r["delivery"] == x for r in rs)]
@@ -192,9 +200,9 @@ def plot_latency(runs, d):
     for ax, dl in zip(axes[0], deliveries):
         for row in ("bare", "streamd", "streamd+as", "streamd+go"):
             for q, ls in (("p50_ms", ":"), ("p99_ms", "-")):
-                pts = by(rs, row, lambda r: round(100 * r["fraction"]), lambda r, q=q: r[q] if r[q] > 0 else None, delivery=dl)
+                pts = by(rs, row, lambda r: round(r["target_rate"] / 1e3), lambda r, q=q: r[q] if r[q] > 0 else None, delivery=dl)
                 line(ax, pts, f"{row} {q[:-3]}", color=COLORS.get(row), ls=ls)
-        ax.set(yscale="log", xlabel="% of the bare loop's saturated rate", ylabel="send -> output latency, ms", title=dl)
+        ax.set(xscale="log", yscale="log", xlabel="thousand records/s produced", ylabel="send -> output latency, ms", title=dl)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     title(fig, rs, "Latency at a steady rate (200-byte orders, 4 partitions)")
