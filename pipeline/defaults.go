@@ -37,8 +37,9 @@ const (
 	// transaction is as large as the pipeline can hold, and
 	// DefaultTxnInterval ends it first at lower rates. Each commit costs a
 	// few broker round trips during which the pipeline processes nothing:
-	// at 10,000 a passthrough moved 0.72 of its at-least-once records/s,
-	// at 50,000 0.94 (docs/benchmarks.md).
+	// against its at-least-once records/s in the same run, a passthrough
+	// moved 0.15 at 1,000, 0.66 at 10,000 and 0.71 at 50,000
+	// (docs/benchmarks.md, "streamd as a user runs it").
 	DefaultTxnRecords = DefaultMaxInFlight
 	// DefaultTxnInterval is how long a transaction runs after its first
 	// record ([WithTransactions]): the latency exactly-once adds.
