@@ -115,7 +115,7 @@ func (l bareLoop) run(ctx context.Context) error {
 func (l bareLoop) runEOS(ctx context.Context) error {
 	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(l.seeds...), kgo.ConsumerGroup(l.group), kgo.ConsumeTopics(l.in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(), kgo.TransactionalID(l.group+"-txn"),
+		kgo.TransactionalID(l.group+"-txn"),
 		kgo.ProducerLinger(l.linger), kgo.ProducerBatchCompression(l.codec), kgo.ProducerBatchMaxBytes(l.maxBytes))
 	if err != nil {
 		return err

@@ -139,7 +139,7 @@ func (c *common) waitReady(ctx context.Context, p *proc) error {
 			return err
 		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

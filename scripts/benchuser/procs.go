@@ -105,12 +105,12 @@ func startProc(logPath string, env []string, name string, args ...string) (*proc
 	p := &proc{cmd: cmd, log: lf, done: make(chan struct{})}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		lf.Close()
+		_ = lf.Close()
 		return nil, err
 	}
 	go func() {
 		p.err = cmd.Wait()
-		lf.Close()
+		_ = lf.Close()
 		close(p.done)
 	}()
 	return p, nil
@@ -145,7 +145,7 @@ func (p *proc) tail(n int64) string {
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if st, err := f.Stat(); err == nil && st.Size() > n {
 		_, _ = f.Seek(-n, io.SeekEnd)
 	}
@@ -167,7 +167,7 @@ func scrape(ctx context.Context, port int) map[string]float64 {
 	if err != nil {
 		return out
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {

@@ -36,14 +36,14 @@ func readResults(files []string, bench string) ([]result, error) {
 		for sc.Scan() {
 			var r result
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				fh.Close()
+				_ = fh.Close()
 				return nil, fmt.Errorf("%s: %w", f, err)
 			}
 			if bench == "" || r.Bench == bench {
 				rs = append(rs, r)
 			}
 		}
-		fh.Close()
+		_ = fh.Close()
 		if err := sc.Err(); err != nil {
 			return nil, err
 		}

@@ -140,7 +140,7 @@ func (c *common) setup(ctx context.Context, rows string) (*broker, error) {
 			return nil, fmt.Errorf("row %q: no -plugin %s=PATH", r, label)
 		}
 		if name != "" && c.variants[name] == nil {
-			return nil, fmt.Errorf("row %q: no -variant %s=...", r, name)
+			return nil, fmt.Errorf("row %q: no -variant %s=SETTINGS", r, name)
 		}
 	}
 	var err error
@@ -208,7 +208,7 @@ type variant struct {
 	records, size, parts int
 	stages, txn          int
 	delivery             string
-	in, keysFor          string
+	in                   string
 	maxMessageBytes      int
 }
 
@@ -478,7 +478,7 @@ func (v variantFlag) String() string { return fmt.Sprint(map[string]map[string][
 func (v variantFlag) Set(s string) error {
 	name, kvs, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return fmt.Errorf("-variant %q: want NAME=KEY=VALUE;KEY=VALUE...", s)
+		return fmt.Errorf("-variant %q: want NAME=KEY=VALUE[;KEY=VALUE]", s)
 	}
 	tables := map[string][]string{}
 	for _, kv := range strings.Split(kvs, ";") {
@@ -570,7 +570,7 @@ func (c *common) captureProfiles(ctx context.Context, name string) {
 			return
 		}
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		_ = os.WriteFile(filepath.Join(c.profile, name+"."+q.ext), b, 0o644)
 	}
 }
