@@ -98,6 +98,24 @@ func (b *broker) deleteTopics(ctx context.Context, topics ...string) {
 	_, _ = b.adm.DeleteTopics(ctx, topics...)
 }
 
+// waitReady waits until topic's end offsets can be listed (its
+// partitions have leaders), for at most 30 s.
+func (b *broker) waitReady(ctx context.Context, topic string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := b.endSum(qctx, topic)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("topic %s not ready: %w", topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // endSum is the sum of topic's partitions' end offsets: its records, when
 // no transaction wrote to it.
 func (b *broker) endSum(ctx context.Context, topic string) (int64, error) {
