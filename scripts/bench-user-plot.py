@@ -97,7 +97,7 @@ def save(fig, d, name):
     print("wrote", out)
 
 
-def plot_size(runs, d):
+def plot_size(runs, d, suffix=""):
     rs = [r for r in runs if r["bench"] == "size"]
     if not rs:
         return
@@ -113,10 +113,10 @@ def plot_size(runs, d):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     title(fig, rs, "Record size: kafka -> kafka passthrough against the bare franz-go loop")
-    save(fig, d, "size")
+    save(fig, d, "size" + suffix)
 
 
-def plot_partitions(runs, d):
+def plot_partitions(runs, d, suffix=""):
     rs = [r for r in runs if r["bench"] == "partitions"]
     if not rs:
         return
@@ -130,10 +130,10 @@ def plot_partitions(runs, d):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     title(fig, rs, f"Partitions: {records(rs)}")
-    save(fig, d, "partitions")
+    save(fig, d, "partitions" + suffix)
 
 
-def plot_stages(runs, d):
+def plot_stages(runs, d, suffix=""):
     rs = [r for r in runs if r["bench"] == "stages"]
     if not rs:
         return
@@ -150,10 +150,10 @@ def plot_stages(runs, d):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     title(fig, rs, f"Stages: {records(rs)}")
-    save(fig, d, "stages")
+    save(fig, d, "stages" + suffix)
 
 
-def plot_txn(runs, d):
+def plot_txn(runs, d, suffix=""):
     rs = [r for r in runs if r["bench"] == "txn"]
     if not rs:
         return
@@ -169,10 +169,10 @@ def plot_txn(runs, d):
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
     title(fig, rs, f"Exactly-once transaction size: {records(rs)}")
-    save(fig, d, "txn")
+    save(fig, d, "txn" + suffix)
 
 
-def plot_idle(runs, d):
+def plot_idle(runs, d, suffix=""):
     rs = [r for r in runs if r["bench"] == "idle"]
     if not rs:
         return
@@ -186,10 +186,10 @@ def plot_idle(runs, d):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     title(fig, rs, "Idle pipelines: memory and CPU")
-    save(fig, d, "idle")
+    save(fig, d, "idle" + suffix)
 
 
-def plot_latency(runs, d):
+def plot_latency(runs, d, suffix=""):
     # Every latency run (-bench latency, latency-low, ...), by the rate
     # produced.
     rs = [r for r in runs if r["bench"].startswith("latency")]
@@ -206,7 +206,7 @@ def plot_latency(runs, d):
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     title(fig, rs, "Latency at a steady rate (200-byte orders, 4 partitions)")
-    save(fig, d, "latency")
+    save(fig, d, "latency" + suffix)
 
 
 def main():
@@ -214,8 +214,13 @@ def main():
     runs = load(d)
     if not runs:
         sys.exit(f"no results in {d}/*.jsonl")
-    for f in (plot_size, plot_partitions, plot_stages, plot_txn, plot_idle, plot_latency):
-        f(runs, d)
+    # One set of plots a broker: NAME.png for kfake, NAME-kafka.png for
+    # Apache Kafka.
+    for broker in sorted({r["broker"] for r in runs}):
+        these = [r for r in runs if r["broker"] == broker]
+        suffix = "" if broker == "kfake" else f"-{broker}"
+        for f in (plot_size, plot_partitions, plot_stages, plot_txn, plot_idle, plot_latency):
+            f(these, d, suffix)
 
 
 if __name__ == "__main__":
