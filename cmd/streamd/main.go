@@ -4,6 +4,7 @@
 // Usage:
 //
 //	streamd run -c config.toml       run the daemon
+//	streamd init FOLDER              write a starter config and plugin
 //	streamd lint -c config.toml      validate config and load every plugin (exit 0 or 2)
 //	streamd broker [--listen A] [--data-dir D]   the embedded broker alone
 //	streamd plugin new|inspect|run|test ...
@@ -23,11 +24,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=... -X main.commit=..." (scripts/dist).
+var (
+	version = "0.1.0-dev"
+	commit  = "unknown"
+)
 
 // command is one subcommand: it returns the process exit code.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
@@ -35,6 +41,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func commands() map[string]command {
 	return map[string]command{
 		"run":     cmdRun,
+		"init":    cmdInit,
 		"lint":    cmdLint,
 		"broker":  cmdBroker,
 		"plugin":  cmdPlugin,
@@ -46,7 +53,7 @@ func commands() map[string]command {
 		"tap":     cmdTap,
 		"ctl":     cmdCtl,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
-			fmt.Fprintln(stdout, "streamd", version)
+			fmt.Fprintf(stdout, "streamd %s (commit %s, %s, %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return 0
 		},
 	}
@@ -77,6 +84,7 @@ func usage(w io.Writer) {
 
 commands:
   run -c FILE        run the pipelines in FILE
+  init FOLDER        write a starter config and Wasm plugin into FOLDER (streamd init -h)
   lint -c FILE       validate FILE and load every plugin it names; exit 0 or 2
   broker             run the embedded Kafka broker alone (streamd broker -h)
   plugin             make, inspect, run or test a plugin (streamd plugin -h)
@@ -87,6 +95,6 @@ commands:
   dlq                list, show and replay a pipeline's dead letters (streamd dlq -h)
   tap -c FILE PIPELINE [STAGE]  a sample of the records into and out of a stage (streamd tap -h)
   ctl                status, pause, resume, restart, reload a running daemon (streamd ctl -h)
-  version            print the version
+  version            print the version and the commit it was built from
 `)
 }
