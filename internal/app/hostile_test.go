@@ -172,7 +172,7 @@ type = "drop"
 		}
 	}
 	n, elapsed := written()-before, time.Since(start)
-	if late > 0 {
+	if late > 0 && !testenv.Race { // the race detector's pauses: bounds are checked in the passes without it
 		t.Errorf("%d of %d /healthz probes failed or took more than %v (the slowest %v)", late, probes, bound, worst)
 	}
 
