@@ -22,7 +22,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 )
 
 const ctlUsage = `usage: streamd ctl [flags] <command>

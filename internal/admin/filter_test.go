@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/internal/testenv"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 )
 
 // call is one request to a started server, with the headers a browser

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins/schema"
 )

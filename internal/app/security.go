@@ -7,7 +7,7 @@ import (
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/kafkaconf"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/kgox"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )

@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
 	"github.com/streamd/streamd/internal/testenv"
 	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/x/kgox"
 )
 
 // need is what a case needs of its broker.

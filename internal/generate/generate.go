@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

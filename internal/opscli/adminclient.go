@@ -16,7 +16,7 @@ import (
 	"github.com/streamd/streamd/internal/config"
 	"github.com/streamd/streamd/internal/console"
 	"github.com/streamd/streamd/internal/dlq"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 )
 
 // adminFlags adds the flags of a command that talks to a running

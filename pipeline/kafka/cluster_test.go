@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/streamd/streamd/internal/testenv"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 )
 
 // Mode is what the proxy does with connections.

@@ -236,7 +236,7 @@ func FuzzValid(f *testing.F) {
 		f.Add([]byte(tt.in))
 	}
 	// The journal's action headers and payloads, its main input.
-	files, _ := filepath.Glob("../../journal/internal/action/testdata/*")
+	files, _ := filepath.Glob("../../../journal/internal/action/testdata/*")
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil && !strings.HasSuffix(p, ".py") {
 			f.Add(b)
