@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // subjectManifests registers versions of a JSON Schema subject in the

@@ -17,7 +17,7 @@ import (
 	"github.com/streamd/streamd/internal/admin"
 	"github.com/streamd/streamd/internal/console"
 	"github.com/streamd/streamd/internal/generate"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/console"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )

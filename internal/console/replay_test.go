@@ -14,7 +14,7 @@ import (
 
 	"github.com/streamd/streamd/internal/dlq"
 	"github.com/streamd/streamd/internal/opscli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // fixedPoison is poison.wat with its rejection of "reje..." values gone

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // routeDaemon is a daemon with every kind of route mounted: the admin

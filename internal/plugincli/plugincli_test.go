@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 const (

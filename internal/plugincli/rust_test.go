@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // rustWeb is where scripts/install-tools rust-web puts the modern Rust.

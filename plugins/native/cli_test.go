@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins/load"
 )
 

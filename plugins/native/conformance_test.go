@@ -12,7 +12,7 @@ import (
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
 	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native"
 	"github.com/streamd/streamd/record"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // TestWasmGrantsFromTOML (issue 11, findings 3 and 11): the grant keys of

@@ -7,7 +7,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/tests/testenv/faultproxy"
 )
 
 // A proxy in front of a server: cut it, then heal it.

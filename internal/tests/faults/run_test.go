@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/tests/testenv/faultproxy"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

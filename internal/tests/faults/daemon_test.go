@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // daemon is one `streamd run` process (and, once restarted, the next).

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
-	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv/faultproxy"
 )
 
 var (
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	wd, _ := os.Getwd()
-	root = filepath.Join(wd, "..", "..")
+	root = filepath.Join(wd, "..", "..", "..")
 	tmp, err := os.MkdirTemp("", "streamd-faults")
 	if err != nil {
 		panic(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // echoServer echoes every line it reads; it is closed when the test ends.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/streamd/streamd/internal/app"
 	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 
 func repoRoot(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // downgradePlugin builds the Go orders-downgrade Wasm plugin (v2 orders

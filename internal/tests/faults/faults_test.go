@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/tests/testenv/faultproxy"
 )
 
 // The durations of the faults. Each is just longer than the client-side

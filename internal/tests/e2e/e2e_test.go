@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 
 	_ "modernc.org/sqlite"
 )
@@ -53,7 +53,7 @@ func repoRoot(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(wd, "..", "..")
+	return filepath.Join(wd, "..", "..", "..")
 }
 
 // daemon is a running streamd process.

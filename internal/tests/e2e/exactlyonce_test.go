@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // downgradePlugin builds examples/wasm/go/orders-downgrade once per test
@@ -30,7 +30,7 @@ var downgradePlugin = sync.OnceValues(func() (string, error) {
 	out := filepath.Join(dir, "orders-downgrade.wasm")
 	wd, _ := os.Getwd()
 	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, ".")
-	build.Dir = filepath.Join(wd, "..", "..", "examples/wasm/go/orders-downgrade")
+	build.Dir = filepath.Join(wd, "..", "..", "..", "examples/wasm/go/orders-downgrade")
 	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build plugin: %v\n%s", err, b)
