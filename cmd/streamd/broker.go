@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/streamd/streamd/internal/embedded"
+	"github.com/streamd/streamd/internal/daemon/embedded"
 )
 
 func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {

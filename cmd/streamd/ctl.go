@@ -21,7 +21,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/x/tlsconf"
 )
 

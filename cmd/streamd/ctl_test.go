@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/pipeline"
 )
 

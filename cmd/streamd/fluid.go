@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/fluid"
-	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
 )

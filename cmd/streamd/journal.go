@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/journal"
 )

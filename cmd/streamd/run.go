@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/sdnotify"
+	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/daemon/config"
+	"github.com/streamd/streamd/internal/daemon/sdnotify"
 	"github.com/streamd/streamd/plugins/load"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/daemon/app"
 )
 
 // cmdSchema is `streamd schema check -c FILE`: it resolves every subject the

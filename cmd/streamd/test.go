@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"

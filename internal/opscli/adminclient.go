@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/console"
-	"github.com/streamd/streamd/internal/dlq"
+	"github.com/streamd/streamd/internal/daemon/config"
+	"github.com/streamd/streamd/internal/daemon/console"
+	"github.com/streamd/streamd/internal/daemon/dlq"
 	"github.com/streamd/streamd/internal/x/tlsconf"
 )
 

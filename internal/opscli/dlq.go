@@ -14,10 +14,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/dlq"
-	"github.com/streamd/streamd/internal/recview"
+	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/daemon/config"
+	"github.com/streamd/streamd/internal/daemon/dlq"
+	"github.com/streamd/streamd/internal/daemon/recview"
 	"github.com/streamd/streamd/internal/termsafe"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/dlq"
+	"github.com/streamd/streamd/internal/daemon/dlq"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"

@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/streamd/streamd/internal/config"
-	"github.com/streamd/streamd/internal/console"
+	"github.com/streamd/streamd/internal/daemon/config"
+	"github.com/streamd/streamd/internal/daemon/console"
 	"github.com/streamd/streamd/internal/termsafe"
 )
 

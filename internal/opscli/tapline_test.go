@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/console"
-	"github.com/streamd/streamd/internal/recview"
+	"github.com/streamd/streamd/internal/daemon/console"
+	"github.com/streamd/streamd/internal/daemon/recview"
 )
 
 // TestTapLineEscaped: `streamd tap` prints a sampled record's key, values

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 

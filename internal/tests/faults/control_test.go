@@ -16,7 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/app"
+	"github.com/streamd/streamd/internal/daemon/app"
 )
 
 // controlAfterReload: a daemon that runs ONE exactly-once pipeline (the

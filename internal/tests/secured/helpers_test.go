@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/app"
-	"github.com/streamd/streamd/internal/config"
+	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins/load"
 )
