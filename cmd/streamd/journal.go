@@ -15,8 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/cli/termsafe"
 	"github.com/streamd/streamd/internal/daemon/config"
-	"github.com/streamd/streamd/internal/termsafe"
 	"github.com/streamd/streamd/journal"
 )
 

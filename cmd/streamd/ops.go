@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/streamd/streamd/internal/opscli"
+	"github.com/streamd/streamd/internal/cli/opscli"
 )
 
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {

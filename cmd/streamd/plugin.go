@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/plugins"
 )
 

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/daemon/config"
-	"github.com/streamd/streamd/internal/plugincli"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins/load"

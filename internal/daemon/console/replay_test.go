@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/cli/opscli"
 	"github.com/streamd/streamd/internal/daemon/dlq"
-	"github.com/streamd/streamd/internal/opscli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 )

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamd/streamd/internal/termsafe"
+	"github.com/streamd/streamd/internal/cli/termsafe"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"

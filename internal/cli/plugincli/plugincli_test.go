@@ -11,19 +11,19 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 const (
-	fixtureIn       = "../../examples/wasm/testdata/orders-v2.jsonl"
-	fixtureExpected = "../../examples/wasm/testdata/orders-v1.expected.jsonl"
+	fixtureIn       = "../../../examples/wasm/testdata/orders-v2.jsonl"
+	fixtureExpected = "../../../examples/wasm/testdata/orders-v1.expected.jsonl"
 )
 
 var buildDowngrade = sync.OnceValues(func() (string, error) {
 	out := filepath.Join(tmpRoot, "orders-downgrade.wasm")
 	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
-	cmd.Dir = "../../examples/wasm/go/orders-downgrade"
+	cmd.Dir = "../../../examples/wasm/go/orders-downgrade"
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, b)
@@ -183,7 +183,7 @@ func TestPoisonIsolation(t *testing.T) {
 func TestNativeDowngradeConformance(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "plugin")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = "../../examples/native/go/orders-downgrade"
+	cmd.Dir = "../../../examples/native/go/orders-downgrade"
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
@@ -217,7 +217,7 @@ func FuzzCompare(f *testing.F) {
 func TestSinkWithDir(t *testing.T) {
 	wasm := filepath.Join(tmpRoot, "file-sink.wasm")
 	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", wasm, ".")
-	cmd.Dir = "../../examples/wasm/go/file-sink"
+	cmd.Dir = "../../../examples/wasm/go/file-sink"
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)

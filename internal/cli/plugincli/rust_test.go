@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
@@ -48,7 +48,7 @@ func TestRustToolchains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk, _ := filepath.Abs("../../sdk")
+	sdk, _ := filepath.Abs("../../../sdk")
 	root := t.TempDir()
 	none := filepath.Join(root, "none") // a toolchain directory that is not there
 	// A PATH with the tools build.sh uses and no Rust.

@@ -14,11 +14,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamd/streamd/internal/cli/termsafe"
 	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/daemon/dlq"
 	"github.com/streamd/streamd/internal/daemon/recview"
-	"github.com/streamd/streamd/internal/termsafe"
 )
 
 const dlqUsage = `usage: streamd dlq <command> -c config.toml PIPELINE [flags]

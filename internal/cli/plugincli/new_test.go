@@ -11,14 +11,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/streamd/streamd/internal/plugincli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 var buildStreamd = sync.OnceValues(func() (string, error) {
 	dir := filepath.Join(tmpRoot, "bin")
 	out := filepath.Join(dir, "streamd")
-	cmd := exec.Command("go", "build", "-o", out, "../../cmd/streamd")
+	cmd := exec.Command("go", "build", "-o", out, "../../../cmd/streamd")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build streamd: %v\n%s", err, b)
 	}
@@ -44,7 +44,7 @@ func TestNewProjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk, err := filepath.Abs("../../sdk")
+	sdk, err := filepath.Abs("../../../sdk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestNewRefuses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(used, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sdk, _ := filepath.Abs("../../sdk")
+	sdk, _ := filepath.Abs("../../../sdk")
 	for _, tt := range []struct {
 		args []string
 		want string

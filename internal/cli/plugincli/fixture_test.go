@@ -15,8 +15,8 @@ import (
 var update = flag.Bool("update", false, "rewrite examples/wasm/testdata/orders-v1.expected.jsonl")
 
 const (
-	fixtureIn       = "../../examples/wasm/testdata/orders-v2.jsonl"
-	fixtureExpected = "../../examples/wasm/testdata/orders-v1.expected.jsonl"
+	fixtureIn       = "../../../examples/wasm/testdata/orders-v2.jsonl"
+	fixtureExpected = "../../../examples/wasm/testdata/orders-v1.expected.jsonl"
 )
 
 // nativeDowngrade is the orders downgrade as an in-process transform.

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/streamd/streamd/internal/cli/termsafe"
 	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/daemon/console"
-	"github.com/streamd/streamd/internal/termsafe"
 )
 
 const tapUsage = `usage: streamd tap -c config.toml PIPELINE [STAGE] [flags]

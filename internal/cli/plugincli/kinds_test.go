@@ -22,7 +22,7 @@ func watPlugin(t *testing.T, name string) string {
 		return p.(string)
 	}
 	out := filepath.Join(tmpRoot, name+".wasm")
-	testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", out)
+	testenv.Wat2Wasm(t, "../../../examples/wasm/wat/"+name+".wat", out)
 	watBuilds.Store(name, out)
 	return out
 }
@@ -182,7 +182,7 @@ func TestRunOutputIsInput(t *testing.T) {
 func TestGrantFlags(t *testing.T) {
 	testenv.Tool(t, "clang")
 	probe := filepath.Join(tmpRoot, "wasiprobe.wasm")
-	if b, err := exec.Command("sh", "../../examples/wasm/c/build-plugin.sh", probe, "../../runtime/testdata/wasiprobe.c").CombinedOutput(); err != nil {
+	if b, err := exec.Command("sh", "../../../examples/wasm/c/build-plugin.sh", probe, "../../../runtime/testdata/wasiprobe.c").CombinedOutput(); err != nil {
 		if strings.Contains(string(b), "sysroot is missing") {
 			testenv.Missing(t, "wasi-libc (run scripts/install-tools)")
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/opscli"
+	"github.com/streamd/streamd/internal/cli/opscli"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
