@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/daemon/app"
-	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/pipeline/generate"
 )
 
 // BenchmarkOldBacklog is issue 11's must-show 3: a backlog of old records

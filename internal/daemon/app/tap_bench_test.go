@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/daemon/console"
-	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/generate"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/wasm"
 )

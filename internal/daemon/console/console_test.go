@@ -16,9 +16,9 @@ import (
 
 	"github.com/streamd/streamd/internal/daemon/admin"
 	"github.com/streamd/streamd/internal/daemon/console"
-	"github.com/streamd/streamd/internal/generate"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/generate"
 )
 
 // runPipeline runs a generator pipeline until the test ends.
