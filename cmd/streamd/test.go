@@ -18,6 +18,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/file"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins/load"
 	"github.com/streamd/streamd/record"
@@ -145,7 +146,7 @@ func runPipelineTest(ctx context.Context, cfg *config.Config, i, j int, log *slo
 		fmt.Fprintf(stderr, "streamd test: %s: %s\n", what, fmt.Sprintf(format, args...))
 		return 2
 	}
-	src, err := pipeline.NewFileSource(cfg.Resolve(t.Input))
+	src, err := file.NewSource(cfg.Resolve(t.Input))
 	if err != nil {
 		return fail("input: %v", err)
 	}

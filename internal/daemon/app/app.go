@@ -28,6 +28,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/embedded"
 	"github.com/streamd/streamd/internal/daemon/kafkaconf"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/file"
 	"github.com/streamd/streamd/pipeline/generate"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/pipeline/metrics"
@@ -434,7 +435,7 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 	case "generate":
 		return generate.NewSource(s.Rate, s.Count, s.Keys), nil
 	case "file":
-		return pipeline.NewFileSource(a.cfg.Resolve(s.Path))
+		return file.NewSource(a.cfg.Resolve(s.Path))
 	}
 	return nil, fmt.Errorf("unknown source type %q", s.Type)
 }
@@ -505,16 +506,16 @@ func (a *App) buildSink(ctx context.Context, pc *config.Pipeline, src pipeline.S
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
-		s, err := pipeline.NewFileSink(path)
+		s, err := file.NewSink(path)
 		if err != nil {
 			return nil, err
 		}
 		a.addCloser(s.Close)
 		return s, nil
 	case "stdout":
-		return pipeline.NewWriterSink(a.stdout), nil
+		return file.NewWriterSink(a.stdout), nil
 	case "drop":
-		return pipeline.DropSink{}, nil
+		return file.DropSink{}, nil
 	case "wasm", "native":
 		p, err := a.load(ctx, a.pluginRef(k.Type, "", k.Plugin), a.pluginOpts(plugins.KindSink, pc.Name+"-sink", k.PluginSettings, pc.Workers))
 		if err != nil {

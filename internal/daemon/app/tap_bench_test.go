@@ -14,6 +14,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/console"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/file"
 	"github.com/streamd/streamd/pipeline/generate"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/wasm"
@@ -67,7 +68,7 @@ func BenchmarkTap(b *testing.B) {
 					}
 				}()
 			}
-			pl := pipeline.New("bench", generate.NewSource(0, int64(b.N), 100), pipeline.DropSink{}, opts...)
+			pl := pipeline.New("bench", generate.NewSource(0, int64(b.N), 100), file.DropSink{}, opts...)
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuTime()
 			if err := pl.Run(ctx); err != nil {

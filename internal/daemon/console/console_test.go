@@ -18,13 +18,14 @@ import (
 	"github.com/streamd/streamd/internal/daemon/console"
 	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/file"
 	"github.com/streamd/streamd/pipeline/generate"
 )
 
 // runPipeline runs a generator pipeline until the test ends.
 func runPipeline(t *testing.T, name string, rate float64) *pipeline.Pipeline {
 	t.Helper()
-	p := pipeline.New(name, generate.NewSource(rate, 0, 10), pipeline.DropSink{}, pipeline.WithBatch(100, 1<<20, 10*time.Millisecond))
+	p := pipeline.New(name, generate.NewSource(rate, 0, 10), file.DropSink{}, pipeline.WithBatch(100, 1<<20, 10*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }() // the generator runs until the test cancels it

@@ -1,4 +1,4 @@
-package pipeline
+package file
 
 import (
 	"context"
@@ -7,30 +7,31 @@ import (
 	"os"
 	"sync"
 
+	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )
 
-// FileSource reads JSON-lines records (see package record) from a file.
-type FileSource struct {
+// Source reads JSON-lines records (see package record) from a file.
+type Source struct {
 	f *os.File
 	r *record.Reader
 }
 
-// NewFileSource opens path.
-func NewFileSource(path string) (*FileSource, error) {
+// NewSource opens path.
+func NewSource(path string) (*Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return &FileSource{f: f, r: record.NewReader(f, path)}, nil
+	return &Source{f: f, r: record.NewReader(f, path)}, nil
 }
 
-// Fetch implements Source.
-func (s *FileSource) Fetch(ctx context.Context) ([]Msg, error) { return s.FetchUpTo(ctx, 256) }
+// Fetch implements pipeline.Source.
+func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) { return s.FetchUpTo(ctx, 256) }
 
-// FetchUpTo implements BoundedSource.
-func (s *FileSource) FetchUpTo(ctx context.Context, n int) ([]Msg, error) {
-	var msgs []Msg
+// FetchUpTo implements pipeline.BoundedSource.
+func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
+	var msgs []pipeline.Msg
 	for len(msgs) < max(1, min(n, 256)) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -45,19 +46,19 @@ func (s *FileSource) FetchUpTo(ctx context.Context, n int) ([]Msg, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, Msg{Record: r})
+		msgs = append(msgs, pipeline.Msg{Record: r})
 	}
 	return msgs, nil
 }
 
-// Ack implements Source.
-func (s *FileSource) Ack([]Msg) {}
+// Ack implements pipeline.Source.
+func (s *Source) Ack([]pipeline.Msg) {}
 
-// Commit implements Source.
-func (s *FileSource) Commit(context.Context) error { return nil }
+// Commit implements pipeline.Source.
+func (s *Source) Commit(context.Context) error { return nil }
 
-// Close implements Source: it closes the file.
-func (s *FileSource) Close(context.Context) error { return s.f.Close() }
+// Close implements pipeline.Source: it closes the file.
+func (s *Source) Close(context.Context) error { return s.f.Close() }
 
 // WriterSink writes records as JSON lines to a writer. If the writer is an
 // *os.File it is synced after every batch, so a written batch is durable.
@@ -70,8 +71,8 @@ type WriterSink struct {
 // NewWriterSink returns a sink writing JSON lines to w.
 func NewWriterSink(w io.Writer) *WriterSink { return &WriterSink{w: w} }
 
-// NewFileSink appends JSON lines to the file at path, creating it.
-func NewFileSink(path string) (*WriterSink, error) {
+// NewSink appends JSON lines to the file at path, creating it.
+func NewSink(path string) (*WriterSink, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
