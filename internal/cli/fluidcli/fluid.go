@@ -1,4 +1,4 @@
-package main
+package fluidcli
 
 import (
 	"context"
@@ -42,7 +42,7 @@ compatibility check.
 `)
 }
 
-func cmdFluid(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fluidUsage(stderr)
 		return 2

@@ -1,4 +1,4 @@
-package main
+package runcli
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // nothing, and prints one line per stage and topic. Exit 0 if all
 // resolve, 1 if any does not (or a registry cannot be reached), 2 for a
 // bad config.
-func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Schema(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintln(stderr, "usage: streamd schema check -c FILE")
 		return 2

@@ -1,7 +1,8 @@
-package main
+package runcli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,7 @@ func TestLint(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			code := realMain([]string{"lint", "-c", file}, &stdout, &stderr)
+			code := Lint(context.Background(), []string{"-c", file}, &stdout, &stderr)
 			if tt.want == "" {
 				if code != 0 || !strings.Contains(stdout.String(), ": ok (1 pipelines") {
 					t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())

@@ -1,7 +1,8 @@
-package main
+package testcli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ output = "out.jsonl"
 // that does not exist yet is named with the command that writes it.
 func TestPipelineTestPapercuts(t *testing.T) {
 	dir := t.TempDir()
-	testenv.Wat2Wasm(t, "../../examples/wasm/wat/identity.wat", filepath.Join(dir, "identity.wasm"))
+	testenv.Wat2Wasm(t, "../../../examples/wasm/wat/identity.wat", filepath.Join(dir, "identity.wasm"))
 	config := filepath.Join(dir, "streamd.toml")
 	for name, text := range map[string]string{"streamd.toml": brokerFreeConfig, "in.jsonl": `{"value":"a","offset":1}` + "\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -43,7 +44,7 @@ func TestPipelineTestPapercuts(t *testing.T) {
 	}
 	run := func(args ...string) (int, string, string) {
 		var o, e bytes.Buffer
-		code := realMain(append([]string{"test"}, args...), &o, &e)
+		code := Main(context.Background(), args, &o, &e)
 		return code, o.String(), e.String()
 	}
 

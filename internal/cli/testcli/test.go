@@ -1,4 +1,4 @@
-package main
+package testcli
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // how the pipeline ended, are compared with the test's expectations. No
 // broker is needed. Exit 0 when every test passes, 1 when one fails, 2 on
 // a usage, config or load error.
-func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("streamd test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {

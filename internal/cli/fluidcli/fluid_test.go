@@ -1,4 +1,4 @@
-package main
+package fluidcli
 
 import (
 	"bufio"
@@ -69,11 +69,28 @@ const (
 // TestFluidCheckRegistry: `streamd fluid check` reads manifests that name
 // a registry subject from --registry URL or the registry of -c FILE; without
 // one, or with a version the subject lacks, it says so and exits 1.
+// registryConfig is a valid config (kafka -> kafka, no broker
+// connection) that a test adds its [schema_registry] to.
+const registryConfig = `[kafka]
+brokers = ["127.0.0.1:1"]
+[[pipeline]]
+name = "orders"
+[pipeline.source]
+type = "kafka"
+topics = ["orders"]
+group = "g"
+[pipeline.sink]
+type = "kafka"
+topic = "orders.v1"
+[pipeline.errors]
+policy = "stop"
+`
+
 func TestFluidCheckRegistry(t *testing.T) {
 	url := testenv.SchemaRegistry(t)
 	dir, _ := subjectManifests(t, url, "orders", sr.CompatBackward, 2, cliV1, cliV2)
 	cfg := filepath.Join(t.TempDir(), "streamd.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "%s[schema_registry]\nurl = %q\n", lintConfig, url), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "%s[schema_registry]\nurl = %q\n", registryConfig, url), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	short, subject := subjectManifests(t, url, "orders", sr.CompatBackward, 1, cliV1, cliV2)
@@ -92,7 +109,7 @@ func TestFluidCheckRegistry(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := realMain(append([]string{"fluid", "check", "--no-plugins"}, tt.args...), &stdout, &stderr)
+			code := Main(context.Background(), append([]string{"check", "--no-plugins"}, tt.args...), &stdout, &stderr)
 			out := stdout.String() + stderr.String()
 			if code != tt.code || !strings.Contains(out, tt.want) {
 				t.Fatalf("exit %d, want %d with %q:\n%s", code, tt.code, tt.want, out)

@@ -1,7 +1,8 @@
-package main
+package testcli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,7 +92,7 @@ func TestHangingGuestBounded(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, name := range []string{"poison", "misbehave"} {
-		testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
+		testenv.Wat2Wasm(t, "../../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
 	}
 	var all, one, oneOut strings.Builder
 	for i := range 1024 {
@@ -115,7 +116,7 @@ func TestHangingGuestBounded(t *testing.T) {
 	}
 	var o, e bytes.Buffer
 	start := time.Now()
-	code := realMain([]string{"test", "--timeout", "3m", filepath.Join(dir, "streamd.toml")}, &o, &e)
+	code := Main(context.Background(), []string{"--timeout", "3m", filepath.Join(dir, "streamd.toml")}, &o, &e)
 	t.Logf("streamd test took %v:\n%s%s", time.Since(start).Round(time.Millisecond), o.String(), e.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)

@@ -1,4 +1,4 @@
-package main
+package brokercli
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/embedded"
 )
 
-func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("streamd broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")

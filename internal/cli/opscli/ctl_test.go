@@ -1,4 +1,4 @@
-package main
+package opscli
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func TestCtl(t *testing.T) {
 				// with the flag package.
 			}
 			var stdout, stderr bytes.Buffer
-			code := cmdCtl(context.Background(), args, &stdout, &stderr)
+			code := Ctl(context.Background(), args, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, &stdout, &stderr)
 			}
@@ -166,13 +166,13 @@ func TestCtlNeedsToken(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("STREAMD_ADMIN_TOKEN", "")
 	var stdout, stderr bytes.Buffer
-	if code := cmdCtl(context.Background(), []string{"-addr", srv.URL, "status"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "401 Unauthorized") {
+	if code := Ctl(context.Background(), []string{"-addr", srv.URL, "status"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "401 Unauthorized") {
 		t.Fatalf("no token: exit %d, stderr %q; want 1 and the 401", code, &stderr)
 	}
 	t.Setenv("STREAMD_ADMIN_TOKEN", " s3cret\n")
 	stdout.Reset()
 	stderr.Reset()
-	if code := cmdCtl(context.Background(), []string{"-addr", srv.URL, "status"}, &stdout, &stderr); code != 0 {
+	if code := Ctl(context.Background(), []string{"-addr", srv.URL, "status"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("STREAMD_ADMIN_TOKEN: exit %d, stderr %q", code, &stderr)
 	}
 }

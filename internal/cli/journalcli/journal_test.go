@@ -1,7 +1,8 @@
-package main
+package journalcli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,7 +38,7 @@ func TestJournalReadEscaped(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if code := realMain(append([]string{"journal"}, args...), &stdout, &stderr); code != 0 {
+		if code := Main(context.Background(), args, &stdout, &stderr); code != 0 {
 			t.Fatalf("journal %v: exit %d: %s", args, code, stderr.String())
 		}
 		return stdout.String()

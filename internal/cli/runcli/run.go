@@ -1,4 +1,4 @@
-package main
+package runcli
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, [
 	return cfg, fs.Args()
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, _ := loadConfig("run", args, stderr)
 	if cfg == nil {
 		return 2
@@ -79,7 +79,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdLint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Lint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, _ := loadConfig("lint", args, stderr)
 	if cfg == nil {
 		return 2

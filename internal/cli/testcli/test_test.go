@@ -1,7 +1,8 @@
-package main
+package testcli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ dlq = "panic-dlq.jsonl"
 func TestPipelineTests(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"poison", "misbehave"} {
-		testenv.Wat2Wasm(t, "../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
+		testenv.Wat2Wasm(t, "../../../examples/wasm/wat/"+name+".wat", filepath.Join(dir, name+".wasm"))
 	}
 	files := map[string]string{
 		"streamd.toml": pipelineTestConfig,
@@ -119,7 +120,7 @@ func TestPipelineTests(t *testing.T) {
 	config := filepath.Join(dir, "streamd.toml")
 	run := func(args ...string) (int, string, string) {
 		var o, e bytes.Buffer
-		code := realMain(append([]string{"test"}, args...), &o, &e)
+		code := Main(context.Background(), args, &o, &e)
 		return code, o.String(), e.String()
 	}
 	code, out, errOut := run(config)

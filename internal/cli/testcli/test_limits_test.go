@@ -1,7 +1,8 @@
-package main
+package testcli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ dlq = "dlq.jsonl"
 // its value.
 func TestPipelineTestRecordLimits(t *testing.T) {
 	dir := t.TempDir()
-	testenv.Wat2Wasm(t, "../../examples/wasm/wat/identity.wat", filepath.Join(dir, "identity.wasm"))
+	testenv.Wat2Wasm(t, "../../../examples/wasm/wat/identity.wat", filepath.Join(dir, "identity.wasm"))
 	big := strings.Repeat("x", 6000)
 	for name, text := range map[string]string{
 		"streamd.toml": limitsTestConfig,
@@ -58,7 +59,7 @@ func TestPipelineTestRecordLimits(t *testing.T) {
 		}
 	}
 	var o, e bytes.Buffer
-	if code := realMain([]string{"test", "--update", filepath.Join(dir, "streamd.toml")}, &o, &e); code != 0 {
+	if code := Main(context.Background(), []string{"--update", filepath.Join(dir, "streamd.toml")}, &o, &e); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, o.String(), e.String())
 	}
 	out, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))

@@ -1,7 +1,8 @@
-package main
+package runcli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ topic = "orders"
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			code := realMain([]string{"lint", "-c", file}, &stdout, &stderr)
+			code := Lint(context.Background(), []string{"-c", file}, &stdout, &stderr)
 			out := stdout.String() + stderr.String()
 			t.Logf("exit %d: %s", code, out)
 			if tc.name == "good" && code != 0 || tc.name != "good" && code != 2 {

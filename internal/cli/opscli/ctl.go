@@ -1,4 +1,4 @@
-package main
+package opscli
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ flags:
 `
 
 // cmdCtl is `streamd ctl`: a client of the /v1/ control API.
-func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("streamd ctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
