@@ -17,6 +17,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/embedded"
 )
 
+// Main is `streamd broker`: the embedded broker alone, until ctx is done.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("streamd broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -42,6 +42,7 @@ compatibility check.
 `)
 }
 
+// Main is `streamd fluid check|bridge`.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fluidUsage(stderr)

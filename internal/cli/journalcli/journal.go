@@ -40,6 +40,7 @@ The brokers come from [kafka] and the store from [journal] store in the config.
 Writes print where the action went: {"partition":P,"offset":O}.
 `
 
+// Main is `streamd journal COMMAND` (journalUsage).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, journalUsage)

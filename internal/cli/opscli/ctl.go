@@ -40,7 +40,7 @@ commands (over the admin API's /v1/ of a running daemon):
 flags:
 `
 
-// cmdCtl is `streamd ctl`: a client of the /v1/ control API.
+// Ctl is `streamd ctl`: a client of the /v1/ control API.
 func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("streamd ctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)

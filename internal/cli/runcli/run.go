@@ -33,6 +33,9 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, [
 	return cfg, fs.Args()
 }
 
+// Run is `streamd run -c FILE`: the daemon, until ctx is done (SIGINT,
+// SIGTERM); SIGHUP reloads FILE. It exits 2 on a bad config, 1 on a
+// failure while running.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, _ := loadConfig("run", args, stderr)
 	if cfg == nil {
@@ -79,6 +82,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// Lint is `streamd lint -c FILE`: the config checked and every plugin it
+// names loaded, nothing started; exit 0, or 2 with what is wrong.
 func Lint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, _ := loadConfig("lint", args, stderr)
 	if cfg == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/app"
 )
 
-// cmdSchema is `streamd schema check -c FILE`: it resolves every subject the
+// Schema is `streamd schema check -c FILE`: it resolves every subject the
 // config's schema stages name against their registries, registering
 // nothing, and prints one line per stage and topic. Exit 0 if all
 // resolve, 1 if any does not (or a registry cannot be reached), 2 for a

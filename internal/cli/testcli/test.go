@@ -24,7 +24,7 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// cmdTest runs `streamd test FILE.toml...`: each [[pipeline.test]] of each
+// Main runs `streamd test FILE.toml...`: each [[pipeline.test]] of each
 // file runs its pipeline's stages and error policy (app.BuildTest) over the
 // test's input, and what the sink and the dead-letter queue received, and
 // how the pipeline ended, are compared with the test's expectations. No
