@@ -265,6 +265,15 @@ func TestGenerative(t *testing.T) {
 		mib(base), mib(peak.Load()), mib(grew), mib(caps), genPages, genMaxTabs, genTable)
 	t.Logf("%d probes of the process, %d slower than 100 ms, the slowest %v (bound %v at this load)",
 		probes.Load(), slow.Load(), time.Duration(worstProbe.Load()).Round(time.Millisecond), bound)
+	if loaded == 0 || calls == 0 {
+		t.Errorf("no module loaded or no call made: refusals %v", refusals)
+	}
+	if testenv.Race {
+		// The same seed runs without the race detector in the other
+		// passes, where these bounds hold; here it looks for races.
+		t.Logf("race detector on: %d calls over twice their timeout, RSS +%.1f MiB and %d late probes not checked", len(over), mib(grew), late.Load())
+		return
+	}
 	for i, o := range over {
 		if i == 10 {
 			t.Errorf("and %d more calls longer than twice their timeout", len(over)-10)
@@ -277,9 +286,6 @@ func TestGenerative(t *testing.T) {
 	}
 	if late.Load() > 0 {
 		t.Errorf("%d of %d probes took more than %v or failed (the slowest %v)", late.Load(), probes.Load(), bound, time.Duration(worstProbe.Load()))
-	}
-	if loaded == 0 || calls == 0 {
-		t.Errorf("no module loaded or no call made: refusals %v", refusals)
 	}
 }
 

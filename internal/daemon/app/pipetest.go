@@ -33,7 +33,7 @@ func (t *TestPipeline) Close(ctx context.Context) error { return t.app.Close(ctx
 // connects to nothing.
 func BuildTest(ctx context.Context, cfg *config.Config, i int, log *slog.Logger, open plugins.OpenFunc,
 	src pipeline.Source, sink, dlq plugins.Sink) (*TestPipeline, error) {
-	a := &App{cfg: cfg, log: log, open: open, stdout: io.Discard, reg: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, log: log, open: open, stdout: io.Discard, reg: prometheus.NewRegistry(), cl: newClientCache()}
 	a.closers = append(a.closers, src.Close)
 	pc := &cfg.Pipelines[i]
 	var stages []pipeline.Stage

@@ -119,7 +119,7 @@ type SchemaCheck struct {
 // decode stages against each source topic's topic-name subject. It loads
 // no plugin.
 func CheckSchemas(ctx context.Context, cfg *config.Config, log *slog.Logger) []SchemaCheck {
-	a := &App{cfg: cfg, log: log}
+	a := &App{cfg: cfg, log: log, cl: newClientCache()}
 	var out []SchemaCheck
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]

@@ -62,8 +62,8 @@ func TestParseErrors(t *testing.T) {
 		name, edit, want string
 		lookup           func(string) (string, bool)
 	}{
-		{"misspelt key", `topics = ["orders"]` + "\n" + `gruop = "x"`, `c.toml:19: pipeline.source.gruop: unknown key (did you mean "group"?)`, e},
-		{"misspelt table", "[pipeline.errors]", "c.toml:29: pipeline.eror: unknown key", e},
+		{"misspelt key", `topics = ["orders"]` + "\n" + `gruop = "x"`, `c.toml:19: pipeline[1].source.gruop: unknown key (did you mean "group"?)`, e},
+		{"misspelt table", "[pipeline.errors]", "c.toml:29: pipeline[1].eror: unknown key", e},
 		{"wrong type", `count = 10`, `c.toml:10: pipeline.source.count:`, e},
 		{"missing env", "", "c.toml:5: kafka.brokers[0]: environment variable BROKER is not set", env(nil)},
 		{"missing required", `topic = "orders.v1"`, "c.toml:25: pipeline[1].sink.topic: required for a kafka sink", e},

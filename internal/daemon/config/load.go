@@ -89,6 +89,7 @@ func parse(name string, src []byte, lookup func(string) (string, bool), noBroker
 	c.pos = indexPositions(string(src))
 	var errs []error
 	more := 0
+	seen := map[string]int{} // undecoded path -> times seen, for nth
 	for _, k := range md.Undecoded() {
 		if freeForm(k) {
 			continue // inside a plugin's config table: the plugin's keys
@@ -98,7 +99,10 @@ func parse(name string, src []byte, lookup func(string) (string, bool), noBroker
 			continue
 		}
 		path := k.String()
-		errs = append(errs, &Error{File: name, Line: c.pos.line(path), Key: path, Msg: "unknown key" + suggest(path)})
+		msg := "unknown key" + suggest(path)
+		path = c.pos.nth(path, seen[path])
+		seen[k.String()]++
+		errs = append(errs, &Error{File: name, Line: c.pos.line(path), Key: path, Msg: msg})
 	}
 	if len(errs) > 0 {
 		return nil, joinErrors(name, errs, more)

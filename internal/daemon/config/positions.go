@@ -121,6 +121,25 @@ func (p *positions) line(path string) int {
 	return 0
 }
 
+// nth returns the n-th (from 0) path written in the file whose shape,
+// without indices, is path: the decoder names a key of an array of tables
+// without its index ("pipeline.source.topcis"), once for each table that
+// has it, in the order of the file. When the file has fewer, path itself.
+func (p *positions) nth(path string, n int) string {
+	if p == nil || strings.Contains(path, "[") {
+		return path
+	}
+	for _, k := range p.order {
+		if indexRE.ReplaceAllString(k, "") == path {
+			if n == 0 {
+				return k
+			}
+			n--
+		}
+	}
+	return path
+}
+
 // Line returns the line of the file that sets the key at path, such as
 // "pipeline[1].transform[0]" or "admin.listen" (its table's line when the
 // key itself is not written), or 0 when unknown.

@@ -431,7 +431,7 @@ func TestErrorsBounded(t *testing.T) {
 	if len(lines) != MaxErrors+1 {
 		t.Fatalf("%d lines, want %d", len(lines), MaxErrors+1)
 	}
-	if !strings.HasPrefix(lines[0], "c.toml:5: pipeline.unknown_0: unknown key") {
+	if !strings.HasPrefix(lines[0], "c.toml:5: pipeline[0].unknown_0: unknown key") {
 		t.Fatalf("first line %q", lines[0])
 	}
 	if want := fmt.Sprintf("c.toml: and %d more problems", 5000-MaxErrors); lines[MaxErrors] != want {

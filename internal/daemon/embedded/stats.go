@@ -152,7 +152,7 @@ func (r *retainer) disk() diskUse {
 	})
 	var st syscall.Statfs_t
 	if syscall.Statfs(r.cfg.DataDir, &st) == nil {
-		d.free = int64(st.Bavail) * st.Bsize
+		d.free = int64(st.Bavail) * int64(st.Bsize) // Bsize is an int32 on 386
 	}
 	return d
 }

@@ -62,7 +62,7 @@ func (n *Notifier) notify(state string) {
 }
 
 // Run watches the pipelines until ctx is done: READY=1 once every pipeline
-// is ready (what /readyz says), STATUS= when the summary changes, and the
+// is ready (what /readyz says) or has failed, STATUS= when the summary changes, and the
 // watchdog pings. A nil Notifier returns at once.
 func (n *Notifier) Run(ctx context.Context) {
 	if n == nil {
@@ -129,8 +129,8 @@ func (n *Notifier) check(now time.Time) {
 	}
 }
 
-// summarize says whether every pipeline that has not ended is ready, in a
-// line for STATUS=.
+// summarize says whether every pipeline that has not ended or failed is
+// ready, in a line for STATUS=.
 func summarize(sts []pipeline.Status) (ready bool, line string) {
 	ready = true
 	var running, paused, ended int
@@ -143,7 +143,14 @@ func summarize(sts []pipeline.Status) (ready bool, line string) {
 			ended++
 			continue
 		case s.State == pipeline.StateFailed:
+			// Its start is over, if badly: a pipeline that failed (a
+			// plugin that did not load, a refused config, an error it
+			// does not retry) does not hold READY=1 back. Otherwise
+			// systemd would restart the whole daemon after
+			// TimeoutStartSec, and every healthy pipeline with it,
+			// over something a restart does not mend; STATUS= says so.
 			trouble = append(trouble, s.Name+" failed")
+			continue
 		case s.Wedged:
 			trouble = append(trouble, s.Name+" wedged")
 		case s.Stalled:

@@ -146,6 +146,30 @@ func TestNotifier(t *testing.T) {
 	})
 }
 
+// TestReadyDespiteFailedPipeline: a pipeline that failed while the others
+// started (a plugin that did not load) does not hold READY=1 back, so
+// systemd does not restart the healthy ones after TimeoutStartSec; its
+// failure is in STATUS=. One still starting does.
+func TestReadyDespiteFailedPipeline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sts   []pipeline.Status
+		ready bool
+		line  string
+	}{
+		{"failed beside ready", []pipeline.Status{{Name: "a", State: pipeline.StateFailed}, {Name: "b", State: pipeline.StateRunning, Ready: true}}, true, "a failed; 2 pipelines: 1 running"},
+		{"the only one failed", []pipeline.Status{{Name: "a", State: pipeline.StateFailed}}, true, "a failed; 1 pipelines: 0 running"},
+		{"failed beside starting", []pipeline.Status{{Name: "a", State: pipeline.StateFailed}, {Name: "b", State: pipeline.StateStarting}}, false, "a failed, b starting; 2 pipelines: 0 running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ready, line := summarize(tc.sts)
+			if ready != tc.ready || !strings.HasPrefix(line, tc.line) {
+				t.Fatalf("summarize = %v, %q; want %v, %q...", ready, line, tc.ready, tc.line)
+			}
+		})
+	}
+}
+
 // TestNotifySocket: the states reach NOTIFY_SOCKET, a unix datagram socket
 // as systemd listens on.
 func TestNotifySocket(t *testing.T) {

@@ -223,7 +223,7 @@ type = "drop"
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("lint exit: %v, want exit status 2\n%s", err, out)
 	}
-	want := cfg + ":8: pipeline.source.gruop: unknown key (did you mean \"group\"?)"
+	want := cfg + ":8: pipeline[0].source.gruop: unknown key (did you mean \"group\"?)"
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("lint said:\n%s\nwant it to contain %q", out, want)
 	}

@@ -239,8 +239,8 @@ topic = %q
 	for _, args := range [][]string{{"restart", "orders"}, {"pause", "orders"}, {"resume", "orders"}, {"reload"}} {
 		dt := timed(args...)
 		took = append(took, fmt.Sprintf("%s %s", args[0], dt.Round(time.Millisecond)))
-		if args[0] != "restart" && dt > time.Second {
-			t.Errorf("streamd ctl %s answered after %s, want within a second", args[0], dt)
+		if bound := testenv.AnswerBound(time.Second); args[0] != "restart" && dt > bound {
+			t.Errorf("streamd ctl %s answered after %s, want within %s (a second, more on an overloaded machine)", args[0], dt, bound)
 		}
 	}
 	t.Logf("streamd ctl (a process each): %s", strings.Join(took, ", "))

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamd/streamd/internal/daemon/app"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // controlAfterReload: a daemon that runs ONE exactly-once pipeline (the
@@ -102,8 +103,8 @@ topic = %q
 	}
 	ctlTimed("restart", pp.name)
 	for _, args := range [][]string{{"pause", pp.name}, {"resume", pp.name}, {"reload"}} {
-		if dt := ctlTimed(args...); dt > time.Second {
-			res.fail(t, "streamd ctl %s after a reload and a restart answered in %s, want within a second", args[0], dt)
+		if dt, bound := ctlTimed(args...), testenv.AnswerBound(time.Second); dt > bound {
+			res.fail(t, "streamd ctl %s after a reload and a restart answered in %s, want within %s (a second, more on an overloaded machine)", args[0], dt, bound)
 		}
 	}
 	waitStatus(t, d, "running after the restart", func(_ app.Status, p *app.PipelineStatus) bool {
@@ -117,22 +118,44 @@ topic = %q
 	// connection refused"): the pipeline fails inside it. (With the
 	// default 100 ms the commit often waited for writes still in flight
 	// until the broker was back, and the pipeline rode the restart out.)
-	// Up to five times, until it failed inside one.
+	// Up to five times, until it failed inside one. On a loaded machine
+	// the pipeline's writes are often still in flight when the broker
+	// stops, and the commit waits for them until it is back: after a
+	// first try under the full input, the input is stopped and one record
+	// sent, and the broker stops once that record is written (read
+	// uncommitted) and its transaction still open, so that the commit
+	// can only come while the broker is down.
 	var autos int
 	var downs []string
-	for range 5 {
+	for i := range 5 {
 		down := 5 * time.Second
+		quiet := i > 0
+		if quiet {
+			prod.halt()
+			seq := prod.count()
+			prod.backlog(1)
+			deadline := time.Now().Add(deliverWithin)
+			for _, ok := r.col.firstSeen(pp.out, seq); !ok; _, ok = r.col.firstSeen(pp.out, seq) {
+				if time.Now().After(deadline) {
+					fatalf(t, "record %d not written to %s within %v", seq, pp.out, deliverWithin)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 		waitStatus(t, d, "a transaction open", func(_ app.Status, p *app.PipelineStatus) bool {
 			return p.Transactions != nil && p.Transactions.Records > 0
 		})
 		e.stopBroker()
 		time.Sleep(down)
 		e.startBroker()
+		if quiet {
+			prod.start(rate)
+		}
 		st := waitStatus(t, d, "running again after the broker restart", func(_ app.Status, p *app.PipelineStatus) bool {
 			return p.State == "running" && p.RestartAt.IsZero() && p.Transactions != nil && p.Transactions.Committed > 0
 		})
 		autos = pipelineIn(st, pp.name).AutoRestarts
-		downs = append(downs, fmt.Sprintf("down %s: auto_restarts %d", down, autos))
+		downs = append(downs, fmt.Sprintf("down %s%s: auto_restarts %d", down, map[bool]string{true: " (one record in the transaction)"}[quiet], autos))
 		if autos > 0 || d.exited() {
 			break
 		}

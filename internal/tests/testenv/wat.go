@@ -56,11 +56,30 @@ func Root() string {
 // collection that waits on code that cannot be preempted) exceeds either
 // by seconds.
 func ProbeBound() time.Duration {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		if load, err := strconv.ParseFloat(f[0], 64); err == nil && load >= float64(runtime.NumCPU()) {
-			return 500 * time.Millisecond
-		}
+	if loaded() >= 1 {
+		return 500 * time.Millisecond
 	}
 	return 100 * time.Millisecond
+}
+
+// AnswerBound is d, the longest a request to a process under test may take
+// to be answered, scaled by how overloaded the machine is now: d while the
+// 1-minute load average is under the number of processors, d times the
+// load per processor above that (at most 10 d). A request that is never
+// answered (a lock held while waiting) exceeds it by its whole timeout;
+// a command started at a load of 20 on 2 cores waits seconds for a
+// processor before it sends anything.
+func AnswerBound(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * min(max(loaded(), 1), 10))
+}
+
+// loaded is the 1-minute load average per processor, or 0 if unknown.
+func loaded() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		if load, err := strconv.ParseFloat(f[0], 64); err == nil {
+			return load / float64(runtime.NumCPU())
+		}
+	}
+	return 0
 }
