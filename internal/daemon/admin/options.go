@@ -4,28 +4,31 @@ import (
 	"crypto/tls"
 	"time"
 
+	"github.com/streamd/streamd/internal/daemon/defaults"
 	"github.com/streamd/streamd/pipeline"
 )
 
 // Defaults of the server's limits, used for the options not given (and by
 // streamd's config for the keys a file leaves out).
+// The numbers live in internal/daemon/defaults, which the config reads
+// without importing this server.
 const (
 	// DefaultReadHeaderTimeout bounds reading a request's headers: a
 	// client that sends them slowly is cut off.
-	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadHeaderTimeout = defaults.AdminReadHeaderTimeout
 	// DefaultReadTimeout bounds reading a whole request, body included.
-	DefaultReadTimeout = time.Minute
+	DefaultReadTimeout = defaults.AdminReadTimeout
 	// DefaultWriteTimeout bounds writing a response (from the end of the
 	// request's headers); above pprof's default 30 s profile.
-	DefaultWriteTimeout = time.Minute
+	DefaultWriteTimeout = defaults.AdminWriteTimeout
 	// DefaultIdleTimeout is how long a keep-alive connection may wait for
 	// its next request.
-	DefaultIdleTimeout = 2 * time.Minute
+	DefaultIdleTimeout = defaults.AdminIdleTimeout
 	// DefaultMaxHeaderBytes bounds a request's headers.
-	DefaultMaxHeaderBytes = 64 << 10
+	DefaultMaxHeaderBytes = defaults.AdminMaxHeaderBytes
 	// DefaultMaxBodyBytes bounds a request's body (the journal's own
 	// limit, 64 MiB, is the largest a mounted handler takes).
-	DefaultMaxBodyBytes = 64 << 20
+	DefaultMaxBodyBytes = defaults.AdminMaxBodyBytes
 )
 
 // Timeouts are the HTTP server's timeouts; zero fields get the defaults.

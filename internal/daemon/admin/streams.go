@@ -7,16 +7,18 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 // Defaults of the long-lived responses' limits (WithStreamLimits).
 const (
 	// DefaultMaxStreams is how many long-lived responses (event streams,
 	// taps) may be open at once on the admin server.
-	DefaultMaxStreams = 64
+	DefaultMaxStreams = defaults.AdminMaxStreams
 	// DefaultMaxStreamsPerToken is how many of them one token (or one
 	// client certificate) may hold.
-	DefaultMaxStreamsPerToken = 16
+	DefaultMaxStreamsPerToken = defaults.AdminMaxStreamsPerToken
 )
 
 // ErrRevoked is the cause of a stream's context when its token was

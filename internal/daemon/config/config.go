@@ -47,7 +47,7 @@ type Admin struct {
 	ProbesOpen bool `toml:"probes_open"`
 	// AllowUnauthenticated serves a non-loopback Listen without auth.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
-	// Server limits (defaults: admin.Default*).
+	// Server limits (defaults: defaults.Admin*).
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
 	ReadTimeout       Duration `toml:"read_timeout"`
 	WriteTimeout      Duration `toml:"write_timeout"`
@@ -61,8 +61,8 @@ type Admin struct {
 	Hosts []string `toml:"hosts"`
 	// MaxStreams bounds the long-lived responses open at once (event
 	// streams, taps); MaxStreamsPerToken is one token's (or one client
-	// certificate's) share (defaults: admin.DefaultMaxStreams,
-	// admin.DefaultMaxStreamsPerToken).
+	// certificate's) share (defaults: defaults.AdminMaxStreams,
+	// defaults.AdminMaxStreamsPerToken).
 	MaxStreams         int `toml:"max_streams"`
 	MaxStreamsPerToken int `toml:"max_streams_per_token"`
 }
@@ -92,7 +92,7 @@ type Kafka struct {
 // Embedded starts an in-process broker (internal/embedded): one node, for
 // development, demos and small deployments on one machine. Its retention
 // applies to every topic that sets none of its own, and its disk budget to
-// the whole data directory (defaults: embedded.Default*).
+// the whole data directory (defaults: defaults.Embedded*).
 type Embedded struct {
 	Listen  string `toml:"listen"`   // default 127.0.0.1:9092
 	DataDir string `toml:"data_dir"` // default <data_dir>/broker

@@ -1,6 +1,6 @@
 package config
 
-import "github.com/streamd/streamd/internal/daemon/console"
+import "github.com/streamd/streamd/internal/daemon/defaults"
 
 // Console configures the operator's console served at /ui/ on the admin
 // listener, and its taps.
@@ -8,17 +8,17 @@ type Console struct {
 	// Enabled serves the console when [admin] listen is set (default true).
 	Enabled bool `toml:"enabled"`
 	// TapMaxRate is the most records per second one tap samples (default
-	// console.DefaultTapRate).
+	// defaults.TapRate).
 	TapMaxRate int `toml:"tap_max_rate"`
 	// TapMaxValueBytes is where a tap cuts keys, values and headers
-	// (default console.DefaultTapValueBytes).
+	// (default defaults.TapValueBytes).
 	TapMaxValueBytes int `toml:"tap_max_value_bytes"`
 	// TapMaxOpen is how many taps may be open at once (default
-	// console.DefaultTapOpen).
+	// defaults.TapOpen).
 	TapMaxOpen int `toml:"tap_max_open"`
 	// ReplayMaxRecords bounds the dead letters one replay of the console
 	// (and of `streamd dlq replay --to pipeline`) selects (default
-	// console.DefaultReplayMaxRecords).
+	// defaults.ReplayMaxRecords).
 	ReplayMaxRecords int64 `toml:"replay_max_records"`
 }
 
@@ -31,10 +31,10 @@ var (
 
 func (c *Config) consoleDefaults() {
 	setDefault(c, "console.enabled", &c.Console.Enabled, true)
-	setDefault(c, "console.tap_max_rate", &c.Console.TapMaxRate, console.DefaultTapRate)
-	setDefault(c, "console.tap_max_value_bytes", &c.Console.TapMaxValueBytes, console.DefaultTapValueBytes)
-	setDefault(c, "console.tap_max_open", &c.Console.TapMaxOpen, console.DefaultTapOpen)
-	setDefault(c, "console.replay_max_records", &c.Console.ReplayMaxRecords, console.DefaultReplayMaxRecords)
+	setDefault(c, "console.tap_max_rate", &c.Console.TapMaxRate, defaults.TapRate)
+	setDefault(c, "console.tap_max_value_bytes", &c.Console.TapMaxValueBytes, defaults.TapValueBytes)
+	setDefault(c, "console.tap_max_open", &c.Console.TapMaxOpen, defaults.TapOpen)
+	setDefault(c, "console.replay_max_records", &c.Console.ReplayMaxRecords, defaults.ReplayMaxRecords)
 }
 
 func (c *Config) validateConsole(k *checker) {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/daemon/console"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 func TestConsoleConfig(t *testing.T) {
 	c := mustParse(t, pipe("", "", "", ""))
-	want := Console{Enabled: true, TapMaxRate: console.DefaultTapRate, TapMaxValueBytes: console.DefaultTapValueBytes, TapMaxOpen: console.DefaultTapOpen,
-		ReplayMaxRecords: console.DefaultReplayMaxRecords}
+	want := Console{Enabled: true, TapMaxRate: defaults.TapRate, TapMaxValueBytes: defaults.TapValueBytes, TapMaxOpen: defaults.TapOpen,
+		ReplayMaxRecords: defaults.ReplayMaxRecords}
 	if c.Console != want {
 		t.Fatalf("defaults %+v, want %+v", c.Console, want)
 	}

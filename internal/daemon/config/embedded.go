@@ -6,7 +6,7 @@ import (
 )
 
 // The ranges of [kafka.embedded]'s retention keys (defaults:
-// embedded.Default*).
+// defaults.Embedded*).
 var (
 	rangeRetention      = durRange{lo: time.Second, hi: 10 * 365 * 24 * time.Hour, negative: "keep records forever"}
 	rangeRetentionBytes = intRange{lo: 1 << 20, hi: math.MaxInt64, negative: "no bound"}

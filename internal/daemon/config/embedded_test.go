@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/daemon/embedded"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 // emb is a config with one pipeline and a [kafka.embedded] table holding
@@ -21,11 +21,11 @@ func TestEmbeddedRetentionDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"retention", e.Retention.Duration, embedded.DefaultRetention},
-		{"retention_bytes", e.RetentionBytes, int64(embedded.DefaultRetentionBytes)},
-		{"segment_bytes", e.SegmentBytes, int64(embedded.DefaultSegmentBytes)},
-		{"disk_budget_bytes", e.DiskBudgetBytes, int64(embedded.DefaultDiskBudget)},
-		{"retention_check_interval", e.RetentionCheckInterval.Duration, embedded.DefaultRetentionCheck},
+		{"retention", e.Retention.Duration, defaults.EmbeddedRetention},
+		{"retention_bytes", e.RetentionBytes, int64(defaults.EmbeddedRetentionBytes)},
+		{"segment_bytes", e.SegmentBytes, int64(defaults.EmbeddedSegmentBytes)},
+		{"disk_budget_bytes", e.DiskBudgetBytes, int64(defaults.EmbeddedDiskBudget)},
+		{"retention_check_interval", e.RetentionCheckInterval.Duration, defaults.EmbeddedRetentionCheck},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamd/streamd/internal/daemon/admin"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 // AdminTLS serves the admin API over HTTPS.
@@ -40,14 +40,14 @@ var (
 func (c *Config) adminDefaults() {
 	a := &c.Admin
 	setDefault(c, "admin.probes_open", &a.ProbesOpen, true)
-	setDefault(c, "admin.read_header_timeout", &a.ReadHeaderTimeout.Duration, admin.DefaultReadHeaderTimeout)
-	setDefault(c, "admin.read_timeout", &a.ReadTimeout.Duration, admin.DefaultReadTimeout)
-	setDefault(c, "admin.write_timeout", &a.WriteTimeout.Duration, admin.DefaultWriteTimeout)
-	setDefault(c, "admin.idle_timeout", &a.IdleTimeout.Duration, admin.DefaultIdleTimeout)
-	setDefault(c, "admin.max_header_bytes", &a.MaxHeaderBytes, admin.DefaultMaxHeaderBytes)
-	setDefault(c, "admin.max_body_bytes", &a.MaxBodyBytes, admin.DefaultMaxBodyBytes)
-	setDefault(c, "admin.max_streams", &a.MaxStreams, admin.DefaultMaxStreams)
-	setDefault(c, "admin.max_streams_per_token", &a.MaxStreamsPerToken, min(admin.DefaultMaxStreamsPerToken, a.MaxStreams))
+	setDefault(c, "admin.read_header_timeout", &a.ReadHeaderTimeout.Duration, defaults.AdminReadHeaderTimeout)
+	setDefault(c, "admin.read_timeout", &a.ReadTimeout.Duration, defaults.AdminReadTimeout)
+	setDefault(c, "admin.write_timeout", &a.WriteTimeout.Duration, defaults.AdminWriteTimeout)
+	setDefault(c, "admin.idle_timeout", &a.IdleTimeout.Duration, defaults.AdminIdleTimeout)
+	setDefault(c, "admin.max_header_bytes", &a.MaxHeaderBytes, defaults.AdminMaxHeaderBytes)
+	setDefault(c, "admin.max_body_bytes", &a.MaxBodyBytes, defaults.AdminMaxBodyBytes)
+	setDefault(c, "admin.max_streams", &a.MaxStreams, defaults.AdminMaxStreams)
+	setDefault(c, "admin.max_streams_per_token", &a.MaxStreamsPerToken, min(defaults.AdminMaxStreamsPerToken, a.MaxStreams))
 	if t := a.TLS; t != nil {
 		t.CertFile, t.KeyFile, t.ClientCAFile = c.Resolve(t.CertFile), c.Resolve(t.KeyFile), c.Resolve(t.ClientCAFile)
 	}

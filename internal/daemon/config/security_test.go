@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/daemon/admin"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 func TestAdminConfig(t *testing.T) {
 	c := mustParse(t, pipe("", "", "", "[admin]\nlisten = \"127.0.0.1:9644\""))
 	a := c.Admin
-	if !a.ProbesOpen || a.ReadHeaderTimeout.Duration != admin.DefaultReadHeaderTimeout || a.ReadTimeout.Duration != admin.DefaultReadTimeout ||
-		a.WriteTimeout.Duration != admin.DefaultWriteTimeout || a.IdleTimeout.Duration != admin.DefaultIdleTimeout ||
-		a.MaxHeaderBytes != admin.DefaultMaxHeaderBytes || a.MaxBodyBytes != admin.DefaultMaxBodyBytes {
+	if !a.ProbesOpen || a.ReadHeaderTimeout.Duration != defaults.AdminReadHeaderTimeout || a.ReadTimeout.Duration != defaults.AdminReadTimeout ||
+		a.WriteTimeout.Duration != defaults.AdminWriteTimeout || a.IdleTimeout.Duration != defaults.AdminIdleTimeout ||
+		a.MaxHeaderBytes != defaults.AdminMaxHeaderBytes || a.MaxBodyBytes != defaults.AdminMaxBodyBytes {
 		t.Errorf("defaults: %+v", a)
 	}
 	c = mustParse(t, pipe("", "", "", "[admin]\nlisten = \"0.0.0.0:9644\"\nprobes_open = false\n[admin.auth]\ntokens_file = \"tokens\"\n[admin.tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\""))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/fluid"
-	"github.com/streamd/streamd/internal/daemon/embedded"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"
@@ -34,11 +34,11 @@ func (c *Config) setDefaults() {
 		} else {
 			e.DataDir = c.Resolve(e.DataDir)
 		}
-		setDefault(c, "kafka.embedded.retention", &e.Retention.Duration, embedded.DefaultRetention)
-		setDefault(c, "kafka.embedded.retention_bytes", &e.RetentionBytes, embedded.DefaultRetentionBytes)
-		setDefault(c, "kafka.embedded.segment_bytes", &e.SegmentBytes, embedded.DefaultSegmentBytes)
-		setDefault(c, "kafka.embedded.disk_budget_bytes", &e.DiskBudgetBytes, embedded.DefaultDiskBudget)
-		setDefault(c, "kafka.embedded.retention_check_interval", &e.RetentionCheckInterval.Duration, embedded.DefaultRetentionCheck)
+		setDefault(c, "kafka.embedded.retention", &e.Retention.Duration, defaults.EmbeddedRetention)
+		setDefault(c, "kafka.embedded.retention_bytes", &e.RetentionBytes, defaults.EmbeddedRetentionBytes)
+		setDefault(c, "kafka.embedded.segment_bytes", &e.SegmentBytes, defaults.EmbeddedSegmentBytes)
+		setDefault(c, "kafka.embedded.disk_budget_bytes", &e.DiskBudgetBytes, defaults.EmbeddedDiskBudget)
+		setDefault(c, "kafka.embedded.retention_check_interval", &e.RetentionCheckInterval.Duration, defaults.EmbeddedRetentionCheck)
 		if len(c.Kafka.Brokers) == 0 {
 			c.Kafka.Brokers = []string{e.Listen}
 		}

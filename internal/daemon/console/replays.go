@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamd/streamd/internal/daemon/defaults"
 	"github.com/streamd/streamd/internal/daemon/dlq"
 )
 
@@ -52,7 +53,7 @@ const maxReplayJobs = 50
 
 // DefaultReplayMaxRecords bounds the dead letters one replay of the
 // console selects (WithReplayMaxRecords).
-const DefaultReplayMaxRecords = 100_000
+const DefaultReplayMaxRecords = defaults.ReplayMaxRecords
 
 // errReplayRunning is the error of a replay of a pipeline that has one
 // running.

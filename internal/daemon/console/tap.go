@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/internal/daemon/admin"
+	"github.com/streamd/streamd/internal/daemon/defaults"
 	"github.com/streamd/streamd/internal/daemon/recview"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
@@ -25,11 +26,12 @@ type TapLimits struct {
 	Open int `json:"open"`
 }
 
-// Default tap limits.
+// Default tap limits (from internal/daemon/defaults, which the config
+// reads without importing this server).
 const (
-	DefaultTapRate       = 10
-	DefaultTapValueBytes = 1024
-	DefaultTapOpen       = 4
+	DefaultTapRate       = defaults.TapRate
+	DefaultTapValueBytes = defaults.TapValueBytes
+	DefaultTapOpen       = defaults.TapOpen
 )
 
 // TapEvent is one sampled record of a tapped stage: what went in and

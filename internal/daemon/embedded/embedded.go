@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/streamd/streamd/internal/daemon/defaults"
 )
 
 // Config configures an embedded broker. Zero values mean the defaults
@@ -56,18 +58,19 @@ type Config struct {
 }
 
 // Defaults of Config: a laptop holds them, and a broker left running for
-// weeks stays within them.
+// weeks stays within them. The numbers live in internal/daemon/defaults,
+// which the config reads without importing this package.
 const (
 	// DefaultRetention keeps a day of records.
-	DefaultRetention = 24 * time.Hour
+	DefaultRetention = defaults.EmbeddedRetention
 	// DefaultRetentionBytes keeps at most 1 GiB per partition.
-	DefaultRetentionBytes = 1 << 30
+	DefaultRetentionBytes = defaults.EmbeddedRetentionBytes
 	// DefaultSegmentBytes rolls segments at 16 MiB.
-	DefaultSegmentBytes = 16 << 20
+	DefaultSegmentBytes = defaults.EmbeddedSegmentBytes
 	// DefaultDiskBudget bounds the data directory at 8 GiB.
-	DefaultDiskBudget = 8 << 30
+	DefaultDiskBudget = defaults.EmbeddedDiskBudget
 	// DefaultRetentionCheck applies retention every 10 seconds.
-	DefaultRetentionCheck = 10 * time.Second
+	DefaultRetentionCheck = defaults.EmbeddedRetentionCheck
 )
 
 // DiskWarnRatio is the share of the disk budget past which the broker
