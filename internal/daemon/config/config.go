@@ -89,7 +89,7 @@ type Kafka struct {
 	def *KafkaCluster // [kafka] as a KafkaCluster, made by setDefaults
 }
 
-// Embedded starts an in-process broker (internal/embedded): one node, for
+// Embedded starts an in-process broker (internal/daemon/embedded): one node, for
 // development, demos and small deployments on one machine. Its retention
 // applies to every topic that sets none of its own, and its disk budget to
 // the whole data directory (defaults: defaults.Embedded*).

@@ -14,7 +14,7 @@ func emb(lines string) string { return pipe("", "", "", "[kafka.embedded]\n"+lin
 
 // TestEmbeddedRetentionDefaults: without keys of its own, the embedded
 // broker gets the retention, segment size, disk budget and check interval
-// internal/embedded declares.
+// internal/daemon/embedded declares.
 func TestEmbeddedRetentionDefaults(t *testing.T) {
 	e := mustParse(t, emb("")).Kafka.Embedded
 	checks := []struct {

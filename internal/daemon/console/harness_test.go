@@ -27,7 +27,7 @@ import (
 	"github.com/streamd/streamd/plugins/load"
 )
 
-// repoRoot is the repository root (tests run in internal/console).
+// repoRoot is the repository root (tests run in internal/daemon/console).
 func repoRoot(t testing.TB) string {
 	wd, err := os.Getwd()
 	if err != nil {

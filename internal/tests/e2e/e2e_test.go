@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// repoRoot is the repository root (tests run in internal/e2e).
+// repoRoot is the repository root (tests run in internal/tests/e2e).
 func repoRoot(t testing.TB) string {
 	wd, err := os.Getwd()
 	if err != nil {

@@ -6,7 +6,7 @@
 // The faults: the broker stopped and restarted on its data, the broker
 // frozen (SIGSTOP), the network to the broker cut (connections refused and
 // reset, or silently swallowed) and slowed, by a TCP proxy
-// (internal/testenv/faultproxy) that the broker advertises; backlogs with
+// (internal/tests/testenv/faultproxy) that the broker advertises; backlogs with
 // old CreateTime and LogAppendTime timestamps; SIGKILL restarts of streamd
 // with and without instance_id; the sink topic deleted; records over the
 // producer's size limit; a full disk under data_dir.
