@@ -205,11 +205,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // openJournalStore opens [journal] store for reading; a plugin store
 // cannot be read, so the journal is then read from Kafka alone.
 func openJournalStore(ctx context.Context, cfg *config.Config) (*journal.Store, error) {
-	dsn := cfg.Journal.Store
-	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
-		dsn = "sqlite:" + cfg.Resolve(strings.TrimPrefix(dsn, "sqlite:"))
-	case strings.HasPrefix(dsn, "wasm:"), strings.HasPrefix(dsn, "native:"):
+	kind, dsn := cfg.JournalStore()
+	if kind == config.StorePlugin {
 		return journal.KafkaOnly(), nil
 	}
 	// Logs (a schema migration) go to stderr; stdout is the command's output.

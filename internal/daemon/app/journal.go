@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,17 +67,17 @@ func (a *App) journalSetup(ctx context.Context) (*journalParts, error) {
 	if jc == nil || jc.Store == "" {
 		return nil, fmt.Errorf("%s: [journal] store is not set", a.cfg.File)
 	}
-	jp := &journalParts{dsn: jc.Store, expiry: jc.ExpiryInterval.Duration}
-	switch {
-	case strings.HasPrefix(jc.Store, "sqlite:"):
-		jp.dsn = "sqlite:" + a.cfg.Resolve(strings.TrimPrefix(jc.Store, "sqlite:"))
+	kind, dsn := a.cfg.JournalStore()
+	jp := &journalParts{dsn: dsn, expiry: jc.ExpiryInterval.Duration}
+	switch kind {
+	case config.StoreSQLite:
 		// A missing directory is created at start; anything else that
 		// would stop the open is reported now.
 		if err := journal.CheckStore(jp.dsn); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)
 		}
-	case strings.HasPrefix(jc.Store, "postgres://"), strings.HasPrefix(jc.Store, "postgresql://"):
-	case strings.HasPrefix(jc.Store, "wasm:"), strings.HasPrefix(jc.Store, "native:"):
+	case config.StorePostgres:
+	case config.StorePlugin:
 		p, err := a.load(ctx, jc.Store, a.pluginOpts(plugins.KindSink, "journal-store", config.PluginSettings{Config: jc.Config}, 0))
 		if err != nil {
 			return nil, fmt.Errorf("%s: journal.store: %w", a.cfg.File, err)

@@ -343,8 +343,7 @@ func (c *Config) validate() error {
 	c.validateConsole(k)
 	c.validateSchemaRegistry(bad)
 	if j := c.Journal; j != nil {
-		if j.Store != "" && !strings.HasPrefix(j.Store, "sqlite:") && !strings.HasPrefix(j.Store, "postgres://") &&
-			!strings.HasPrefix(j.Store, "postgresql://") && !strings.HasPrefix(j.Store, "wasm:") && !strings.HasPrefix(j.Store, "native:") {
+		if kind, _ := c.JournalStore(); j.Store != "" && kind == StoreUnknown {
 			bad("journal.store", "want sqlite:PATH, postgres://..., wasm:PATH or native:PATH, not %q", j.Store)
 		}
 		k.dur("journal.expiry_interval", j.ExpiryInterval.Duration, rangeExpiry)
