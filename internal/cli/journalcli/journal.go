@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamd/streamd/internal/cli/termsafe"
 	"github.com/streamd/streamd/internal/daemon/config"
+	"github.com/streamd/streamd/internal/daemon/kafkaconf"
 	"github.com/streamd/streamd/journal"
 )
 
@@ -121,16 +122,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "streamd journal %s: closing the store: %v\n", sub, err)
 		}
 	}()
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...)}
-	if cfg.Kafka.ClientID != "" {
-		opts = append(opts, kgo.ClientID(cfg.Kafka.ClientID))
+	// The client of [kafka] as the daemon makes it (TLS, SASL, client ID):
+	// internal/daemon/kafkaconf maps the config for both.
+	kc, err := kafkaconf.Cluster(cfg.Cluster(config.DefaultCluster), slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return fail("%s: %v", *cfgPath, err)
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(kc.Options()...)
 	if err != nil {
 		return fail("kafka: %v", err)
 	}
 	defer cl.Close()
-	j := journal.New(cl, store, journal.WithoutHeadCache())
+	// Reading starts consumers of its own: they dial as the client does.
+	j := journal.New(cl, store, journal.WithoutHeadCache(), journal.WithConsumerOptions(kc.Options()...))
 	defer func() {
 		if err := j.Close(closeCtx); err != nil {
 			fmt.Fprintf(stderr, "streamd journal %s: %v\n", sub, err)

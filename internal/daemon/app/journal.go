@@ -116,7 +116,9 @@ func (a *App) openJournal(ctx context.Context, jp *journalParts) error {
 	})
 	jp.mu.Lock()
 	defer jp.mu.Unlock()
-	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st)
+	// The consumers that read the head of a partition dial as the client
+	// does (TLS, SASL).
+	jp.store, jp.client, jp.j = st, cl, journal.New(cl, st, journal.WithConsumerOptions(kc.Options()...))
 	jp.replicate = func(s *replicatorSink) error {
 		opts := s.opts
 		if q := a.cfg.Journal.QuarantineTopic; q != "" {
