@@ -7,9 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -35,44 +33,25 @@ type adminClient struct {
 }
 
 func newAdminClient(cfg *config.Config, addr, tokenFile, caFile string) (*adminClient, error) {
-	c := &adminClient{token: os.Getenv("STREAMD_ADMIN_TOKEN"), hc: &http.Client{}}
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		c.token = strings.TrimSpace(string(b))
+	token, err := ctlToken(tokenFile)
+	if err != nil {
+		return nil, err
 	}
 	if addr == "" {
 		if cfg.Admin.Listen == "" {
 			return nil, fmt.Errorf("%s: [admin] listen is not set: the daemon has no admin API to reach (or give --admin URL)", cfg.File)
 		}
-		host, port, err := net.SplitHostPort(cfg.Admin.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("%s: [admin] listen %q: %w", cfg.File, cfg.Admin.Listen, err)
-		}
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			host = "127.0.0.1"
-		}
-		scheme := "http"
-		if cfg.Admin.TLS != nil {
-			scheme = "https"
-		}
-		addr = scheme + "://" + net.JoinHostPort(host, port)
+		addr = cfg.Admin.Listen
 	}
-	c.base = strings.TrimRight(addr, "/")
-	if strings.HasPrefix(c.base, "https://") {
-		f := tlsconf.Files{CAFile: caFile}
-		if f.CAFile == "" && cfg.Admin.TLS != nil {
-			f.CAFile = cfg.Admin.TLS.CertFile // a self-signed server certificate is its own CA
-		}
-		tc, err := tlsconf.Client(f)
-		if err != nil {
-			return nil, err
-		}
-		c.hc.Transport = &http.Transport{TLSClientConfig: tc}
+	serverCert := ""
+	if cfg.Admin.TLS != nil {
+		serverCert = cfg.Admin.TLS.CertFile // resolved by config.Load
 	}
-	return c, nil
+	hc, base, err := adminEndpoint(addr, cfg.Admin.TLS != nil, serverCert, tlsconf.Files{CAFile: caFile})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	return &adminClient{base: base, token: token, hc: hc}, nil
 }
 
 // do sends a request and decodes a JSON answer into out; an error answer

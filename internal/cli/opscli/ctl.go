@@ -147,7 +147,22 @@ func ctlClient(file, addr, ca, cert, key string) (*http.Client, string, error) {
 		}
 		return nil, "", fmt.Errorf("%s has no [admin] listen: the daemon serves no control API; set it, or give -addr", file)
 	}
-	tlsOn := adm.Admin.TLS != nil || strings.HasPrefix(addr, "https://")
+	serverCert := ""
+	if adm.Admin.TLS != nil {
+		serverCert = resolveNear(file, adm.Admin.TLS.CertFile)
+	}
+	return adminEndpoint(addr, adm.Admin.TLS != nil, serverCert, tlsconf.Files{CAFile: ca, CertFile: cert, KeyFile: key})
+}
+
+// adminEndpoint returns an HTTP client and the base URL of a daemon's
+// admin API at addr: a URL, or the host:port of [admin] listen (a
+// wildcard host answers on loopback here; https when tlsOn). For https,
+// the CA is f.CAFile, else the server's own certificate serverCert (a
+// self-signed one is its own CA), else the system roots; f's certificate
+// and key are the client's for mutual TLS. Every command that calls the
+// admin API (ctl, dlq replay, tap) gets its client here.
+func adminEndpoint(addr string, tlsOn bool, serverCert string, f tlsconf.Files) (*http.Client, string, error) {
+	tlsOn = tlsOn || strings.HasPrefix(addr, "https://")
 	base := addr
 	if !strings.Contains(base, "://") {
 		host, port, err := net.SplitHostPort(addr)
@@ -169,10 +184,10 @@ func ctlClient(file, addr, ca, cert, key string) (*http.Client, string, error) {
 	base = strings.TrimRight(base, "/")
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if tlsOn {
-		if ca == "" && adm.Admin.TLS != nil && adm.Admin.TLS.CertFile != "" {
-			ca = resolveNear(file, adm.Admin.TLS.CertFile) // a self-signed server certificate is its own CA
+		if f.CAFile == "" {
+			f.CAFile = serverCert
 		}
-		tc, err := tlsconf.Client(tlsconf.Files{CAFile: ca, CertFile: cert, KeyFile: key})
+		tc, err := tlsconf.Client(f)
 		if err != nil {
 			return nil, "", fmt.Errorf("admin TLS: %w", err)
 		}
