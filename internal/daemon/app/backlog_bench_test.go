@@ -37,7 +37,7 @@ import (
 // Interleave rounds of the two, on a real broker (STREAMD_BENCH_BROKERS;
 // default an in-process kfake), and compare with benchstat:
 //
-//	go test -c -o /tmp/app.test ./internal/app && cd internal/daemon/app
+//	go test -c -o /tmp/app.test ./internal/daemon/app && cd internal/daemon/app
 //	for i in 1 2 3 4 5; do
 //	  STREAMD_BENCH_BROKERS=127.0.0.1:22092 /tmp/app.test -test.run '^$' -test.bench OldBacklog -test.benchtime 1000000x
 //	done | tee /tmp/backlog.txt

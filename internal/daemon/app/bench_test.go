@@ -48,7 +48,7 @@ import (
 // records/s and cpu-ns/record leave out the pipeline's start (the first
 // tenth of the records).
 //
-//	go test ./internal/app -run '^$' -bench KafkaWasmKafka -benchtime 200000x -count 6
+//	go test ./internal/daemon/app -run '^$' -bench KafkaWasmKafka -benchtime 200000x -count 6
 //
 // Compare the transform rows with transform=none (benchstat -col
 // /transform); cpu-ns/record is the process's CPU per record, broker

@@ -26,7 +26,7 @@ import (
 // its own. The group join and the first fetch are included; the Go
 // process's own start (a few ms) is not.
 //
-//	go test ./internal/app -run '^$' -bench FirstRecord -benchtime 3x -count 3
+//	go test ./internal/daemon/app -run '^$' -bench FirstRecord -benchtime 3x -count 3
 func BenchmarkFirstRecord(b *testing.B) {
 	for _, tc := range []struct{ name, transform string }{
 		{"none", ""},

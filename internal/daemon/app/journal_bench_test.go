@@ -31,7 +31,7 @@ import (
 // is the whole process's, kfake broker included (or not, with
 // STREAMD_BENCH_BROKERS).
 //
-//	go test ./internal/app -run '^$' -bench JournalReplicator -benchtime 300000x
+//	go test ./internal/daemon/app -run '^$' -bench JournalReplicator -benchtime 300000x
 func BenchmarkJournalReplicator(b *testing.B) {
 	for _, per := range []int{10, 1} {
 		b.Run(fmt.Sprintf("store=sqlite/events-per-append=%d", per), func(b *testing.B) {

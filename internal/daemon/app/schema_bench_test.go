@@ -96,7 +96,7 @@ func schemaBenchOpen(ctx context.Context, ref string, o plugins.Options) (plugin
 // (the schema stages' cost alone); identity=wasm-c is the C identity plugin
 // (make examples), what a user's transform between the stages costs.
 //
-//	go test ./internal/app -run '^$' -bench SchemaAvro -benchtime 200000x -count 3
+//	go test ./internal/daemon/app -run '^$' -bench SchemaAvro -benchtime 200000x -count 3
 //
 // Compare format=avro with format=json (benchstat -col /format).
 func BenchmarkSchemaAvro(b *testing.B) {

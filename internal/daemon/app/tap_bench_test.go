@@ -29,7 +29,7 @@ import (
 // The identity plugin does almost nothing per record, so the observer's
 // share is as large as it can be. Run it interleaved, e.g.
 //
-//	go test -run '^$' -bench BenchmarkTap -count 6 -benchtime 200000x ./internal/app | tee bin/tap.txt
+//	go test -run '^$' -bench BenchmarkTap -count 6 -benchtime 200000x ./internal/daemon/app | tee bin/tap.txt
 //	benchstat -col /observer bin/tap.txt
 func BenchmarkTap(b *testing.B) {
 	dir := b.TempDir()

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	// STREAMD_BIN: the binary scripts/test built (bin/streamd); otherwise
-	// build it, so that `go test ./internal/faults` tests this tree.
+	// build it, so that `go test ./internal/tests/faults` tests this tree.
 	streamdBin = os.Getenv("STREAMD_BIN")
 	if streamdBin == "" {
 		streamdBin = filepath.Join(tmp, "streamd")
