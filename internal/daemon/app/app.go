@@ -32,6 +32,7 @@ import (
 	"github.com/streamd/streamd/pipeline/generate"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/pipeline/metrics"
+	"github.com/streamd/streamd/pipeline/stdin"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/codecs"
 )
@@ -436,6 +437,8 @@ func (a *App) buildSource(pc *config.Pipeline, log *slog.Logger) (pipeline.Sourc
 		return generate.NewSource(s.Rate, s.Count, s.Keys), nil
 	case "file":
 		return file.NewSource(a.cfg.Resolve(s.Path))
+	case "stdin":
+		return stdin.NewSource(), nil
 	}
 	return nil, fmt.Errorf("unknown source type %q", s.Type)
 }

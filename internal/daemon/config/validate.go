@@ -151,6 +151,7 @@ func (c *Config) validate() error {
 		bad("pipeline", "no [[pipeline]] defined")
 	}
 	seen := map[string]bool{}
+	stdinAt := "" // the pipeline that reads standard input
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		at := fmt.Sprintf("pipeline[%d]", i)
@@ -180,7 +181,7 @@ func (c *Config) validate() error {
 		s := &p.Source
 		switch s.Type {
 		case "":
-			bad(at+".source.type", "required key is missing (kafka, generate or file)")
+			bad(at+".source.type", "required key is missing (kafka, generate, file or stdin)")
 		case "kafka":
 			if len(s.Topics) == 0 && s.TopicsRegex == "" {
 				bad(at+".source.topics", "required for a kafka source (or topics_regex)")
@@ -197,8 +198,13 @@ func (c *Config) validate() error {
 			if s.Path == "" {
 				bad(at+".source.path", "required for a file source")
 			}
+		case "stdin":
+			if stdinAt != "" {
+				bad(at+".source.type", "%s already reads standard input: one pipeline may (allowed: one stdin source)", stdinAt)
+			}
+			stdinAt = at
 		default:
-			bad(at+".source.type", "unknown source type %q (want kafka, generate or file)", s.Type)
+			bad(at+".source.type", "unknown source type %q (want kafka, generate, file or stdin)", s.Type)
 		}
 		if s.Type == "generate" || c.isSet(at+".source.rate") {
 			if !(s.Rate >= 0 && s.Rate <= maxRate) { // NaN too

@@ -522,3 +522,25 @@ func valueDepth(v any) int {
 	}
 	return 0
 }
+
+// TestStdinSource: a stdin source needs no key, and only one pipeline may
+// read standard input (the second is refused at its type's line).
+func TestStdinSource(t *testing.T) {
+	one := strings.Replace(pipe("", "", "", ""), `type = "generate"`, `type = "stdin"`, 1)
+	if _, err := Parse("c.toml", []byte(one), env(nil)); err != nil {
+		t.Fatalf("one stdin source: %v", err)
+	}
+	two := one + `
+[[pipeline]]
+name = "q"
+[pipeline.source]
+type = "stdin"
+[pipeline.sink]
+type = "drop"
+`
+	_, err := Parse("c.toml", []byte(two), env(nil))
+	want := fmt.Sprintf("c.toml:%d:", strings.Count(two[:strings.LastIndex(two, `type = "stdin"`)], "\n")+1)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "pipeline[1].source.type: pipeline[0] already reads standard input") {
+		t.Fatalf("two stdin sources: %v; want an error at %s naming pipeline[0]", err, want)
+	}
+}
