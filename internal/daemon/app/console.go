@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,17 +93,37 @@ func (a *App) consoleObserver(name string, stages []pipeline.Stage) *console.Sta
 }
 
 func (a *App) consolePipelines() []console.Pipeline {
+	// A pipeline without parts is loading its plugins, or failed to: the
+	// console shows it with its status (the cause, when it failed).
+	type row struct {
+		parts *pipeParts
+		name  string
+		pc    config.Pipeline
+		state unitState
+		err   error
+		since time.Time
+		pause bool
+	}
 	a.mu.Lock()
-	parts := make([]*pipeParts, 0, len(a.units))
+	rows := make([]row, 0, len(a.units))
 	for _, u := range a.units { // a reload replaces a unit, and so its entry
 		if u.built && u.parts != nil && u.p != nil { // parts are written while it builds
-			parts = append(parts, u.parts)
+			rows = append(rows, row{parts: u.parts})
+		} else if u.p == nil {
+			rows = append(rows, row{name: u.name, pc: u.pc, state: u.state, err: u.err, since: u.since, pause: u.paused})
 		}
 	}
 	a.mu.Unlock()
-	out := make([]console.Pipeline, 0, len(parts))
-	for _, pp := range parts {
-		out = append(out, a.consolePipeline(pp))
+	out := make([]console.Pipeline, 0, len(rows))
+	for _, r := range rows {
+		if r.parts != nil {
+			out = append(out, a.consolePipeline(r.parts))
+			continue
+		}
+		st := unbuiltStatus(r.name, r.pc.Delivery, r.state, r.err, r.since, r.pause)
+		out = append(out, console.Pipeline{Name: r.name, Loading: &st, Policy: r.pc.Errors.Policy, Journal: r.pc.Sink.Type == "journal",
+			Source: console.Source{Type: r.pc.Source.Type, Topics: r.pc.Source.Topics, Group: r.pc.Source.Group},
+			Sink:   console.Sink{Type: r.pc.Sink.Type, Topic: r.pc.Sink.Topic}})
 	}
 	return out
 }

@@ -15,31 +15,60 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// hostileGuests are hand-written plugins that attack the sandbox while the
-// pipelines run (a minimal transform whose streamd_process runs the body),
-// each with what the failure of its pipeline must say.
-var hostileGuests = []struct {
-	name, pages, decls, process, want string
-}{
+// hostileGuest is a hand-written plugin that attacks the sandbox (a
+// minimal transform whose streamd_process runs process, whose start
+// function, if any, runs start), with what the failure of its pipeline
+// must say.
+type hostileGuest struct {
+	name, pages, decls, process, start, want string
+	noCheck                                  bool // as written, invalid: wat2wasm --no-check
+}
+
+// deep is n nested blocks.
+func deep(n int) string { return strings.Repeat("(block ", n) + strings.Repeat(")", n) }
+
+// hostileGuests attack while the pipelines run (at each call) and while
+// they load. The daemon runs them with [plugins] timeout = 500ms,
+// max_module_bytes = 400000 and compile_timeout = 1s.
+var hostileGuests = []hostileGuest{
 	// Bulk memory work between two loop heads: four 16 MiB fills.
-	{"fill", "256", ``, `(loop $l (memory.fill (i32.const 0) (i32.const 1) (i32.const 16777216))
+	{name: "fill", pages: "256", process: `(loop $l (memory.fill (i32.const 0) (i32.const 1) (i32.const 16777216))
 		(memory.fill (i32.const 0) (i32.const 1) (i32.const 16777216)) (br $l))`,
-		"plugin call timed out after 500ms"},
+		want: "plugin call timed out after 500ms"},
 	// A table grown past max_table_elements, then filled.
-	{"table", "1", `(table $t 1 funcref)`, `(if (i32.eq (table.grow $t (ref.null func) (i32.const 16777216)) (i32.const -1)) (then unreachable))
+	{name: "table", pages: "1", decls: `(table $t 1 funcref)`, process: `(if (i32.eq (table.grow $t (ref.null func) (i32.const 16777216)) (i32.const -1)) (then unreachable))
 		(table.fill $t (i32.const 0) (ref.null func) (table.size $t))`,
-		"memory limit reached: the guest asked for a table of 16777217 elements (128 MiB), more than max_table_elements = 1048576 (8 MiB) allows"},
+		want: "memory limit reached: the guest asked for a table of 16777217 elements (128 MiB), more than max_table_elements = 1048576 (8 MiB) allows"},
 	// 16 MiB log lines, forever.
-	{"log", "256", ``, `(memory.fill (i32.const 0) (i32.const 97) (i32.const 16777216))
+	{name: "log", pages: "256", process: `(memory.fill (i32.const 0) (i32.const 97) (i32.const 16777216))
 		(loop $l (call $log (i32.const 1) (i32.const 0) (i32.const 16777216)) (br $l))`,
-		"plugin call timed out after 500ms"},
+		want: "plugin call timed out after 500ms"},
+	// The global one past its own: the fuel counter the rewrite adds,
+	// refilled forever. Refused at load.
+	{name: "refuel", pages: "1", decls: `(global $g (mut i32) (i32.const 0))`,
+		process: `(loop $l (global.set 1 (i32.const 1000000)) (br $l))`, noCheck: true,
+		want: "global.set 1: the module declares 1 globals"},
+	// A start function that never returns: the load is given up on at
+	// the call timeout.
+	{name: "start", pages: "1", start: `(loop $l (br $l))`, process: `(nop)`,
+		want: "instantiate: plugin call timed out after 500ms"},
+	// Larger than max_module_bytes.
+	{name: "size", pages: "1", decls: `(data (i32.const 4096) "` + strings.Repeat("x", 500_000) + `")`, process: `(nop)`,
+		want: "more than max_module_bytes = 400000"},
+	// 12 functions nested 8,000 deep, about 0.5 s each to compile.
+	{name: "compile", pages: "1", decls: strings.Repeat("(func "+deep(8000)+")\n", 12), process: `(nop)`,
+		want: "compiling took longer than compile_timeout = 1s"},
 }
 
 // buildHostile writes the hostile guest g as a plugin into dir and returns
 // its path.
-func buildHostile(t *testing.T, dir, name, pages, decls, process string) string {
+func buildHostile(t *testing.T, dir string, g hostileGuest) string {
 	t.Helper()
-	manifest := `{"name":"hostile-` + name + `","kind":"transform","version":"1.0.0","abi":1}`
+	manifest := `{"name":"hostile-` + g.name + `","kind":"transform","version":"1.0.0","abi":1}`
+	start := ""
+	if g.start != "" {
+		start = "(start $start) (func $start " + g.start + ")"
+	}
 	src := fmt.Sprintf(`(module
   (import "streamd" "reply" (func $reply (param i32 i32)))
   (import "streamd" "log" (func $log (param i32 i32 i32)))
@@ -50,19 +79,26 @@ func buildHostile(t *testing.T, dir, name, pages, decls, process string) string 
   (data (i32.const 0) %q)
   (func (export "streamd_manifest") (result i32) (call $reply (i32.const 0) (i32.const %d)) (i32.const 0))
   (func (export "streamd_init") (param i32) (result i32) (i32.const 0))
-  (func (export "streamd_process") (param $len i32) (result i32) %s (i32.const 2)))`, pages, decls, manifest, len(manifest), process)
-	in := filepath.Join(dir, name+".wat")
+  (func (export "streamd_process") (param $len i32) (result i32) %s (i32.const 2))
+  %s)`, g.pages, g.decls, manifest, len(manifest), g.process, start)
+	in := filepath.Join(dir, g.name+".wat")
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, name+".wasm")
-	testenv.Wat2Wasm(t, in, out)
+	out := filepath.Join(dir, g.name+".wasm")
+	var extra []string
+	if g.noCheck {
+		extra = append(extra, "--no-check")
+	}
+	testenv.Wat2Wasm(t, in, out, extra...)
 	return out
 }
 
 // TestHostileBesideHealthy: hostile Wasm stages (bulk memory work between
-// checks, a table grown past its cap, unbounded logging) run in pipelines
-// of their own beside a healthy one in one daemon. The healthy pipeline
+// checks, a table grown past its cap, unbounded logging, a rewrite of the
+// fuel counter, a start function that never returns, a module too large,
+// a compile too long) run in pipelines of their own beside a healthy one
+// in one daemon. The healthy pipeline
 // keeps its rate, /healthz answers every probe within 100 ms (500 ms on an
 // overloaded machine: testenv.ProbeBound), and each
 // hostile pipeline fails with a message that names the cause. (Before the
@@ -75,6 +111,8 @@ func TestHostileBesideHealthy(t *testing.T) {
 	const rate = 200
 	cfg := fmt.Sprintf(`[plugins]
 timeout = "500ms"
+max_module_bytes = 400000
+compile_timeout = "1s"
 
 [[pipeline]]
 name = "healthy"
@@ -97,9 +135,9 @@ type = "wasm"
 path = %q
 [pipeline.sink]
 type = "drop"
-`, g.name, buildHostile(t, dir, g.name, g.pages, g.decls, g.process))
+`, g.name, buildHostile(t, dir, g))
 	}
-	addr := runDaemonFailing(t, b, cfg, "pipeline hostile-")
+	addr := runDaemonLoading(t, b, cfg, "pipeline hostile-")
 	adm := kadm.NewClient(b.Client(t))
 	written := func() int64 {
 		offs, err := adm.ListEndOffsets(t.Context(), out)
@@ -159,6 +197,25 @@ type = "drop"
 		got := byName["hostile-"+g.name]
 		if !strings.HasPrefix(got, "failed: ") || !strings.Contains(got, g.want) {
 			t.Errorf("pipeline hostile-%s: %q, want failed with %q", g.name, got, g.want)
+		}
+	}
+	// The console shows them too, those that failed to load included,
+	// with the cause.
+	for _, g := range hostileGuests {
+		resp, err := client.Get("http://" + addr + "/ui/api/pipelines/hostile-" + g.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Status struct{ State, Error string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("console page of hostile-%s: %d %v", g.name, resp.StatusCode, err)
+		}
+		if page.Status.State != "failed" || !strings.Contains(page.Status.Error, g.want) {
+			t.Errorf("console page of hostile-%s: %s: %q, want failed with %q", g.name, page.Status.State, page.Status.Error, g.want)
 		}
 	}
 	if got := byName["healthy"]; !strings.HasPrefix(got, "running") {

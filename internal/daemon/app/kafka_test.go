@@ -18,6 +18,7 @@ import (
 	"github.com/streamd/streamd/internal/daemon/app"
 	"github.com/streamd/streamd/internal/daemon/config"
 	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/load"
 )
 
@@ -33,6 +34,20 @@ func runDaemon(t *testing.T, b *testenv.Broker, body string) string {
 // wantErr is empty).
 func runDaemonFailing(t *testing.T, b *testenv.Broker, body, wantErr string) string {
 	t.Helper()
+	return runDaemonWith(t, b, body, wantErr, app.Build)
+}
+
+// runDaemonLoading is runDaemonFailing as `streamd run` starts a daemon:
+// app.New, every pipeline's plugins loaded as Run launches it, so that
+// one that fails to load fails only its own pipeline.
+func runDaemonLoading(t *testing.T, b *testenv.Broker, body, wantErr string) string {
+	t.Helper()
+	return runDaemonWith(t, b, body, wantErr, app.New)
+}
+
+func runDaemonWith(t *testing.T, b *testenv.Broker, body, wantErr string,
+	build func(context.Context, *config.Config, *slog.Logger, plugins.OpenFunc, io.Writer) (*app.App, error)) string {
+	t.Helper()
 	dir := t.TempDir()
 	addr := freePort(t)
 	src := fmt.Sprintf("data_dir = %q\n[admin]\nlisten = %q\n[kafka]\nbrokers = [%q]\n", filepath.Join(dir, "data"), addr, b.Seeds[0]) + body
@@ -42,7 +57,7 @@ func runDaemonFailing(t *testing.T, b *testenv.Broker, body, wantErr string) str
 	}
 	logs := testenv.LogFile(t, "streamd")
 	testenv.TailOnFailure(t, logs.Name())
-	a, err := app.Build(context.Background(), cfg, slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, nil)), load.Open, io.Discard)
+	a, err := build(context.Background(), cfg, slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, nil)), load.Open, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

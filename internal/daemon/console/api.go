@@ -131,6 +131,8 @@ func (c *Console) pipelineDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.P != nil {
 		out.Status = p.P.Status()
+	} else if p.Loading != nil {
+		out.Status = *p.Loading
 	}
 	for _, s := range p.Stages {
 		out.StageParts = append(out.StageParts, viewStage(s))

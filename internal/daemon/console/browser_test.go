@@ -49,6 +49,11 @@ func newConsoleSetup(t *testing.T) *consoleSetup {
 	if err := os.WriteFile(filepath.Join(meta, "manifest.json"), []byte(fmt.Sprintf(`{"topics":{%q:{"schema":"orders.json"}}}`, tp["fluid-orders"])), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// legacy's plugin is not a Wasm module: it fails to load, alone.
+	notWasm := filepath.Join(dir, "legacy.wasm")
+	if err := os.WriteFile(notWasm, []byte("not a module"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	seeds := `"` + strings.Join(b.Seeds, `", "`) + `"`
 	s := &consoleSetup{topics: tp, rate: 1500, paymentsN: 300, paymentsBad: 30, refundsBadIndex: 40}
 	body := fmt.Sprintf(`
@@ -126,11 +131,23 @@ group = "v1-readers"
 compatible_version = 1
 [pipeline.sink]
 type = "drop"
+
+[[pipeline]]
+name = "legacy"
+[pipeline.source]
+type = "generate"
+rate = 1
+[[pipeline.transform]]
+name = "old"
+type = "wasm"
+path = %q
+[pipeline.sink]
+type = "drop"
 `, seeds, filepath.Join(dir, "journal.db"), tp["quarantine"], filepath.Join(dir, ".fluid"), tp["fluid-state"],
 		s.rate, identity, tp["orders-out"],
 		tp["payments"], poison, tp["payments-out"], tp["payments-dlq"],
 		tp["refunds"], poison, tp["refunds-out"],
-		tp["journal"], tp["fluid-orders"])
+		tp["journal"], tp["fluid-orders"], notWasm)
 	s.d = startDaemon(t, body)
 	cl := b.Client(t)
 	var pay []string
@@ -169,7 +186,7 @@ func TestBrowserConsole(t *testing.T) {
 	base := s.d.Base
 
 	br.do(t, 60*time.Second, chromedp.Navigate(base+"/ui/"))
-	br.waitJS(t, 60*time.Second, "the overview's cards", `document.querySelectorAll("section.card").length === 5`)
+	br.waitJS(t, 60*time.Second, "the overview's cards", `document.querySelectorAll("section.card").length === 6`)
 	// The plot of orders moves: wait for 12 s of samples at full rate.
 	outSel := `document.querySelector('#card-orders .plot [data-metric="out"]')`
 	br.waitJS(t, 90*time.Second, "records flowing in the orders plot", outSel+`.getAttribute("data-value") > 0`)
@@ -219,6 +236,12 @@ func TestBrowserConsole(t *testing.T) {
 	wantErr := fmt.Sprintf("record %s/", s.topics["refunds"])
 	if !strings.Contains(errText, wantErr) || !strings.Contains(errText, "rejected by poison.wat") || !strings.Contains(errText, "error policy: stop") {
 		t.Fatalf("refunds error on the page: %q", errText)
+	}
+	// legacy's plugin did not load: failed, with the cause and what to do.
+	br.waitJS(t, 60*time.Second, "legacy shown as failed", `(document.querySelector('#card-legacy .state')||{}).textContent === "failed"`)
+	legacy := eval[string](t, br, `document.querySelector('#card-legacy').textContent`)
+	if !strings.Contains(legacy, "legacy.wasm") || !strings.Contains(legacy, "not a streamd plugin") || !strings.Contains(legacy, "then reload: streamd ctl reload") {
+		t.Fatalf("legacy on the page: %q", legacy)
 	}
 	// payments sent its rejected records to the dead-letter queue.
 	br.waitJS(t, 60*time.Second, "payments' dead letters counted", fmt.Sprintf(`document.querySelector('#card-payments [data-num="dlq"] b').textContent === "%d"`, s.paymentsBad))

@@ -30,6 +30,9 @@ var static embed.FS
 type Pipeline struct {
 	Name string
 	P    *pipeline.Pipeline
+	// Loading is the status of a pipeline that is not built (P is nil):
+	// its plugins load, or failed to, with the cause.
+	Loading *pipeline.Status
 	// Source, Sink and Stages describe the parts, as the config names them.
 	Source Source
 	Stages []Stage

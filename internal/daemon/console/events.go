@@ -110,6 +110,8 @@ func (c *Console) tickData(since, t int64) ([]byte, error) {
 		if p.P != nil {
 			st := p.P.Status()
 			ev.Status[p.Name] = statusView{Status: st, LagKnown: lagSum(st.Lag) >= 0 || len(st.Lag) == 0}
+		} else if p.Loading != nil {
+			ev.Status[p.Name] = statusView{Status: *p.Loading, LagKnown: true}
 		}
 	}
 	b, err := json.Marshal(ev)

@@ -126,7 +126,7 @@ func startDaemonAdmin(t *testing.T, adminKeys, body string) *daemon {
 	d := &daemon{Cfg: cfg, Base: "http://127.0.0.1:" + strconv.Itoa(port), log: &syncBuf{}, done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Build(ctx, cfg, log, load.Open, io.Discard)
+	a, err := app.New(ctx, cfg, log, load.Open, io.Discard) // as streamd run: plugins load in Run
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -166,6 +166,15 @@ func startDaemonAdmin(t *testing.T, adminKeys, body string) *daemon {
 		body, _ := io.ReadAll(res.Body)
 		_ = res.Body.Close()
 		return !strings.Contains(string(body), `"starting"`), string(body)
+	})
+	// Every pipeline built (its plugins loaded, or failed to).
+	waitFor(t, 60*time.Second, "the pipelines' plugins loaded", func() (bool, string) {
+		for _, st := range a.Statuses() {
+			if st.State == app.StateLoading {
+				return false, st.Name + ": " + st.Reason
+			}
+		}
+		return true, ""
 	})
 	return d
 }

@@ -215,7 +215,9 @@ function statusLines(st) {
   for (const r of st.reload_refused || [])
     out.push(el("div", {class: "error", "data-reload-refused": r.stage}, "hot reload of stage " + r.stage +
       (r.plugin ? " (" + r.plugin + ")" : "") + " refused; the running version stays: " + r.error));
-  if (st.state === "failed" && st.error) out.push(el("div", {class: "reason"},
+  if (st.state === "failed" && st.error && (st.reason || "").startsWith("failed to load")) out.push(el("div", {class: "reason"},
+    "Its plugins did not load. Fix the plugin or the config, then reload: streamd ctl reload"));
+  else if (st.state === "failed" && st.error) out.push(el("div", {class: "reason"},
     "A new version of a hot-reloaded plugin of this pipeline starts it again by itself; else: streamd ctl restart " + st.name));
   return out;
 }
