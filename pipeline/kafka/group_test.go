@@ -276,7 +276,7 @@ func TestPauseFetchKeepsAssignment(t *testing.T) {
 // Source's field, which Ready writes only after kgo.NewClient returns: a
 // join quick enough (kfake, a static member) found it nil, reported
 // generation 0 (log line and /v1/status) and raced with Ready (go test
-// -race: TestTopicsRegex in internal/app).
+// -race: TestTopicsRegex in internal/daemon/app).
 func TestFirstAssignmentGeneration(t *testing.T) {
 	b := testenv.Kafka(t)
 	topic, group := testenv.Topic(t, "in"), testenv.Topic(t, "g")
