@@ -7,7 +7,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 
-.PHONY: build run test lint examples bench clean tools
+.PHONY: build run test lint examples bench clean tools dist
 
 ## build: bin/streamd
 build:
@@ -42,11 +42,16 @@ bench:
 	@mkdir -p bin
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bin/bench.txt
 
+## dist: the static binary, .deb, .rpm, OCI image and Helm chart in dist/ (scripts/dist;
+## make dist VERSION=1.2.3, DIST_ARCH="amd64 arm64")
+dist:
+	scripts/dist $(if $(filter command line environment,$(origin VERSION)),--version $(VERSION))
+
 ## tools: install every tool the tests need (scripts/install-tools)
 tools:
 	scripts/install-tools
 
 ## clean: remove build outputs and built example plugins
 clean:
-	rm -rf bin data
+	rm -rf bin data dist
 	find examples -name plugin.wasm -not -path '*/node_modules/*' -delete

@@ -4,6 +4,7 @@
 // Usage:
 //
 //	streamd run -c config.toml       run the daemon
+//	streamd init FOLDER              write a starter config and plugin
 //	streamd lint -c config.toml      validate config and load every plugin (exit 0 or 2)
 //	streamd broker [--listen A] [--data-dir D]   the embedded broker alone
 //	streamd plugin new|inspect|run|test ...
@@ -23,10 +24,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/streamd/streamd/internal/cli/brokercli"
 	"github.com/streamd/streamd/internal/cli/fluidcli"
+	"github.com/streamd/streamd/internal/cli/initcli"
 	"github.com/streamd/streamd/internal/cli/journalcli"
 	"github.com/streamd/streamd/internal/cli/opscli"
 	"github.com/streamd/streamd/internal/cli/plugincli"
@@ -34,8 +37,12 @@ import (
 	"github.com/streamd/streamd/internal/cli/testcli"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=... -X main.commit=..." (scripts/dist).
+var (
+	version = "0.1.0-dev"
+	commit  = "unknown"
+)
 
 // command is one subcommand: it returns the process exit code. Each
 // command's implementation is a package of internal/cli.
@@ -44,6 +51,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func commands() map[string]command {
 	return map[string]command{
 		"run":    runcli.Run,
+		"init":   initcli.Main,
 		"lint":   runcli.Lint,
 		"broker": brokercli.Main,
 		"plugin": func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,7 +65,7 @@ func commands() map[string]command {
 		"tap":     opscli.Tap,
 		"ctl":     opscli.Ctl,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
-			fmt.Fprintln(stdout, "streamd", version)
+			fmt.Fprintf(stdout, "streamd %s (commit %s, %s, %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return 0
 		},
 	}
@@ -88,6 +96,7 @@ func usage(w io.Writer) {
 
 commands:
   run -c FILE        run the pipelines in FILE
+  init FOLDER        write a starter config and Wasm plugin into FOLDER (streamd init -h)
   lint -c FILE       validate FILE and load every plugin it names; exit 0 or 2
   broker             run the embedded Kafka broker alone (streamd broker -h)
   plugin             make, inspect, run or test a plugin (streamd plugin -h)
@@ -98,6 +107,6 @@ commands:
   dlq                list, show and replay a pipeline's dead letters (streamd dlq -h)
   tap -c FILE PIPELINE [STAGE]  a sample of the records into and out of a stage (streamd tap -h)
   ctl                status, pause, resume, restart, reload a running daemon (streamd ctl -h)
-  version            print the version
+  version            print the version and the commit it was built from
 `)
 }

@@ -17,7 +17,7 @@ func TestCommandTable(t *testing.T) {
 		}
 	}
 	var out, errw bytes.Buffer
-	if code := realMain([]string{"version"}, &out, &errw); code != 0 || out.String() != "streamd "+version+"\n" {
+	if code := realMain([]string{"version"}, &out, &errw); code != 0 || !strings.HasPrefix(out.String(), "streamd "+version+" (commit "+commit+", ") {
 		t.Errorf("version: exit %d, %q", code, out.String())
 	}
 	if code := realMain([]string{"no-such-command"}, &out, &errw); code != 2 || !strings.Contains(errw.String(), `unknown command "no-such-command"`) {

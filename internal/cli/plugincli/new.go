@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	sdkfiles "github.com/streamd/streamd/sdk"
 )
 
 // scaffold holds the files `streamd plugin new` writes: scaffold/LANG/ has a
@@ -59,7 +61,7 @@ func newCmd(args []string, stdout, stderr io.Writer) error {
 	langName := fs.String("lang", "", "go, rust, c, assemblyscript or wat")
 	kind := fs.String("kind", "", "transform, codec or sink")
 	dir := fs.String("dir", "", "where to make the project (default ./NAME)")
-	sdkDir := fs.String("sdk", os.Getenv("STREAMD_SDK"), "the sdk/ folder of a streamd checkout (default: $STREAMD_SDK, or found next to this streamd or above the current directory)")
+	sdkDir := fs.String("sdk", os.Getenv("STREAMD_SDK"), "the sdk/ folder of a streamd checkout (default: $STREAMD_SDK, or found next to this streamd or above the current directory; else the SDK in this streamd, written into the project as "+EmbeddedSDKDir+"/)")
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -90,10 +92,9 @@ func newCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	sdk := *sdkDir
 	if sdk == "" && *langName != "wat" {
+		// Outside a checkout: the SDK in this binary, written into the
+		// project (NewProject with sdk "").
 		sdk = findSDK()
-		if sdk == "" {
-			return errors.New("cannot find the streamd SDKs: pass --sdk DIR (the sdk/ folder of a streamd checkout) or set STREAMD_SDK")
-		}
 	}
 	if sdk != "" {
 		abs, err := filepath.Abs(sdk)
@@ -113,8 +114,17 @@ func newCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	build, test := projectCommands(*dir, *kind)
+	var names []string
+	for _, n := range sortedKeys(files) {
+		if strings.HasPrefix(n, EmbeddedSDKDir+"/") {
+			n = EmbeddedSDKDir + "/"
+		}
+		if len(names) == 0 || names[len(names)-1] != n {
+			names = append(names, n)
+		}
+	}
 	fmt.Fprintf(stdout, "made %s: a %s plugin in %s (%s)\nbuild it and run its test:\n  %s\n  %s\n",
-		*dir, *kind, langs[*langName].name, strings.Join(sortedKeys(files), ", "), build, test)
+		*dir, *kind, langs[*langName].name, strings.Join(names, ", "), build, test)
 	return nil
 }
 
@@ -193,23 +203,43 @@ func isSDK(dir string) bool {
 	return true
 }
 
+// EmbeddedSDKDir is the folder of a new project that holds the SDK that
+// came in the streamd binary, when no checkout's is used.
+const EmbeddedSDKDir = "streamd-sdk"
+
 // NewProject returns the files of a new plugin project (path -> content):
 // the source of a kind of plugin in a language, its build script, a
 // fixture and its expected output, and a README. sdk is the absolute path
-// of a streamd checkout's sdk/ folder (unused for wat); streamd is how the
-// README runs streamd.
+// of a streamd checkout's sdk/ folder, or "" for the SDK embedded in this
+// binary, which then goes into the project under EmbeddedSDKDir (unused for
+// wat); streamd is how the README runs streamd.
 func NewProject(name, langName, kind, sdk, streamd string) (map[string]string, error) {
 	l, ok := langs[langName]
 	if !ok || !slices.Contains(NewKinds, kind) || !newNameRE.MatchString(name) {
 		return nil, fmt.Errorf("no %s %s plugin named %q", langName, kind, name)
+	}
+	var sdkFiles map[string][]byte
+	sdkWhere := "The SDK it uses is in the streamd checkout it was made from\n(`" + sdk + "`); " + l.sdkRef + " points there: change that line if you move either."
+	ascFrom := func() []byte { b, _ := os.ReadFile(filepath.Join(sdk, "assemblyscript", "package.json")); return b }
+	switch {
+	case langName == "wat":
+		sdkWhere = "A WAT plugin uses no SDK."
+	case sdk == "":
+		var err error
+		if sdkFiles, err = sdkfiles.Files(langName); err != nil {
+			return nil, err
+		}
+		sdk = "./" + EmbeddedSDKDir
+		sdkWhere = "The SDK it uses is in " + EmbeddedSDKDir + "/: the one that came with the streamd\nthat made this project (`streamd version`); " + l.sdkRef + " points there."
+		ascFrom = func() []byte { return sdkFiles["assemblyscript/package.json"] }
 	}
 	manifest := fmt.Sprintf(`{"name":"%s","kind":"%s","version":"0.1.0","abi":1}`, name, kind)
 	repl := map[string]string{
 		"@NAME@": name, "@CRATE@": strings.ReplaceAll(name, "-", "_"), "@KIND@": kind, "@LANG@": langName,
 		"@LANG_NAME@": l.name, "@SDK@": sdk, "@SOURCE@": l.source, "@SDKREF@": l.sdkRef,
 		"@MANIFEST@": strings.ReplaceAll(manifest, `"`, `\"`), "@MANIFEST_LEN@": strconv.Itoa(len(manifest)),
-		"@ASC_VERSION@": ascVersion(sdk),
-		"@TEST@":        testCommand(streamd, kind), "@OP@": "",
+		"@ASC_VERSION@": ascVersion(ascFrom()), "@SDKWHERE@": sdkWhere,
+		"@TEST@": testCommand(streamd, kind), "@OP@": "",
 	}
 	if kind == "codec" {
 		repl["@OP@"] = " --op encode"
@@ -262,7 +292,14 @@ func NewProject(name, langName, kind, sdk, streamd string) (map[string]string, e
 	if err := add("scaffold/common/"+kind+".out.jsonl", "testdata/out.jsonl"); err != nil {
 		return nil, err
 	}
-	repl["@FILES@"] = strings.Join(append(sortedKeys(files), "README.md"), ", ")
+	names := sortedKeys(files)
+	if sdkFiles != nil {
+		names = append(names, EmbeddedSDKDir+"/")
+	}
+	for p, b := range sdkFiles {
+		files[EmbeddedSDKDir+"/"+p] = string(b)
+	}
+	repl["@FILES@"] = strings.Join(append(names, "README.md"), ", ")
 	if err := add("scaffold/README.md", "README.md"); err != nil {
 		return nil, err
 	}
@@ -307,17 +344,14 @@ path = "` + name + `/plugin.wasm"
 # config = { prefix = "> " }`
 }
 
-// ascVersion is the AssemblyScript compiler version the SDK is tested with.
-func ascVersion(sdk string) string {
+// ascVersion is the AssemblyScript compiler version the SDK is tested
+// with, from the SDK's package.json.
+func ascVersion(packageJSON []byte) string {
 	const fallback = "0.28.20"
-	b, err := os.ReadFile(filepath.Join(sdk, "assemblyscript", "package.json"))
-	if err != nil {
-		return fallback
-	}
 	var p struct {
 		DevDependencies map[string]string `json:"devDependencies"`
 	}
-	if json.Unmarshal(b, &p) != nil || p.DevDependencies["assemblyscript"] == "" {
+	if json.Unmarshal(packageJSON, &p) != nil || p.DevDependencies["assemblyscript"] == "" {
 		return fallback
 	}
 	return p.DevDependencies["assemblyscript"]

@@ -333,7 +333,7 @@ func TestUnitFileVerifies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copyFile(streamdBin, "usr/local/bin/streamd")
+	copyFile(streamdBin, "usr/bin/streamd")
 	kill, err := exec.LookPath("kill")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds plugin.wasm from assembly/index.ts: npm install (the AssemblyScript
-# compiler from npm, the SDK from the streamd checkout), then asc with the
+# compiler from npm, the streamd SDK from where package.json says), then asc with the
 # flags the SDK needs (its README says why) and those of the examples'
 # build (examples/wasm/assemblyscript/build-plugin.sh): -O3 and 128-bit
 # SIMD, which streamd enables and wazero compiles to SSE; then the SDK's
