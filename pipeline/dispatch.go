@@ -12,20 +12,43 @@ import (
 // goes to its worker as a sub-slice, without copying. Records whose
 // partitions interleave are copied into one slice per worker instead.
 //
+// With drained (the source had no more records at hand) every worker is
+// then told to write the batch it is filling without waiting out the
+// linger (an empty chunk).
+//
 // It gives up when ctx (the work context) is cancelled by the shutdown
 // timeout or the pipeline fails: records not handed on are never
 // acknowledged.
-func (p *Pipeline) dispatch(ctx context.Context, msgs []Msg, shards []chan []Msg) bool {
-	send := func(s int, b []Msg) bool {
-		select {
-		case shards[s] <- b:
-			return true
-		case <-p.stop:
-			return false
-		case <-ctx.Done():
-			return false
+func (p *Pipeline) dispatch(ctx context.Context, msgs []Msg, shards []chan []Msg, drained bool) bool {
+	if !p.dispatchRecords(ctx, msgs, shards) {
+		return false
+	}
+	if drained {
+		for s := range shards {
+			if !p.send(ctx, shards, s, nil) {
+				return false
+			}
 		}
 	}
+	return true
+}
+
+// send hands b to shard s; false when the pipeline stopped or ctx ended
+// first.
+func (p *Pipeline) send(ctx context.Context, shards []chan []Msg, s int, b []Msg) bool {
+	select {
+	case shards[s] <- b:
+		return true
+	case <-p.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// dispatchRecords is dispatch without the drained signal.
+func (p *Pipeline) dispatchRecords(ctx context.Context, msgs []Msg, shards []chan []Msg) bool {
+	send := func(s int, b []Msg) bool { return p.send(ctx, shards, s, b) }
 	if len(shards) == 1 {
 		return send(0, msgs)
 	}

@@ -36,7 +36,9 @@ type options struct {
 func WithStages(stages ...Stage) Option { return func(o *options) { o.stages = stages } }
 
 // WithBatch sets the batching policy: a batch is written when it holds
-// maxRecords records or maxBytes bytes, or linger after its first record.
+// maxRecords records or maxBytes bytes, or linger after its first record,
+// or at once when a BoundedSource answers with fewer records than it was
+// asked for (it has no more at hand, so none is coming for the linger).
 // 0 means the default of each (DefaultMaxRecords, DefaultMaxBytes,
 // DefaultLinger); a negative maxRecords or maxBytes is 1, and a negative
 // linger writes a batch as soon as a fetch is in, without waiting.

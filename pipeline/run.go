@@ -298,8 +298,18 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	}
 	var msgs []Msg
 	var err error
+	drained := false
 	if bs, ok := p.src.(BoundedSource); ok {
-		msgs, err = bs.FetchUpTo(fctx, p.o.maxInFlight-int(p.inflight.Load()))
+		room := p.o.maxInFlight - int(p.inflight.Load())
+		if p.tx != nil {
+			// No more than the transaction's max_records (txnTurn ends
+			// a full one before this).
+			room = min(room, max(1, p.tx.maxRecs-p.tx.records))
+		}
+		msgs, err = bs.FetchUpTo(fctx, room)
+		// Fewer records than asked for: the source has no more at
+		// hand, and the workers' batches need not wait for any.
+		drained = len(msgs) < room
 	} else {
 		msgs, err = p.src.Fetch(fctx)
 	}
@@ -325,5 +335,5 @@ func (p *Pipeline) fetchOnce(ctx, work context.Context, shards []chan []Msg) boo
 	}
 	p.inflight.Add(int64(len(msgs)))
 	p.n.in.Add(int64(len(msgs)))
-	return p.dispatch(work, msgs, shards)
+	return p.dispatch(work, msgs, shards, drained)
 }

@@ -357,3 +357,53 @@ func TestTxnFailedEndRestarts(t *testing.T) {
 		})
 	}
 }
+
+// boundedTxnLog is a txnLog that is a pipeline.BoundedSource, as the
+// Kafka source is: FetchUpTo returns at most n records.
+type boundedTxnLog struct{ *txnLog }
+
+func (l boundedTxnLog) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
+	l.mu.Lock()
+	chunk := l.chunk
+	l.chunk = min(chunk, n)
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.chunk = chunk
+		l.mu.Unlock()
+	}()
+	return l.Fetch(ctx)
+}
+
+// TestTxnMaxRecords: a transaction holds at most transaction.max_records
+// records when the source can be asked for fewer (a Kafka source); it
+// held a whole fetch, up to max_in_flight, before.
+func TestTxnMaxRecords(t *testing.T) {
+	out := &txnSink{}
+	src := &txnLog{recs: txnRecords(3000), chunk: 1000, sinks: []*txnSink{out}}
+	var sizes []int
+	p := pipeline.New("t", boundedTxnLog{src}, out, append(fast(), pipeline.WithTransactions(100, time.Hour),
+		pipeline.WithObserver(txnSizes(func(d pipeline.TxnDone) { sizes = append(sizes, d.Records) })))...)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, wrong := src.result(); len(wrong) > 0 {
+		t.Fatalf("violations: %v", wrong)
+	}
+	if len(out.values()) != 3000 {
+		t.Fatalf("%d records committed, want 3000", len(out.values()))
+	}
+	for i, n := range sizes {
+		if n > 100 {
+			t.Fatalf("transaction %d held %d records, want at most 100 (sizes %v)", i, n, sizes)
+		}
+	}
+	if len(sizes) < 30 {
+		t.Fatalf("%d transactions for 3000 records of at most 100 each", len(sizes))
+	}
+}
+
+// txnSizes is a pipeline observer of transactions.
+type txnSizes func(pipeline.TxnDone)
+
+func (f txnSizes) ObserveTxn(d pipeline.TxnDone) { f(d) }

@@ -52,6 +52,14 @@ func (p *Pipeline) worker(ctx context.Context, in <-chan []Msg) {
 				flush()
 				return
 			}
+			if len(msgs) == 0 {
+				// The source has no more records at hand (dispatch):
+				// no record is coming for the linger to wait for.
+				if !flush() {
+					return
+				}
+				continue
+			}
 			for len(msgs) > 0 {
 				// A chunk that fills a batch on its own is cut into
 				// batches without copying.

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -79,6 +80,60 @@ type WasmOptions struct {
 	// every Watch; the new module is swapped in between batches. 0 disables
 	// watching (a reload can still be asked for, e.g. on SIGHUP).
 	Watch time.Duration
+
+	// What a module written for another host's ABI is told of the stage
+	// it runs in (docs/plugins.md, "Bringing a Redpanda transform or
+	// Fluvio SmartModule"); a streamd plugin reads none of it.
+
+	// Input names what the stage reads: a Redpanda data transform's
+	// REDPANDA_INPUT_TOPIC (empty: "input").
+	Input string
+	// Outputs names the outputs the stage's records may go to, the first
+	// being the default one: a Redpanda data transform sees them as
+	// REDPANDA_OUTPUT_TOPIC_0.. and writes to one by name, and a record
+	// written to a name not listed here is rejected (a verdict on its input
+	// record, naming it). Empty: one output, "output". Result.Outputs says
+	// where each output record goes.
+	Outputs []string
+	// SchemaRegistry serves a module's schema registry imports (a Redpanda
+	// data transform's redpanda_schema_registry); nil: none is configured,
+	// and a module that imports them does not load.
+	SchemaRegistry SchemaRegistry
+}
+
+// SchemaRegistry is a Confluent-compatible Schema Registry as a Wasm
+// module's schema registry imports use it. An error marked Transient
+// (the registry cannot be reached, or answers 5xx) fails the call so that
+// the batch is retried; any other error is the registry's answer about
+// what was asked (an unknown id, subject or version; an incompatible or
+// invalid schema), which the guest is told of.
+type SchemaRegistry interface {
+	// SchemaByID returns the schema with a global id (its Subject and
+	// Version are not set).
+	SchemaByID(ctx context.Context, id int) (RegistrySchema, error)
+	// SchemaByVersion returns a subject's version; version -1 is the
+	// latest.
+	SchemaByVersion(ctx context.Context, subject string, version int) (RegistrySchema, error)
+	// CreateSchema registers s under subject, or finds it there, and
+	// returns it with its ID (and Version, when the registry says it).
+	CreateSchema(ctx context.Context, subject string, s RegistrySchema) (RegistrySchema, error)
+}
+
+// RegistrySchema is a schema in a Schema Registry.
+type RegistrySchema struct {
+	ID      int
+	Subject string
+	Version int
+	// Type is AVRO, PROTOBUF or JSON.
+	Type       string
+	Schema     string
+	References []RegistryReference
+}
+
+// RegistryReference is a schema's reference to a subject's version.
+type RegistryReference struct {
+	Name, Subject string
+	Version       int
 }
 
 // NativeOptions are the native loader's own settings.

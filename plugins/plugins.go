@@ -45,6 +45,12 @@ type OpenFunc func(ctx context.Context, ref string, opts Options) (Plugin, error
 type Result struct {
 	Records []record.Record
 	Err     error
+	// Outputs, when not nil, names the output each of Records goes to
+	// (Outputs[i] for Records[i]; "" is the stage's default output), for
+	// transforms that choose outputs by name (a Redpanda data transform
+	// writing to a topic): only names of Options.Wasm.Outputs. Nil: every
+	// record goes to the default output.
+	Outputs []string
 }
 
 // Transformer turns a batch of records into one Result per input, in order.

@@ -51,6 +51,12 @@ func load(tb testing.TB, path string, opts plugins.Options) *runtime.Module {
 	if opts.Wasm.CacheDir == "" {
 		opts.Wasm.CacheDir = filepath.Join(tmpRoot, "cache")
 	}
+	if testenv.Race && opts.Wasm.CompileTimeout == 0 {
+		// A Go guest of a few MB takes over a minute to compile under
+		// the race detector on a loaded machine; the compile timeout is
+		// checked in the passes without it.
+		opts.Wasm.CompileTimeout = 10 * time.Minute
+	}
 	m, err := newHost(tb).Load(context.Background(), path, opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -64,6 +64,8 @@ type Module struct {
 	sum      [32]byte
 	manifest plugins.Manifest
 	version  int
+	abi      ABI      // what the module was written against
+	foreign  *foreign // a module of another host's ABI: what it is given; nil for a streamd plugin
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	modCfg   wazero.ModuleConfig
@@ -126,6 +128,12 @@ type instance struct {
 
 	tableReq api.Global // the table size a refused table.grow asked for (tableRequest), when instrumented
 	log      logBudget  // what the current call may still log
+
+	// guest runs the batches of a module of another host's ABI (nil: a
+	// streamd plugin); replyPtr and replyLen are where in guest memory
+	// its last reply was (Fluvio's copy_records, freed after the copy).
+	guest              guest
+	replyPtr, replyLen uint32
 }
 
 type instKey struct{}
@@ -154,8 +162,24 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		return nil, fmt.Errorf("%s: config: %w", name, err)
 	}
 	m.compiled = cm
-	if m.version, err = checkExports(name, m.compiled, fueled); err != nil && !raw {
+	if m.abi, err = detectABI(name, m.compiled, fueled); err != nil && !raw {
 		return nil, err
+	}
+	m.version = m.abi.Version
+	if m.abi.Name != ABIStreamd && !raw {
+		// A module of another host's ABI has no manifest: it is a
+		// transform named after its file.
+		if opts.Kind != "" && opts.Kind != plugins.KindTransform {
+			return nil, fmt.Errorf("%s: the module is a %s (%s), which is a transform, not a %s", name, abiNoun(m.abi), m.abi, opts.Kind)
+		}
+		if m.foreign, err = newForeign(name, m.abi, opts); err != nil {
+			return nil, err
+		}
+		m.manifest = plugins.Manifest{Name: foreignName(name), Kind: plugins.KindTransform}
+		m.logger = m.base.With("plugin", m.manifest.Name)
+		if err := instantiateForeign(ctx, rt, m.abi); err != nil {
+			return nil, fmt.Errorf("%s: host module: %w", name, err)
+		}
 	}
 	// Every WASI call looks at the call's deadline before and after it
 	// runs (hostCalls): one can take milliseconds (random_get of the whole
@@ -178,6 +202,13 @@ func newModule(ctx context.Context, rt wazero.Runtime, name string, cm wazero.Co
 		return nil, fmt.Errorf("%s: host module: %w", name, err)
 	}
 	m.modCfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	if m.foreign != nil {
+		// A Redpanda transform's environment: the stage's config and the
+		// topics (docs/plugins.md); nothing of the host's.
+		for _, kv := range m.foreign.env {
+			m.modCfg = m.modCfg.WithEnv(kv[0], kv[1])
+		}
+	}
 	// Grants beyond files (docs/abi.md section 11). Random bytes come from
 	// crypto/rand unless asked otherwise: wazero's default, the same
 	// sequence in every instance, repeats "unique" IDs and makes a Go
@@ -264,14 +295,25 @@ func (m *Module) Call(ctx context.Context, op Op, recs []record.Record) ([]plugi
 		}
 	}
 	res, err := inst.process(ctx, op, recs)
-	if inst.mod.IsClosed() || (err != nil && !errors.Is(err, ErrUnsupported)) {
-		// Trapped, timed out, or answered nonsense: replace it.
+	if inst.mod.IsClosed() || (err != nil && !errors.Is(err, ErrUnsupported)) || (inst.guest != nil && m.isClosing()) {
+		// Trapped, timed out, or answered nonsense: replace it. (A
+		// guest whose module is closing ends here too, its pool
+		// having been emptied by Close.)
 		inst.close(context.WithoutCancel(ctx))
 		inst = nil
 	}
 	m.pool <- inst
 	return res, err
 }
+
+func (m *Module) isClosing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closing
+}
+
+// ABI returns what the module was written against.
+func (m *Module) ABI() ABI { return m.abi }
 
 func (m *Module) enter() bool {
 	m.mu.Lock()
@@ -296,6 +338,18 @@ func (m *Module) Close(ctx context.Context) error {
 	// Calls still running at ctx's end fail when the runtime closes under
 	// them.
 	_ = wait.Group(ctx, &m.calls)
+	// The idle instances' guests end first: a Redpanda transform's
+	// goroutine waits for its next batch until then.
+	for done := false; !done; {
+		select {
+		case inst := <-m.pool:
+			if inst != nil {
+				inst.close(context.WithoutCancel(ctx))
+			}
+		default:
+			done = true
+		}
+	}
 	err := m.rt.Close(context.WithoutCancel(ctx))
 	return errors.Join(err, m.closeDirs())
 }
@@ -407,6 +461,14 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if m.raw {
 		return inst, nil
 	}
+	if m.foreign != nil {
+		inst.guest = m.newGuest(inst)
+		if err := inst.guest.start(ctx); err != nil {
+			inst.close(ctx)
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return inst, nil
+	}
 	if fn := mod.ExportedFunction("_initialize"); fn != nil {
 		if err := inst.invoke(ctx, fn); err != nil {
 			inst.close(ctx)
@@ -500,6 +562,9 @@ func importsClock(cm wazero.CompiledModule) bool {
 }
 
 func (inst *instance) close(ctx context.Context) {
+	if inst.guest != nil {
+		inst.guest.stop()
+	}
 	inst.timer.Stop()
 	inst.out.flush()
 	inst.errOut.flush()
@@ -695,6 +760,9 @@ func (inst *instance) encode(ctx context.Context, op Op, recs []record.Record) (
 }
 
 func (inst *instance) process(ctx context.Context, op Op, recs []record.Record) ([]plugins.Result, error) {
+	if inst.guest != nil {
+		return inst.guest.process(ctx, op, recs)
+	}
 	m := inst.m
 	// One deadline for the whole call: streamd_buffer, if the input needs
 	// more room, and streamd_process.

@@ -158,6 +158,9 @@ func (w *Watched) Reloads() int64 { return w.reloads.Load() }
 // version, or nil (plugins.ReloadReporter).
 func (w *Watched) ReloadRefused() *plugins.ReloadRefusal { return w.refused.Load() }
 
+// ABI returns what the running version was written against.
+func (w *Watched) ABI() ABI { return w.cur.Load().ABI() }
+
 // Manifest returns the manifest of the running version.
 func (w *Watched) Manifest() plugins.Manifest { return w.cur.Load().Manifest() }
 

@@ -29,7 +29,8 @@ type partState struct {
 	epoch     uint64
 	acked     int64 // highest acknowledged offset, -1 none
 	committed int64 // last committed offset (next to read), -1 unknown
-	fetched   int64 // next offset to fetch
+	fetched   int64 // next offset to hand out (after the last handed to the pipeline)
+	polled    int64 // next offset to poll from the client (after the last polled, handed out or read ahead)
 	hwm       int64
 	hwmAt     time.Time // when hwm was last learnt (a fetch or an end-offset query)
 	logStart  int64     // -1 unknown
@@ -89,6 +90,10 @@ type Source struct {
 	paused   bool
 	closing  bool         // Close started: a revoke does not wait
 	skipped  map[tp]int64 // records skipped unread (retention), for Skipped
+
+	// ahead holds records polled from the client and not yet handed out
+	// (at-least-once only; see FetchUpTo), in poll order.
+	ahead []pipeline.Msg
 
 	// needStart: a partition was assigned whose committed offset FetchUpTo
 	// has not looked up yet.
@@ -282,7 +287,7 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, m map[string][]int3
 	for t, ps := range m {
 		for _, p := range ps {
 			s.epochs++
-			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, hwm: -1, logStart: -1, start: -1, emptyAt: -1}
+			s.parts[tp{t, p}] = &partState{epoch: s.epochs, acked: -1, committed: -1, fetched: -1, polled: -1, hwm: -1, logStart: -1, start: -1, emptyAt: -1}
 		}
 	}
 	s.needStart.Store(true)
@@ -350,8 +355,33 @@ func (s *Source) Fetch(ctx context.Context) ([]pipeline.Msg, error) {
 }
 
 // FetchUpTo implements pipeline.BoundedSource.
+//
+// An at-least-once source takes everything the client has buffered at
+// once and hands it out up to n records at a time, reading ahead of the
+// pipeline: franz-go starts a broker's next fetch only once every record
+// of its buffered one was polled, so polling n at a time, with n the room
+// under max_in_flight, would hold the next fetch back until the pipeline
+// had taken the whole response, and the pipeline would then wait a fetch
+// round trip (and the response's decompression) with nothing to do. So
+// the records between the broker and the pipeline are at most two fetch
+// responses per broker (bounded by fetch_max_bytes), as for any franz-go
+// consumer that polls all it has. A transactional source polls exactly n:
+// its transaction commits the offsets of everything polled.
 func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
-	fetches := s.cl.PollRecords(ctx, max(1, n))
+	n = max(1, n)
+	if s.txn == nil {
+		s.mu.Lock()
+		msgs := s.handOut(n)
+		s.mu.Unlock()
+		if len(msgs) > 0 {
+			return msgs, nil
+		}
+	}
+	poll := n
+	if s.txn == nil {
+		poll = 0 // everything buffered
+	}
+	fetches := s.cl.PollRecords(ctx, poll)
 	if fetches.IsClientClosed() {
 		return nil, errors.New("kafka client closed")
 	}
@@ -391,17 +421,70 @@ func (s *Source) FetchUpTo(ctx context.Context, n int) ([]pipeline.Msg, error) {
 			m := &msgs[len(msgs)-1]
 			m.Token = st.epoch
 			kgox.SetRecord(&m.Record, r, &slab)
-			st.fetched = r.Offset + 1
+			st.polled = r.Offset + 1
 		}
 	})
 	if committed != nil {
 		fresh := false
 		for _, st := range s.parts {
-			fresh = fresh || st.fetched < 0
+			fresh = fresh || st.polled < 0
 		}
 		s.needStart.Store(fresh)
 	}
-	return msgs, nil
+	if s.txn != nil {
+		for i := range msgs {
+			r := &msgs[i].Record
+			s.parts[tp{r.Topic, r.Partition}].fetched = r.Offset + 1
+		}
+		return msgs, nil
+	}
+	s.ahead = msgs
+	return s.handOut(n), nil
+}
+
+// handOut takes up to n records from s.ahead for the pipeline, leaving
+// out those of partitions revoked (or being revoked) since they were
+// polled, or assigned again since (another epoch), and notes the offsets
+// handed out. It returns nil only when no live record is left ahead.
+// s.mu must be held.
+func (s *Source) handOut(n int) []pipeline.Msg {
+	for len(s.ahead) > 0 {
+		if msgs := s.handOutSome(n); len(msgs) > 0 {
+			return msgs
+		}
+	}
+	return nil
+}
+
+// handOutSome is handOut of the next n records ahead, which may all be
+// stale.
+func (s *Source) handOutSome(n int) []pipeline.Msg {
+	k := min(n, len(s.ahead))
+	msgs := s.ahead[:k:k]
+	s.ahead = s.ahead[k:]
+	if len(s.ahead) == 0 {
+		s.ahead = nil // the next poll gets a new array; msgs keep this one
+	}
+	var live []pipeline.Msg // allocated at the first stale record
+	var cur partCursor
+	for i := range msgs {
+		r := &msgs[i].Record
+		st := cur.state(s.parts, r)
+		ok := st != nil && !st.revoking && st.epoch == msgs[i].Token
+		if ok {
+			st.fetched = r.Offset + 1
+		}
+		switch {
+		case !ok && live == nil:
+			live = append(make([]pipeline.Msg, 0, len(msgs)), msgs[:i]...)
+		case ok && live != nil:
+			live = append(live, msgs[i])
+		}
+	}
+	if live == nil {
+		return msgs
+	}
+	return live
 }
 
 // checkSkip notes the records a fetched partition skipped: when its first
@@ -416,7 +499,7 @@ func (s *Source) checkSkip(k tp, st *partState, p kgo.FetchTopicPartition, commi
 	if len(p.Records) == 0 {
 		return
 	}
-	if st.start < 0 && st.fetched < 0 {
+	if st.start < 0 && st.polled < 0 {
 		if eo, ok := committed[k.topic][k.partition]; ok {
 			st.start = eo.Offset
 		}
@@ -431,7 +514,7 @@ func (s *Source) checkSkip(k tp, st *partState, p kgo.FetchTopicPartition, commi
 		s.skipped[k] -= back
 		st.skipFrom, st.skipTo = 0, 0
 	}
-	from := st.fetched
+	from := st.polled
 	if from < 0 {
 		from = st.start
 	}
@@ -733,12 +816,12 @@ func (s *Source) pollLag(ctx context.Context) {
 // position and the log start are counted as skipped; one that comes
 // after all is taken back (checkSkip). s.mu must be held.
 func (s *Source) checkEmpty(k tp, st *partState, committed map[string]map[int32]kgo.EpochOffset) {
-	if st.start < 0 && st.fetched < 0 {
+	if st.start < 0 && st.polled < 0 {
 		if eo, ok := committed[k.topic][k.partition]; ok {
 			st.start = eo.Offset
 		}
 	}
-	pos := st.fetched
+	pos := st.polled
 	if pos < 0 {
 		pos = st.start
 	}
@@ -755,7 +838,10 @@ func (s *Source) checkEmpty(k tp, st *partState, committed map[string]map[int32]
 	}
 	s.noteSkip(k, pos, st.logStart)
 	st.skipFrom, st.skipTo = pos, st.logStart
-	st.fetched = st.logStart
+	if st.fetched == st.polled { // none of the partition's records waits in s.ahead
+		st.fetched = st.logStart
+	}
+	st.polled = st.logStart
 	st.emptyAt, st.emptySeen = -1, 0
 }
 

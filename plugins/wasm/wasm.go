@@ -68,6 +68,16 @@ type base struct {
 
 func (b *base) Manifest() plugins.Manifest { return b.m.Manifest() }
 
+// ABI names what the module was written against, as `streamd plugin
+// inspect` shows it: "streamd v1", "redpanda data transforms v2", "fluvio
+// smartmodule filter (api 22)" (runtime.ABI).
+func (b *base) ABI() string {
+	if a, ok := b.m.(interface{ ABI() runtime.ABI }); ok {
+		return a.ABI().String()
+	}
+	return ""
+}
+
 func (b *base) Close(ctx context.Context) error {
 	err := b.m.Close(ctx)
 	if b.h != nil {

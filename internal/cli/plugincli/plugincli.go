@@ -61,7 +61,9 @@ func usage(w io.Writer) {
   streamd plugin run FILE --input in.jsonl [flags]
   streamd plugin test FILE --input in.jsonl --expect out.jsonl [--messages] [flags]
 
-FILE is wasm:PATH, PATH.wasm or native:PATH. Flags of run and test (the
+FILE is wasm:PATH, PATH.wasm or native:PATH; a .wasm file may also be a
+Redpanda data transform or a Fluvio SmartModule, whose environment
+variables or params are --config's keys. Flags of run and test (the
 limits default to a pipeline's defaults):
   --config JSON|@FILE      the plugin's config (default {})
   --op encode|decode       a codec's operation
@@ -82,6 +84,10 @@ limits default to a pipeline's defaults):
   --dir GUEST=HOST[:ro]    grant a Wasm plugin a host directory (repeatable)
   --clock                  grant the real clock (default: a fake one)
   --random=false           the same fixed "random" bytes in every run
+  --output NAME            an output a Redpanda transform may write to by name
+                           (REDPANDA_OUTPUT_TOPIC_N; repeatable; the first is the
+                           default; default: one, "output")
+  --input-topic NAME       its REDPANDA_INPUT_TOPIC (default "input")
   -v                       show the plugin's log on stderr
   --raw                    run: write the output as it is to a terminal too (by default,
                            control characters of records are written as JSON escapes,
@@ -104,6 +110,18 @@ type common struct {
 	verbose, raw                bool
 	cacheDir                    string
 	dirs                        dirFlag
+	outputs                     listFlag
+	inputName                   string
+}
+
+// listFlag collects the values of a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 // dirFlag collects --dir GUEST=HOST grants.
@@ -152,6 +170,8 @@ func parseFlags(name string, args []string, stderr io.Writer, needInput, needExp
 		fs.Var(c.dirs, "dir", "grant a Wasm plugin a host directory, GUEST=HOST or GUEST=HOST:ro (repeatable)")
 		fs.BoolVar(&c.clock, "clock", false, "grant a Wasm plugin the real clock")
 		fs.BoolVar(&c.random, "random", true, "random bytes from crypto/rand; false: a fixed sequence")
+		fs.Var(&c.outputs, "output", "an output a Redpanda transform may write to, by name; the first is the default (repeatable; default: one, \"output\")")
+		fs.StringVar(&c.inputName, "input-topic", "", "the topic a Redpanda transform is told it reads (default \"input\")")
 		if !needExpect {
 			fs.BoolVar(&c.raw, "raw", false, "write the output as it is, to a terminal too")
 		}
@@ -222,6 +242,7 @@ func options(c common, stderr io.Writer) (plugins.Options, error) {
 	if len(c.dirs) > 0 {
 		opts.Wasm.Dirs = c.dirs
 	}
+	opts.Wasm.Outputs, opts.Wasm.Input = c.outputs, c.inputName
 	if c.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -289,7 +310,17 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		return err
 	}
 	defer func() { _ = p.Close(context.WithoutCancel(ctx)) }()
-	b, err := json.Marshal(p.Manifest())
+	// The manifest, and for a Wasm module the ABI it was written against
+	// (a Redpanda transform or a Fluvio SmartModule has no manifest: its
+	// name is its file's).
+	out := struct {
+		plugins.Manifest
+		ABIName string `json:"abi_name,omitempty"`
+	}{Manifest: p.Manifest()}
+	if a, ok := p.(interface{ ABI() string }); ok {
+		out.ABIName = a.ABI()
+	}
+	b, err := json.Marshal(out)
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func TestTestReportsDifference(t *testing.T) {
 func TestInspectAndUsage(t *testing.T) {
 	wasm := downgradePlugin(t)
 	code, out, errOut := run(t, "inspect", wasm)
-	if code != 0 || out != `{"name":"orders-downgrade","kind":"transform","version":"1.0.0","abi":1}`+"\n" {
+	if code != 0 || out != `{"name":"orders-downgrade","kind":"transform","version":"1.0.0","abi":1,"abi_name":"streamd v1"}`+"\n" {
 		t.Fatalf("inspect: exit %d, %q %q", code, out, errOut)
 	}
 	tests := []struct {

@@ -474,7 +474,11 @@ func (a *App) buildStage(ctx context.Context, pc *config.Pipeline, j int) (pipel
 		}
 		return pipeline.Stage{Name: s.Name, Transformer: t, Plugin: name}, nil
 	}
-	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), a.pluginOpts(plugins.KindTransform, s.Name, s.PluginSettings, pc.Workers))
+	o := a.pluginOpts(plugins.KindTransform, s.Name, s.PluginSettings, pc.Workers)
+	if err := a.foreignOpts(&o, pc, s); err != nil {
+		return pipeline.Stage{}, err
+	}
+	p, err := a.load(ctx, a.pluginRef(s.Type, s.Path, s.Plugin), o)
 	if err != nil {
 		return pipeline.Stage{}, err
 	}
