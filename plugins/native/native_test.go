@@ -283,6 +283,14 @@ func TestStderrToLog(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, _ := openTest(t, "transform", map[string]any{"stderr": "hello from the plugin"}, func(o *plugins.Options) { o.Logger = logger })
+	// The plugin writes both lines in Init; they reach the log when the
+	// host's stderr reader has read them, which a loaded machine can
+	// delay past Close.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s := buf.String(); strings.Contains(s, `"msg":"hello from the plugin"`) && strings.Contains(s, `"msg":"structured hello from the plugin"`) {
+			break
+		}
+	}
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
