@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
 	pkafka "github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/plugins"

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/kgox"
 )
 
 // Bridge is the Fluid Messaging bridge: the /fluid/ HTTP endpoints and, on

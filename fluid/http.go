@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/kgox"
 )
 
 // Handler serves the bridge endpoints under /fluid/:

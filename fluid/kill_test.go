@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/internal/x/kgox"
 )
 
 // bridgeProc is a bridge running in a child process (this test binary).

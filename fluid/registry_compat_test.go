@@ -16,7 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // Versions of an orders subject where the registry and the schemas

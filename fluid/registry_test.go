@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // registryMetadata registers the orders schemas of writeMetadata's versions

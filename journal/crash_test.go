@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/internal/x/kgox"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/loop"
 	"github.com/streamd/streamd/journal/internal/sqlstore"

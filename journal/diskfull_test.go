@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/journal/internal/sqlstore"
 	"github.com/streamd/streamd/plugins"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/kgox"
 	"github.com/streamd/streamd/record"
 )
 

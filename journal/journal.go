@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/jsonscan"
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/jsonscan"
+	"github.com/streamd/streamd/internal/x/kgox"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 	"github.com/streamd/streamd/record"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // murmur2 is Kafka's Java client hash (Utils.murmur2), written from the

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 )
 
 // waitReady checks every part that can be checked, retrying until ctx ends.

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )

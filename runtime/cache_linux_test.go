@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // fullDiskEnv tells the test binary it runs as TestCacheOnFullDisk's child,

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/schema"
 	"github.com/streamd/streamd/record"

@@ -22,7 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 	"github.com/streamd/streamd/runtime/internal/abi"

@@ -26,6 +26,15 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+
+	"github.com/streamd/streamd/internal/cli/brokercli"
+	"github.com/streamd/streamd/internal/cli/fluidcli"
+	"github.com/streamd/streamd/internal/cli/initcli"
+	"github.com/streamd/streamd/internal/cli/journalcli"
+	"github.com/streamd/streamd/internal/cli/opscli"
+	"github.com/streamd/streamd/internal/cli/plugincli"
+	"github.com/streamd/streamd/internal/cli/runcli"
+	"github.com/streamd/streamd/internal/cli/testcli"
 )
 
 // version and commit are set at build time with -ldflags "-X
@@ -35,23 +44,26 @@ var (
 	commit  = "unknown"
 )
 
-// command is one subcommand: it returns the process exit code.
+// command is one subcommand: it returns the process exit code. Each
+// command's implementation is a package of internal/cli.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":     cmdRun,
-		"init":    cmdInit,
-		"lint":    cmdLint,
-		"broker":  cmdBroker,
-		"plugin":  cmdPlugin,
-		"journal": cmdJournal,
-		"fluid":   cmdFluid,
-		"schema":  cmdSchema,
-		"test":    cmdTest,
-		"dlq":     cmdDLQ,
-		"tap":     cmdTap,
-		"ctl":     cmdCtl,
+		"run":    runcli.Run,
+		"init":   initcli.Main,
+		"lint":   runcli.Lint,
+		"broker": brokercli.Main,
+		"plugin": func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			return plugincli.Main(ctx, args, stdout, stderr, plugincli.OpenDefault)
+		},
+		"journal": journalcli.Main,
+		"fluid":   fluidcli.Main,
+		"schema":  runcli.Schema,
+		"test":    testcli.Main,
+		"dlq":     opscli.DLQ,
+		"tap":     opscli.Tap,
+		"ctl":     opscli.Ctl,
 		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintf(stdout, "streamd %s (commit %s, %s, %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return 0

@@ -18,7 +18,7 @@ import (
 
 	"github.com/streamd/streamd/fluid"
 	"github.com/streamd/streamd/fluid/fluidsource"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"

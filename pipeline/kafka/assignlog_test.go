@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/generate"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
+	"github.com/streamd/streamd/pipeline/generate"
 	"github.com/streamd/streamd/pipeline/kafka"
 	"github.com/streamd/streamd/record"
 )

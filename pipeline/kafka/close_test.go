@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/testenv/faultproxy"
+	"github.com/streamd/streamd/internal/tests/testenv/faultproxy"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

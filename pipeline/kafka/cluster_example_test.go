@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 

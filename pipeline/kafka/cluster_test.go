@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/streamd/streamd/internal/testenv"
-	"github.com/streamd/streamd/internal/tlsconf"
+	"github.com/streamd/streamd/internal/tests/testenv"
+	"github.com/streamd/streamd/internal/x/tlsconf"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
 
@@ -97,7 +97,7 @@ func TestClusterErrors(t *testing.T) {
 		{"right settings, source", good, false, nil},
 		{"wrong password", func() *kafka.Cluster { c := good(); c.SASL = scram256("alice", "wrong"); return c }, false,
 			// kfake hangs up on a wrong password; Kafka answers
-			// SASL_AUTHENTICATION_FAILED (internal/secured tests that).
+			// SASL_AUTHENTICATION_FAILED (internal/tests/secured tests that).
 			[]string{`kafka cluster "secure" (broker ` + s.addr + `): connect: `, `refused user "alice" (SCRAM-SHA-256)`, "wrong password"}},
 		{"unknown mechanism", func() *kafka.Cluster {
 			c := good()
@@ -120,7 +120,7 @@ func TestClusterErrors(t *testing.T) {
 		// kfake's plaintext listener waits for the rest of the "request"
 		// a TLS ClientHello seems to start; Ready reports the last
 		// connection error after pingTimeout (Kafka hangs up at once:
-		// internal/secured).
+		// internal/tests/secured).
 		{"TLS to a plaintext listener", func() *kafka.Cluster {
 			c := good()
 			c.Seeds, c.SASL = plainBroker.Seeds, nil

@@ -51,7 +51,7 @@ const (
 	// restarted after a crash waits out the session timeout for its
 	// partitions under KIP-848 (Kafka 4.1 answers UNRELEASED_INSTANCE_ID
 	// until the old member expires: 48 s instead of seconds in
-	// internal/e2e TestRestartTakesPartitionsBack), and franz-go advises
+	// internal/tests/e2e TestRestartTakesPartitionsBack), and franz-go advises
 	// KIP-848 only from Kafka 4.3 (STALE_MEMBER_EPOCH on commits before).
 	DefaultGroupProtocol = "classic"
 )

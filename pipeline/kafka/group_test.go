@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/pipeline/kafka"
 )
@@ -276,7 +276,7 @@ func TestPauseFetchKeepsAssignment(t *testing.T) {
 // Source's field, which Ready writes only after kgo.NewClient returns: a
 // join quick enough (kfake, a static member) found it nil, reported
 // generation 0 (log line and /v1/status) and raced with Ready (go test
-// -race: TestTopicsRegex in internal/app).
+// -race: TestTopicsRegex in internal/daemon/app).
 func TestFirstAssignmentGeneration(t *testing.T) {
 	b := testenv.Kafka(t)
 	topic, group := testenv.Topic(t, "in"), testenv.Topic(t, "g")

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/streamd/streamd/internal/kgox"
+	"github.com/streamd/streamd/internal/x/kgox"
 	"github.com/streamd/streamd/pipeline"
 	"github.com/streamd/streamd/record"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
-	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/cli/plugincli"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native"
 	"github.com/streamd/streamd/record"

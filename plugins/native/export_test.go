@@ -3,7 +3,7 @@ package native
 import "github.com/streamd/streamd/plugins"
 
 // Exports for the external tests (package native_test), which import
-// packages that import this one (internal/plugincli, plugins/load).
+// packages that import this one (internal/cli/plugincli, plugins/load).
 var (
 	BuildPlugin = buildPlugin
 	ProcessGone = processGone

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // binDir holds the plugin binaries the tests build once.

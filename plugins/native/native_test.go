@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"
 	"github.com/streamd/streamd/record"

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/record"
 )

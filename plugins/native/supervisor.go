@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
-	"github.com/streamd/streamd/internal/wait"
+	"github.com/streamd/streamd/internal/x/wait"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/native/internal/logs"
 	pluginv1 "github.com/streamd/streamd/proto/streamd/plugin/v1"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 	"github.com/streamd/streamd/record"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 )
 
 // FuzzFrame: the framing and message-index parsers take any bytes without

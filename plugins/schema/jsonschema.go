@@ -11,7 +11,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 )
 
 // jsonSchema is a compiled JSON Schema. Its references are added to the

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamd/streamd/internal/generate"
+	"github.com/streamd/streamd/pipeline/generate"
 )
 
 // broker is the Kafka the runs use: a `streamd broker` process this
@@ -151,7 +151,7 @@ func (b *broker) committedSum(ctx context.Context, group, topic string) (int64, 
 }
 
 // orderValue is the n-th ~size-byte v2 order: generate.Order's JSON with
-// a "note" field of zeros padding it to about size bytes, as internal/app's
+// a "note" field of zeros padding it to about size bytes, as internal/daemon/app's
 // in-process benchmark writes them.
 func orderValue(n int64, keys, size int) (key, value []byte) {
 	k, v := generate.Order(n, keys)

@@ -1,4 +1,4 @@
-// Command faultreport renders the fault suite's results (internal/faults
+// Command faultreport renders the fault suite's results (internal/tests/faults
 // writes them to bin/faults-kafka.json and bin/faults-kfake.json) as
 // Markdown tables, one per broker: per fault and error policy, the records
 // in and out, missing, duplicates, dead-lettered, the time to recover,
@@ -27,7 +27,7 @@ import (
 	"strings"
 )
 
-// result is internal/faults' result (its JSON).
+// result is internal/tests/faults' result (its JSON).
 type result struct {
 	Backend        string   `json:"backend"`
 	Case           string   `json:"case"`

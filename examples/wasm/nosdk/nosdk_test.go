@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/cli/plugincli"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // TestPluginsWithoutSDK builds each example with its build.sh and runs

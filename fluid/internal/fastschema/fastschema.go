@@ -37,7 +37,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 )
 
 // maxDepth bounds nesting; deeper documents are undecided.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 	"github.com/streamd/streamd/record"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/streamd/streamd/internal/jsonscan"
+	"github.com/streamd/streamd/internal/x/jsonscan"
 	"github.com/streamd/streamd/record"
 )
 

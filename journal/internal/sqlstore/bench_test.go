@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/journal/internal/action"
 	"github.com/streamd/streamd/journal/internal/store"
 )

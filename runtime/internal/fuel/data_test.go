@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"

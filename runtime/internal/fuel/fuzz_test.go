@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/runtime/internal/fuel"
 	"github.com/tetratelabs/wazero"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
 

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/streamd/streamd/examples/wasm/go/orders-downgrade/downgrade"
-	"github.com/streamd/streamd/internal/plugincli"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/cli/plugincli"
+	"github.com/streamd/streamd/internal/tests/testenv"
 	"github.com/streamd/streamd/plugins"
 	"github.com/streamd/streamd/plugins/wasm"
 	"github.com/streamd/streamd/record"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/streamd/streamd/examples/wasm/internal/guesttest"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 var suite = guesttest.New(guesttest.Lang{

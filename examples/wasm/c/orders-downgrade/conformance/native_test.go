@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // TestSDKNative runs the C SDK's native tests (sdk/c/test/run.sh: the

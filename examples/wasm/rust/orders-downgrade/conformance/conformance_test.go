@@ -17,7 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/streamd/streamd/examples/wasm/internal/guesttest"
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 var suite = guesttest.New(guesttest.Lang{

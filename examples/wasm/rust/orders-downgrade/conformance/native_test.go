@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamd/streamd/internal/testenv"
+	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
 // TestSDKNative runs the Rust SDK's own tests (sdk/rust/src/tests.rs,
