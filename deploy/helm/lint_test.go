@@ -44,7 +44,7 @@ func TestRenderedConfigLints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugin := filepath.Join("..", "..", "cmd", "streamd", "starter", "plugins", "upper.wasm")
+	plugin := filepath.Join("..", "..", "internal", "cli", "initcli", "starter", "plugins", "upper.wasm")
 	wasm, err := os.ReadFile(plugin)
 	if err != nil {
 		t.Fatal(err)
