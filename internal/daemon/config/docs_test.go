@@ -79,7 +79,8 @@ func configKeys() []docKey {
 	return keys
 }
 
-// fullConfig sets every table, so that each key's default is filled in.
+// fullConfig sets the tables whose keys' defaults the decoder fills in
+// (their keys left out), so that each default can be read back.
 const fullConfig = `
 [admin]
 listen = "127.0.0.1:9000"
@@ -185,9 +186,12 @@ var configFor = map[string]*string{
 	"pipeline.transaction.timeout":     &exactlyOnce,
 }
 
-// appliedLater are the documented defaults the decoder leaves unset (the
-// zero value) because the package that uses the key applies them; each is
-// checked against that package's constant or rule here.
+// appliedLater are documented defaults this test cannot read back from a
+// parsed config: the table is not in fullConfig (TLS needs files) or the
+// decoder leaves the zero value, which the code that uses the key reads as
+// the default (the comment says where). Only fluid.topic_suffix is compared
+// with a constant; the others are stated here, so a change to one of them
+// needs this list changed too.
 var appliedLater = map[string]string{
 	"admin.tls.min_version":                    `"1.2"`, // internal/x/tlsconf: "" is TLS 1.2
 	"kafka.tls.enabled":                        "true",  // the table turns TLS on
