@@ -238,7 +238,7 @@ func seq(from, to int) []int {
 	return out
 }
 
-// TestSeedStory is Must-show 1: consumer C1 on v3, publisher moves to v4.
+// TestSeedStory: consumer C1 on v3, publisher moves to v4.
 func TestSeedStory(t *testing.T) { seedStory(t, newHarness(t, 2, 4)) }
 
 func seedStory(t *testing.T, h *harness) {
@@ -314,7 +314,7 @@ func seedStory(t *testing.T, h *harness) {
 	waitFor(t, "republishing to stop", func() bool { return len(h.bridge.Status().Republishing) == 0 })
 }
 
-// TestTwoGroupsChained is Must-show 2: groups on v2 and v3 at once, with
+// TestTwoGroupsChained: groups on v2 and v3 at once, with
 // the chain v4 -> v3 -> v2.
 func TestTwoGroupsChained(t *testing.T) {
 	h := newHarness(t, 3, 4)

@@ -41,7 +41,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"GET", "/fluid/compatible?topic=" + missing + "&observed-schema-version=1&compatible-schema-version=1", 404, "topic"},
 		{"DELETE", "/fluid/topics/" + missing + "/groups/g/schema-version", 404, "topic"},
 		{"DELETE", "/fluid/topics/" + h.topic + "/groups/nobody/schema-version", 404, "group"},
-		// Issue 20, finding 3: answers that differed from the docs.
+		// Answers as the docs describe them (wrong status codes were a bug).
 		{"GET", "/fluid/compatible?topic=payments&observed-schema-version=1&compatible-schema-version=1", 404, "topic"},
 		{"GET", "/fluid/compatible?topic=payments&observed-schema-version=2&compatible-schema-version=1", 404, "topic"},
 		{"POST", "/fluid/downgrade-topic?topic=" + h.topic + "&group=g&compatible-schema-version=1", 405, ""},
@@ -179,7 +179,7 @@ func TestTwoBridges(t *testing.T) {
 	_ = kgo.Record{}
 }
 
-// TestStatusAfterRestart is finding 2: after a bridge restart /fluid/status
+// TestStatusAfterRestart: after a bridge restart /fluid/status
 // must show where republishing really is (the position after the last
 // record of each downgrade partition), not the last progress the previous
 // instance happened to record.

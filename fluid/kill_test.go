@@ -117,7 +117,7 @@ func readAll(t *testing.T, cl *kgo.Client, topic string) []*kgo.Record {
 	}
 }
 
-// TestBridgeSIGKILL is Must-show 3: the bridge process is killed with
+// TestBridgeSIGKILL: the bridge process is killed with
 // SIGKILL in the middle of republishing and started again; the downgrade
 // topic then has every record, and any duplicate is recognisable by its
 // source-offset header.
@@ -356,7 +356,7 @@ func TestBridgeSIGKILLMidBackfill(t *testing.T) {
 }
 
 // TestConsumerSIGKILL backs what docs/fluid.md says a SIGKILL costs a
-// consumer (issue 20, finding 5): the replacement replays what was
+// consumer: the replacement replays what was
 // processed but not committed, loses nothing, and takes the partitions
 // back at once with instance_id (static membership), but only after the
 // session timeout without it.

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Groups that arrive late (issue 20, finding 1): a consumer group that
+// Groups that arrive late: a consumer group that
 // first appears after republishing for its version started, stopped, or
 // moved on must still receive every record exactly once, in its version's
 // shape, in order per key. Every test here runs on kfake and, with
@@ -98,7 +98,7 @@ func (h *harness) upgrade(group string) map[string]any {
 	return body
 }
 
-// TestLateGroupAfterUpgrade is finding 1 as reported: g1 (v1) reads 1,000
+// TestLateGroupAfterUpgrade: g1 (v1) reads 1,000
 // v1 and 1,000 v2 records through the downgrade topic and is upgraded;
 // republishing for v1 stops; 500 more v2 records arrive; a new v1 group
 // with no commits starts. It must get all 2,500, once each, as v1.
@@ -320,7 +320,7 @@ func TestLateGroupTransactional(t *testing.T) {
 	testenv.Close(t, context.Background(), late)
 }
 
-// TestGroupMovesDown is finding 4: a group moved back from v2 to v1 (a
+// TestGroupMovesDown: a group moved back from v2 to v1 (a
 // consumer rollback) through /fluid/downgrade-topic. Allowed: the answer
 // names the version it left, the group keeps its committed positions (what
 // it processed as v2 is not delivered again) and from there receives every

@@ -57,7 +57,7 @@ func registryMetadata(t *testing.T, n int) (dir string, src SchemaSource) {
 	}
 }
 
-// TestSeedStoryRegistry is issue 18's must-show 4: the seed story (a v3
+// TestSeedStoryRegistry: the seed story (a v3
 // consumer while the publisher moves to v4, a restart, an upgrade) with the
 // topic's schema versions taken from a Schema Registry subject (schema
 // version = registry version) instead of files.

@@ -218,7 +218,7 @@ func cpuTime() time.Duration {
 // BenchmarkAppend measures Journal.Append of one ~80-byte event on kfake
 // into a SQLite store with the head cache on: one writer appending to one
 // journal (latency-bound: p50-ms per Append), and 20 writers over 1,000
-// journals (appends/s). Since issue 11 an Append reads the store's row
+// journals (appends/s). An Append reads the store's row
 // before writing and learns its verdict from the partition after; the
 // replicator is not running, so the verdict comes from the head cache.
 func BenchmarkAppend(b *testing.B) {

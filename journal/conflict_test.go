@@ -52,7 +52,7 @@ func checkAcknowledged(t *testing.T, h *harness, key Key, acked []int64, when st
 	}
 }
 
-// TestConcurrentAppends is issue 11 finding 9: 200 writers append one
+// TestConcurrentAppends: 200 writers append one
 // event each (seqNrs 1..200) to one journal at the same time. The journal
 // cannot accept them all (seqNrs must increase in the partition's order),
 // but every one it acknowledges must be read back, before and after

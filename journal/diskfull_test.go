@@ -31,7 +31,7 @@ func tmpfs(t *testing.T, size int) string {
 	return dir
 }
 
-// Issue 11 finding 10: the SQLite store on a file system that is full.
+// The SQLite store on a file system that is full.
 // The replicator's Write fails as a whole (transient, naming the store's
 // path and the full disk), the pointer does not move, no record gets a
 // verdict; once there is room the same records replicate and every event

@@ -49,7 +49,7 @@ func jsonError(t *testing.T, what, body string, want ...string) {
 	}
 }
 
-// Issue 11 finding 10: a body over the limit is refused whole (413), not
+// A body over the limit is refused whole (413), not
 // cut at the limit with the events before it appended.
 func TestHandlerBodyOverLimit(t *testing.T) {
 	h := newHarness(t, 1)
@@ -69,7 +69,7 @@ func TestHandlerBodyOverLimit(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10: an event too large for one Kafka record gets 413
+// An event too large for one Kafka record gets 413
 // naming the limit, not 500; so does one over the topic's max.message.bytes
 // (the broker's refusal).
 func TestHandlerEventOverRecordLimit(t *testing.T) {
@@ -103,7 +103,7 @@ func TestHandlerEventOverRecordLimit(t *testing.T) {
 	jsonError(t, "50 kB event", b, "max.message.bytes")
 }
 
-// Issue 11 finding 10: journal ids have a documented limit (1..1024 bytes
+// Journal ids have a documented limit (1..1024 bytes
 // of UTF-8) and topics Kafka's rules; anything else is 400.
 func TestHandlerIDLimits(t *testing.T) {
 	h := newHarness(t, 1)
@@ -137,7 +137,7 @@ func TestHandlerIDLimits(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10: a request for a topic that does not exist is
+// A request for a topic that does not exist is
 // answered at once with 404 (the journal never creates topics: a journal's
 // partition count must not change, and an auto-created topic gets the
 // broker's default), and the topic is still not there afterwards.

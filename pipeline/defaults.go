@@ -39,7 +39,7 @@ const (
 	// few broker round trips during which the pipeline processes nothing:
 	// against its at-least-once records/s in the same run, a passthrough
 	// moved 0.15 at 1,000, 0.66 at 10,000 and 0.71 at 50,000
-	// (docs/benchmarks.md, "streamd as a user runs it").
+	// (docs/benchmarks.md, "Pipeline vs the bare loop, as a user runs it").
 	DefaultTxnRecords = DefaultMaxInFlight
 	// DefaultTxnInterval is how long a transaction runs after its first
 	// record ([WithTransactions]): the latency exactly-once adds.

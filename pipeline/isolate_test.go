@@ -35,7 +35,7 @@ func (h *hangs) Transform(_ context.Context, batch []record.Record) ([]plugins.R
 	return out, nil
 }
 
-// TestIsolationBounded (issue 16 finding 4): isolating a failed batch no
+// TestIsolationBounded: isolating a failed batch no
 // longer costs a call per record when the calls time out: the second
 // record that times out alone fails the stage (it hangs, whatever the
 // record; nothing acked), under stop the first record that fails alone

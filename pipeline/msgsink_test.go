@@ -38,7 +38,7 @@ func (m *msgSink) WriteMsgsAsync(ctx context.Context, msgs []pipeline.Msg, done 
 
 // TestMsgSinkNoStage: a pipeline with no stage writes each batch through
 // a MsgSink's WriteMsgsAsync, the records read where the source put them
-// (issue 17: the passthrough copied every batch into a []record.Record
+// (it used to copy every batch into a []record.Record
 // first), and keeps what the copying path guarantees: a record the sink
 // rejects goes to the dead-letter sink named by its own topic, partition
 // and offset, a record that fails transiently is written again with the

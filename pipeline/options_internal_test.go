@@ -8,8 +8,8 @@ import (
 // TestOptionZeroValues: 0 means the default in every option, and negative
 // values are clamped to the nearest meaningful one; for the durations
 // where "none" is meaningful (no linger, abandon at once, commit after
-// every batch, never report a stall), a negative value says so (issue 12
-// item 1: WithBatch(0, ...) divided by zero, WithMaxInFlight(0) never
+// every batch, never report a stall), a negative value says so (the
+// regression: WithBatch(0, ...) divided by zero, WithMaxInFlight(0) never
 // fetched, WithRetry(0, 0, 0) spun).
 func TestOptionZeroValues(t *testing.T) {
 	ms := time.Millisecond

@@ -24,7 +24,7 @@ func (a asyncOf) WriteAsync(ctx context.Context, batch []record.Record, done fun
 
 // TestZeroOptionsRun: a pipeline given 0 for every option runs with the
 // defaults: it writes everything, with a plain and with an async sink
-// (issue 12 item 1: WithBatch(0, ...) with an async sink panicked, dividing
+// (the regression: WithBatch(0, ...) with an async sink panicked, dividing
 // by zero in a worker goroutine; WithMaxInFlight(0) never fetched and
 // reported "stopped").
 func TestZeroOptionsRun(t *testing.T) {
@@ -63,8 +63,7 @@ func TestZeroOptionsRun(t *testing.T) {
 }
 
 // TestRetryZeroBackoffDoesNotSpin: WithRetry(0, 0, 0) backs off with the
-// defaults instead of retrying a failing write in a busy loop (issue 12
-// item 1).
+// defaults instead of retrying a failing write in a busy loop.
 func TestRetryZeroBackoffDoesNotSpin(t *testing.T) {
 	var calls atomic.Int64
 	sink := sinkFunc(func(context.Context, []record.Record) ([]error, error) {

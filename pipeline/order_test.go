@@ -37,9 +37,9 @@ func failOnce(part int32, offsets ...int64) func(r *record.Record) error {
 // written again after it, so that each partition's records end in the
 // sink in order (a replay, never a reordering), with a plain sink and
 // with an async sink that has later batches in flight; other partitions
-// are not written again. Issue 12 (h1's note): a retried record landed
+// are not written again. The regression: a retried record landed
 // after later records of its partition, which breaks per-key order in the
-// output (issue 14).
+// output.
 func TestTransientRetryKeepsPartitionOrder(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		t.Run(fmt.Sprint("async=", async), func(t *testing.T) {

@@ -420,8 +420,8 @@ func (f *flakySink) Write(_ context.Context, batch []record.Record) ([]error, er
 // TestTransientRecordErrorsRetriedAlone: a per-record error marked
 // Transient (the broker of one partition is unreachable) is retried, for
 // that record only, until it is written; it never reaches the error
-// policy, and records already written are not sent again (issue 11
-// findings 1 and 2: a whole-batch retry wrote 49 records from 8, and
+// policy, and records already written are not sent again (the
+// regression: a whole-batch retry wrote 49 records from 8, and
 // transient errors went to the policy).
 func TestTransientRecordErrorsRetriedAlone(t *testing.T) {
 	for _, policy := range []pipeline.Policy{pipeline.PolicyStop, pipeline.PolicyDrop, pipeline.PolicyDLQ} {
@@ -488,7 +488,7 @@ func (s *registryDown) Transform(_ context.Context, batch []record.Record) ([]pl
 // TestTransientStageErrorRetried: a stage's batch error marked
 // plugins.Transient retries the batch (it is not split record by record),
 // and a transient per-record error retries that record; none reaches the
-// error policy (h7's schema stage while the registry is down).
+// error policy (a schema stage while the registry is down).
 func TestTransientStageErrorRetried(t *testing.T) {
 	src := pipelinetest.NewSource(3, 20, 60)
 	sink, dlq := &pipelinetest.Sink{}, &pipelinetest.Sink{}
@@ -535,7 +535,7 @@ func runFor(t *testing.T, p *pipeline.Pipeline, ctx context.Context, d time.Dura
 // TestFailedPipelineDoesNotHangInFetch: a pipeline that fails (policy
 // stop) while its source has nothing more to give (a Kafka poll blocks
 // until records come) returns the error at once instead of waiting in
-// the fetch forever (issue 11 finding 4: no log line, no exit).
+// the fetch forever (the regression: no log line, no exit).
 func TestFailedPipelineDoesNotHangInFetch(t *testing.T) {
 	src := pipelinetest.NewSource(1, 10, 10)
 	src.Block = true
@@ -572,7 +572,7 @@ func (s *silentAsync) WriteAsync(ctx context.Context, b []record.Record, done fu
 // (workers, their write queues, the dispatch), cancelling Run's context
 // (SIGTERM) returns within the shutdown timeout, for a sink that blocks
 // and for an async sink that never answers; nothing is acknowledged
-// (issue 11 finding 5: dispatch waited on the stop channel only, so
+// (the regression: dispatch waited on the stop channel only, so
 // shutdown_timeout never started and only SIGKILL worked).
 func TestShutdownWhileSinkStuck(t *testing.T) {
 	for _, tc := range []struct {
@@ -623,7 +623,7 @@ func TestShutdownWhileSinkStuck(t *testing.T) {
 // TestOversizeRecordDeadLettered: a record the sink rejects as too large
 // goes to the pipeline.PolicyDLQ; when the pipeline.PolicyDLQ has the same limit, without its value
 // (then also without its key and own headers if still too large), with
-// the error and its origin (issue 11 finding 4: the dead-letter write
+// the error and its origin (the regression: the dead-letter write
 // failed the same way and failed the pipeline).
 func TestOversizeRecordDeadLettered(t *testing.T) {
 	tooLarge := func(limit int) func(r *record.Record) error {
@@ -737,7 +737,7 @@ func waitStatus(t *testing.T, p *pipeline.Pipeline, what string, ok func(pipelin
 // source cannot measure the lag (broker unreachable), or has lag and a
 // failing fetch; it is true again once it progresses. An idle pipeline,
 // or one whose only lag is a partition's trailing transaction marker, is
-// ready. Issue 11 finding 7: /readyz said 200 throughout every stall.
+// ready. The regression: /readyz said 200 throughout every stall.
 func TestReadinessReportsStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &lagSource{Source: pipelinetest.NewSource(2, 50, 20)}

@@ -55,7 +55,7 @@ func (s *frozenSource) Close(ctx context.Context) error {
 // commits and the group leave block), Run returns within the shutdown
 // timeout after its context is cancelled (SIGTERM): draining, the final
 // commit and closing the source share one deadline, the shutdown timeout
-// after the cancel. Issue 11, SIGTERM during a fault: the final commit got
+// after the cancel. The regression, SIGTERM during a fault: the final commit got
 // 2-10 s more, the leave 5 s more, and a Close blocked on a frozen broker
 // held the process until the broker woke (35 s with shutdown_timeout 5s).
 func TestShutdownOneDeadline(t *testing.T) {

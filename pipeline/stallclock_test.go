@@ -23,7 +23,7 @@ func (s *answeringSource) LastAnswer() time.Time { return time.Unix(0, s.answer.
 // TestStallClockStartsAtLastAnswer: an idle pipeline whose broker stops
 // answering (frozen, cut off) is stalled the stall timeout after the last
 // answer, though its lag still looks known (a Kafka source keeps the last
-// lag for 15 s), and ready again once the broker answers. Issue 11: with a
+// lag for 15 s), and ready again once the broker answers. The regression: with a
 // frozen broker /readyz said 503 only 15 s + stall_timeout into the fault,
 // when the lag turned unknown and the clock started. On synctest's fake
 // clock, so the bound is tight.

@@ -24,7 +24,7 @@ func TestJSONRoundTrip(t *testing.T) {
 			`{"key_b64":"/wA=","value":"é\n\u0001","partition":0,"offset":1}`},
 		{"text then binary headers", Record{Headers: []Header{{"b", []byte("1")}, {"a", nil}, {"x", []byte{0xfe}}}},
 			`{"headers":{"b":"1","a":null},"headers_b64":{"x":"/g=="},"partition":0,"offset":0}`},
-		// Issue 16 finding 6: repeated names, and a binary header before a
+		// Repeated names, and a binary header before a
 		// text one, are written as a list, which keeps their order.
 		{"repeated header names", Record{Headers: []Header{{"b", []byte("1")}, {"a", nil}, {"b", []byte("2")}}},
 			`{"headers":[{"key":"b","value":"1"},{"key":"a","value":null},{"key":"b","value":"2"}],"partition":0,"offset":0}`},
@@ -75,7 +75,7 @@ func TestDecodeJSONErrors(t *testing.T) {
 }
 
 // TestJSONForms: what the writer does not write but a person may
-// (issue 16 finding 6): a Unix-milliseconds timestamp, headers as a list.
+// read: a Unix-milliseconds timestamp, headers as a list.
 func TestJSONForms(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{`{"timestamp":1767225600123}`, `{"partition":0,"offset":-1,"timestamp":"2026-01-01T00:00:00.123Z"}`},

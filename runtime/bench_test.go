@@ -145,9 +145,9 @@ func BenchmarkDowngrade(b *testing.B) {
 // output record: loading the orders-downgrade plugin (compile,
 // instantiate, manifest, init) and transforming one record, in Go, C, Rust
 // and AssemblyScript (the last three when `make examples` has built them),
-// with an empty (cold) and a filled (warm) compilation cache. Issue 3
-// target (d) is Go's warm load: <= 50 ms; issue 17's are <= 1 s cold and
-// <= 0.3 s warm for C, Rust and AssemblyScript.
+// with an empty (cold) and a filled (warm) compilation cache. The targets:
+// Go's warm load <= 50 ms; <= 1 s cold and <= 0.3 s warm for C, Rust and
+// AssemblyScript.
 func BenchmarkLoad(b *testing.B) {
 	h := newHost(b)
 	ctx := context.Background()
@@ -202,7 +202,7 @@ func BenchmarkLoad(b *testing.B) {
 // orders (benchRecords), each loaded twice: as a pipeline loads it (fuel,
 // the default timeout) and trusted (timeout -1: no fuel). It is for
 // comparing builds of one plugin side by side in one run, e.g. before and
-// after wasm-opt (docs/benchmarks.md, issue 17):
+// after wasm-opt (docs/benchmarks.md):
 //
 //	STREAMD_BENCH_PLUGINS="c=a.wasm c-opt=b.wasm" go test ./runtime -run '^$' -bench Plugins -count 6
 func BenchmarkPlugins(b *testing.B) {

@@ -16,7 +16,7 @@ import (
 // in its own user and mount namespace.
 const fullDiskEnv = "STREAMD_TEST_FULLDISK_CHILD"
 
-// TestCacheOnFullDisk (issue 11, finding 10, the Wasm part): with the
+// TestCacheOnFullDisk: with the
 // compile cache on a full disk (a 2 MiB tmpfs filled to the last byte) a
 // plugin still loads and runs, without the cache, and the warning names
 // the cache and ENOSPC; it used to fail to load as "not a valid

@@ -14,8 +14,8 @@ import (
 )
 
 // TestErrorsNameTheCause: a failed call says what happened in words a
-// plugin author can act on, and wraps the plugins error of its kind
-// (issue 16 finding 3): a refused memory growth names max_memory_pages
+// plugin author can act on, and wraps the plugins error of its kind:
+// a refused memory growth names max_memory_pages
 // instead of the trap it led to, a panic message the guest wrote to
 // stderr is in the error (so in the record's error and its dead letter),
 // a module without a name section shows the functions' own names or

@@ -31,7 +31,7 @@ func guestTime(t *testing.T, m *runtime.Module) (time.Time, time.Duration) {
 	return time.Unix(0, wall), time.Duration(mono)
 }
 
-// TestClockGrant (issue 11, finding 11): without the clock grant a guest
+// TestClockGrant: without the clock grant a guest
 // sees the documented fake clock (2022-01-01, 1 ms per reading, sleeps
 // that return at once) and streamd says so at load; with it, the host's
 // real wall-clock and monotonic time, and sleeps that sleep.
@@ -106,7 +106,7 @@ func TestSleepEndsWithTheCall(t *testing.T) {
 	}
 }
 
-// TestRandomGrant (issue 11, finding 11): every instance and every run gets
+// TestRandomGrant: every instance and every run gets
 // its own random bytes (crypto/rand) unless DeterministicRandom asks for
 // wazero's fixed sequence.
 func TestRandomGrant(t *testing.T) {

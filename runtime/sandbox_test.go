@@ -186,7 +186,7 @@ func leaked(out string) bool {
 	return strings.Contains(out, "OUTSIDE") || strings.Contains(out, "root:")
 }
 
-// TestSandboxEscapes (issue 11, finding 3): a hostile guest tries every way
+// TestSandboxEscapes: a hostile guest tries every way
 // out of a granted directory that WASI preview 1 offers: links already in
 // the grant that point out (absolute, relative, to files and directories,
 // chains), links it makes itself, hard links, `..`, renames that move files
@@ -341,7 +341,7 @@ func TestSandboxEscapes(t *testing.T) {
 	}
 }
 
-// TestSandboxRenameRace (issue 11, finding 3): while the guest reads
+// TestSandboxRenameRace: while the guest reads
 // d/secret again and again, another process swaps d between a directory in
 // the grant and a link that points out of it. Every read must get the file
 // inside or an error, never the one outside: the check that a path stays in

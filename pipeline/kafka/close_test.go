@@ -14,7 +14,7 @@ import (
 // TestCloseFrozenBroker: closing a source whose broker answers nothing
 // (frozen: SIGSTOP, a partition that swallows traffic) returns by the
 // context's deadline, for a static and a dynamic member with acknowledged
-// records to commit on the revoke. Issue 11: after the leave timed out,
+// records to commit on the revoke. The regression: after the leave timed out,
 // franz-go's Close waited for the revoke's commit, run with the client's
 // own context, until the broker woke (35 s with shutdown_timeout 5s; for
 // good with a broker frozen for good). The leave that did not happen is

@@ -79,7 +79,7 @@ func scram256(user, pass string) sasl.Mechanism {
 
 // TestClusterErrors: each way a secured cluster refuses a client gives
 // one line that names the cluster, the broker's address and what was
-// refused, with what to check (issue 13), from the Ready check of a
+// refused, with what to check, from the Ready check of a
 // source or a sink; and the client with the right settings is ready.
 func TestClusterErrors(t *testing.T) {
 	s := newSecured(t, "")

@@ -42,8 +42,7 @@ func TestCompression(t *testing.T) {
 }
 
 // TestConfigZeroAndNegative: 0 means the default in the source's and
-// sink's settings, and negative values are refused naming the setting
-// (issue 12 item 1).
+// sink's settings, and negative values are refused naming the setting.
 func TestConfigZeroAndNegative(t *testing.T) {
 	s, err := NewSink(SinkConfig{Topic: "t", Seeds: []string{"127.0.0.1:1"}})
 	if err != nil {

@@ -136,7 +136,7 @@ func createTopic(t testing.TB, seeds []string, topic string, partitions int32, c
 // TestSinkOldTimestamps: records whose timestamps are hours or years old
 // (a backlog, a replay, a file of old events) are written at once, with
 // their timestamps kept; on a LogAppendTime topic the broker's time wins.
-// Issue 11 finding 1: the sink's 30 s record delivery timeout, which
+// The regression: the sink's 30 s record delivery timeout, which
 // franz-go measures from the record's timestamp, expired every such
 // record before it was sent.
 func TestSinkOldTimestamps(t *testing.T) {
@@ -191,7 +191,7 @@ func TestSinkOldTimestamps(t *testing.T) {
 }
 
 // TestPipelineOldBacklog: a kafka -> kafka pipeline over a backlog with
-// 2020 timestamps delivers every record exactly once (finding 1 saw 49
+// 2020 timestamps delivers every record exactly once (the regression wrote 49
 // out from 8 in: each retry of the timed-out batch resent the records of
 // other partitions that had been written).
 func TestPipelineOldBacklog(t *testing.T) {
@@ -291,7 +291,7 @@ func (r *restartable) stop() {
 // them) while three pipelines, one per error policy, write to it; then it
 // comes back with its data. Every record arrives, none is dropped or
 // dead-lettered, the pipelines are still running during the outage, and
-// the idempotent producer writes no duplicate. Issue 11 finding 2:
+// the idempotent producer writes no duplicate. The regression:
 // records buffered during the outage failed with the last dial error and
 // went to the error policy (drop dropped 487 of 3,000 here; stop failed
 // the pipeline; dlq hung draining).
@@ -429,7 +429,7 @@ func (s *seqSource) Close(context.Context) error  { return nil }
 // Run returns within the shutdown timeout plus the final commit's bound,
 // the source and the sink close within their own bounds, and nothing
 // unwritten is committed: after the broker is back a new run delivers
-// every record (issue 11 finding 5).
+// every record.
 func TestShutdownWhileBrokerDown(t *testing.T) {
 	br := newRestartable(t)
 	createTopic(t, br.seeds(), "in", 4, nil)
@@ -514,7 +514,7 @@ func TestShutdownWhileBrokerDown(t *testing.T) {
 // without its value (the DLQ topic has the same limit), its error naming
 // the limit; every other record is written. With policy stop the pipeline
 // fails at once with an error naming the record and the limit, instead of
-// hanging in its fetch (issue 11 finding 4).
+// hanging in its fetch.
 func TestOversizeRecord(t *testing.T) {
 	b := testenv.Kafka(t)
 	for _, tc := range []struct {
@@ -646,7 +646,7 @@ func (s *gatedSource) Close(context.Context) error  { return nil }
 // records written after the deletion all arrive; a topic deleted and
 // re-created by hand (with another partition count) is written to
 // without a restart (franz-go refuses a re-created topic, UNKNOWN_TOPIC_ID,
-// until it is purged from the client). Issue 11 finding 6: retried
+// until it is purged from the client). The regression: retried
 // forever, never re-created; UNKNOWN_TOPIC_ID until restart.
 func TestSinkTopicDeleted(t *testing.T) {
 	b := testenv.Kafka(t)
@@ -787,7 +787,7 @@ func proxiedKfake(t testing.TB) (*kfake.Cluster, *faultproxy.Proxy) {
 // (down) or swallows all traffic (frozen: SIGSTOP, a partition), a kafka
 // -> kafka pipeline is not ready, says why, and reports every partition's
 // lag as unknown, never 0 and never missing; after the fault it is ready
-// again and has delivered everything (issue 11 finding 7).
+// again and has delivered everything.
 func TestReadinessDuringBrokerFault(t *testing.T) {
 	for _, mode := range []faultproxy.Mode{faultproxy.Refuse, faultproxy.Blackhole} {
 		t.Run(mode.String(), func(t *testing.T) {

@@ -59,7 +59,7 @@ func skips(log string) [][3]int64 {
 // skipped, Skipped counts them, and the lag counts only what still
 // exists. Three ways: the committed offset deleted before a restart, the
 // next offset deleted while the source reads, and the whole rest of the
-// log deleted (no record comes after the gap). Issue 11: a 2020 backlog
+// log deleted (no record comes after the gap). The regression: a 2020 backlog
 // deleted by retention while streamd read it was skipped (~870,000
 // records) without a log line, with /readyz 200.
 func TestRetentionSkipReported(t *testing.T) {

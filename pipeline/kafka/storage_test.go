@@ -14,7 +14,7 @@ import (
 // KAFKA_STORAGE_ERROR says what the broker's storage said when the cluster
 // knows it (the embedded broker: Cluster.StorageErr), and what the code
 // means otherwise; with no storage error known, UNKNOWN_SERVER_ERROR stays
-// as the broker said it (issue 11: a full disk showed as
+// as the broker said it (the regression: a full disk showed as
 // UNKNOWN_SERVER_ERROR only).
 func TestExplainStorageError(t *testing.T) {
 	full := fmt.Errorf("persist batch t-0: write /d/broker/partitions/t-0/0.dat: %w", syscall.ENOSPC)

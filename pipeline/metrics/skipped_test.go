@@ -18,7 +18,7 @@ func (skippingSource) Skipped() map[string]int64 { return map[string]int64{"in/0
 
 // TestSkippedRecords: records a source skipped unread (pipeline.Skipper)
 // are in Status and in streamd_source_records_skipped_total per partition
-// (issue 11: a backlog deleted by retention was skipped without a trace).
+// (the regression: a backlog deleted by retention was skipped without a trace).
 func TestSkippedRecords(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)

@@ -100,7 +100,7 @@ func headersOf(t *testing.T, s string) []record.Header {
 	return out
 }
 
-// Must-show 1, plugin side: a Go native transform (orders-downgrade) feeding
+// The crash test, plugin side: a Go native transform (orders-downgrade) feeding
 // the native PostgreSQL sink, both processes killed with SIGKILL again and
 // again mid-stream. Every batch is acknowledged once, and the table holds
 // exactly the transformed source records: none missing, none doubled.

@@ -53,7 +53,7 @@ func (s *sliceSource) Ack(msgs []pipeline.Msg) {
 func (s *sliceSource) Commit(context.Context) error { return nil }
 func (s *sliceSource) Close(context.Context) error  { return nil }
 
-// Must-show 1 with the pipeline engine: source -> Go native transform
+// The crash test with the pipeline engine: source -> Go native transform
 // (orders-downgrade) -> native PostgreSQL sink, with both plugin processes
 // killed by SIGKILL again and again while the pipeline runs. Every source
 // record is acknowledged exactly once and the table holds exactly the

@@ -5,7 +5,7 @@
 // reference, each timed from its process start until the output holds
 // every record, with the CPU time and peak resident set of each process
 // read from /proc. scripts/bench-user builds it and runs it; docs/
-// benchmarks.md ("streamd as a user runs it") has the figures.
+// benchmarks.md ("Pipeline vs the bare loop, as a user runs it") has the figures.
 //
 // Commands:
 //

@@ -6,7 +6,7 @@
 // carry it). It prints each hit as FILE:LINE and the secret's first four
 // characters only, and exits 1 if there is any; 2 on a usage error.
 //
-// scripts/test runs it over the whole suite's logs (issue 13 must-show 5):
+// scripts/test runs it over the whole suite's logs:
 //
 //	go run ./scripts/secretscan -secrets bin/secrets.txt -dir "$STREAMD_TEST_KAFKA_SECURE" bin/test-*.log bin/logs
 package main

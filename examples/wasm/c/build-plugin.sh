@@ -36,7 +36,7 @@ fi
 # -O3 with the Wasm features wazero runs (docs/abi.md "Wasm features"):
 # bulk memory turns memcpy/memset into memory.copy/fill, SIMD lets LLVM
 # vectorize; 12% less CPU per record than -O2 alone for the orders
-# downgrade (docs/benchmarks.md, issue 17). Compiled and linked in two
+# downgrade (docs/benchmarks.md). Compiled and linked in two
 # steps: a link with -O runs binaryen's wasm-opt when it is on PATH,
 # without these features, which then refuses the module.
 features="-msimd128 -mbulk-memory -msign-ext -mnontrapping-fptoint -ftls-model=local-exec"

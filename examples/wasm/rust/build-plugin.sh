@@ -6,7 +6,7 @@
 #
 # build-plugin.sh --native-bench CRATE_DIR OUT - builds the same crate and
 # SDK for the host, with the same optimization flags, into the benchmark
-# CRATE_DIR/bench_native.rs (docs/benchmarks.md, issue 17: the same code
+# CRATE_DIR/bench_native.rs (docs/benchmarks.md: the same code
 # compiled natively).
 #
 # build-plugin.sh --wasm-test SOURCE.rs OUT.wasm - builds SOURCE.rs's own
@@ -79,7 +79,7 @@ if [ ! -d "$sysroot/lib/rustlib/$WASM_TARGET" ]; then
 fi
 # target-feature: the Wasm features wazero runs (docs/abi.md "Wasm
 # features"): memory.copy/fill for copies, SIMD for LLVM's vectorizer
-# (docs/benchmarks.md, issue 17).
+# (docs/benchmarks.md).
 flags="$opt --target $WASM_TARGET -C target-feature=+bulk-memory,+simd128,+nontrapping-fptoint"
 if [ -n "$wasm_test" ]; then
 	# shellcheck disable=SC2086 # flags is a list

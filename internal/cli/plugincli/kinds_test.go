@@ -36,7 +36,7 @@ func writeFile(t *testing.T, dir, name, text string) string {
 	return path
 }
 
-// TestErrorKinds (issue 16 finding 1): `plugin test` compares an error by
+// TestErrorKinds: `plugin test` compares an error by
 // its kind, so a plugin that traps or hangs no longer passes a test that
 // expects it to reject a record; an expected error line needs neither
 // input_offset nor kind (then: rejected); --messages compares the text too.
@@ -100,7 +100,7 @@ func TestErrorKinds(t *testing.T) {
 	}
 }
 
-// TestLimitsAreThePipelines (issue 16 finding 2): run and test use a
+// TestLimitsAreThePipelines: run and test use a
 // pipeline's limits unless told otherwise, say which in their summary
 // line, and take flags to change them.
 func TestLimitsAreThePipelines(t *testing.T) {
@@ -159,7 +159,7 @@ func TestHangingGuestIsolationBounded(t *testing.T) {
 	}
 }
 
-// TestRunOutputIsInput (issue 16 finding 6): what `plugin run` prints can
+// TestRunOutputIsInput: what `plugin run` prints can
 // be fed to `plugin run --input` (its error lines are skipped).
 func TestRunOutputIsInput(t *testing.T) {
 	poison := watPlugin(t, "poison")
@@ -178,7 +178,7 @@ func TestRunOutputIsInput(t *testing.T) {
 
 // TestGrantFlags: --clock gives the guest the real clock (without it, the
 // fake one of 2022), --random=false the fixed sequence, --config @FILE a
-// config from a file (h3's grants, issue 11; plugin CLI flags, issue 16).
+// config from a file.
 func TestGrantFlags(t *testing.T) {
 	testenv.Tool(t, "clang")
 	probe := filepath.Join(tmpRoot, "wasiprobe.wasm")

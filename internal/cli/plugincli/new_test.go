@@ -34,7 +34,7 @@ var toolsOf = map[string][]string{
 	"wat":            {"wat2wasm"},
 }
 
-// TestNewProjects (issue 16, must-show 1): for each language and kind,
+// TestNewProjects: for each language and kind,
 // `streamd plugin new` then the two commands it prints, as printed, in a
 // shell with the streamd built from this checkout on PATH: the plugin builds
 // and its test passes. A broken expected output then fails the same test,

@@ -11,7 +11,7 @@ import (
 
 // TestLintShowsNoSecret: streamd lint's output, good config or bad, has
 // no password, token or client secret, whether written in the file, in
-// the environment or in a ${file:} (issue 13).
+// the environment or in a ${file:}.
 func TestLintShowsNoSecret(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "pw")

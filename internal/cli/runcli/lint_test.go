@@ -26,7 +26,7 @@ topic = "orders.v1"
 policy = "stop"
 `
 
-// TestLint runs `streamd lint` on the configs of issue 11 finding 10: each
+// TestLint runs `streamd lint` on bad configs (values out of range, missing files): each
 // bad one exits 2 with one FILE:LINE: key: problem (allowed: ...) line,
 // quickly and briefly, and the good one exits 0.
 func TestLint(t *testing.T) {
@@ -52,7 +52,7 @@ func TestLint(t *testing.T) {
 			`3: kafka.partitions: -1 is out of range (allowed: 1 to 10000)`},
 		{"partitions = 100000", `brokers = ["127.0.0.1:1"]`, `brokers = ["127.0.0.1:1"]` + "\npartitions = 100000",
 			`3: kafka.partitions: 100000 is out of range (allowed: 1 to 10000)`},
-		// Issue 16 finding 5: a grant of a missing host directory is refused
+		// A grant of a missing host directory is refused
 		// before any plugin loads, at its line.
 		{"dirs: missing host directory", `[pipeline.sink]`, "[[pipeline.transform]]\ntype = \"wasm\"\npath = \"x.wasm\"\ndirs = { \"/data\" = \"no-such-dir:ro\" }\n[pipeline.sink]",
 			`12: pipeline[0].transform[0].dirs: "/data" = "no-such-dir:ro": DIR/no-such-dir does not exist (allowed: an existing directory; a grant is not created)`},

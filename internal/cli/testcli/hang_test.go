@@ -79,7 +79,7 @@ output = "one-out.jsonl"
 dlq = "one-dlq.jsonl"
 `
 
-// TestHangingGuestBounded (issue 16 finding 4, must-show 3): at the default
+// TestHangingGuestBounded: at the default
 // settings (timeout 5s, batch 1024) a guest that hangs on every record
 // costs the batch's call and at most two calls with one record (the stage
 // then fails: the plugin hangs, not the records; nothing is acked), 2

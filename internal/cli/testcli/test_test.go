@@ -78,7 +78,7 @@ input = "one.jsonl"
 dlq = "panic-dlq.jsonl"
 `
 
-// TestPipelineTests runs `streamd test` (issue 16, "Pipeline tests") on
+// TestPipelineTests runs `streamd test` (pipeline tests) on
 // pipelines whose stage traps, rejects and panics, under the dlq and stop
 // policies: it passes with the right expectations, fails naming the
 // difference with wrong ones, and --update writes what happened.
@@ -105,10 +105,10 @@ func TestPipelineTests(t *testing.T) {
 `,
 		// Under stop, the records before the one that fails alone are
 		// written before the pipeline stops (and again after a restart:
-		// nothing is acked); those after it are not run (finding 4).
+		// nothing is acked); those after it are not run.
 		"stop-out.jsonl": `{"value":"ok-1"}
 `,
-		// Issue 16 finding 3: the panic message is in the dead letter.
+		// The panic message is in the dead letter.
 		"panic-dlq.jsonl": `{"key":"k","value":"a","headers":{"streamd-error":"plugin crashed: thread '<unnamed>' panicked at 'boom: no order_id', src/lib.rs:5:9: wasm error: unreachable","streamd-stage":"wasm-0","streamd-plugin":"misbehave","streamd-source-topic":"","streamd-source-partition":"0","streamd-source-offset":"9"}}
 `,
 	}

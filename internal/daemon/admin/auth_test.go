@@ -145,7 +145,7 @@ func do(t *testing.T, h http.Handler, method, path, token string, body io.Reader
 	return a
 }
 
-// TestTokens (must-show 4): without a token 401, with a read token a
+// TestTokens: without a token 401, with a read token a
 // journal purge is 403, with a write token it works; reads need a read
 // token; probes stay open unless told otherwise; every refusal is JSON
 // naming what is missing, and no log line has a token.
@@ -308,7 +308,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-// TestExposedListenRefused (must-show 4): a listen address that is not
+// TestExposedListenRefused: a listen address that is not
 // loopback is refused at start without auth, with a message saying how
 // to configure it; tokens, mutual TLS or allow_unauthenticated let it
 // start.
@@ -359,7 +359,7 @@ func TestExposedListenRefused(t *testing.T) {
 	}
 }
 
-// TestSlowHeadersCutOff (must-show 4): a client that sends its headers
+// TestSlowHeadersCutOff: a client that sends its headers
 // one byte a second is cut off by the header timeout, long before it
 // finishes.
 func TestSlowHeadersCutOff(t *testing.T) {
@@ -408,7 +408,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 	t.Logf("cut off after %s, %d of %d header bytes sent", took.Round(100*time.Millisecond), sent, len(req))
 }
 
-// TestAdminTLSWithCurl (must-show 4): the admin listener over TLS works
+// TestAdminTLSWithCurl: the admin listener over TLS works
 // with curl given the CA; with a client CA, curl without a client
 // certificate is refused and with one it gets through.
 func TestAdminTLSWithCurl(t *testing.T) {

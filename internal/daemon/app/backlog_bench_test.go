@@ -20,7 +20,7 @@ import (
 	"github.com/streamd/streamd/pipeline/generate"
 )
 
-// BenchmarkOldBacklog is issue 11's must-show 3: a backlog of old records
+// BenchmarkOldBacklog: a backlog of old records
 // (CreateTime 2020) moved kafka -> Wasm downgrade (the Go example, built
 // by its build.sh) -> kafka by a pipeline built from TOML as `streamd run`
 // builds it, against the same backlog with fresh timestamps. Each op is
@@ -29,7 +29,7 @@ import (
 // benchmark checks (every record delivered, none twice). records/s leaves
 // out the pipeline's start (the first tenth of the records), as
 // BenchmarkKafkaWasmKafka does. A backlog that is not delivered within
-// 10 minutes fails the run (before issue 11's fix the old one never was:
+// 10 minutes fails the run (without the sink's fix the old one never was:
 // every batch timed out before it was sent).
 //
 // STREAMD_BENCH_LOG=FILE appends the pipeline's log to FILE.

@@ -33,7 +33,7 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// BenchmarkKafkaWasmKafka is issue 3's target (c) and issue 17's harness:
+// BenchmarkKafkaWasmKafka:
 // records/s of a kafka -> transform -> kafka pipeline, built from TOML
 // exactly as `streamd run` builds it, with no transform and with the
 // orders-downgrade Wasm plugin in Go, C, Rust and AssemblyScript (the last

@@ -15,7 +15,7 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// BenchmarkFirstRecord is issue 17's start-up target: the time from
+// BenchmarkFirstRecord: the time from
 // building a kafka -> orders-downgrade -> kafka pipeline from TOML (what
 // `streamd run` does after reading its config: plugins compiled and
 // loaded, clients made) to its first output record, with 1,000 orders

@@ -20,7 +20,7 @@ import (
 	"github.com/streamd/streamd/journal"
 )
 
-// BenchmarkJournalReplicator is issue 5's replication target end to end:
+// BenchmarkJournalReplicator measures the replicator end to end:
 // events/s of the replicator pipeline (`[pipeline.sink] type = "journal"`
 // after a kafka source), built from TOML as `streamd run` builds it, from a
 // 4-partition journal topic filled before the timer starts (Appends of 10

@@ -49,7 +49,7 @@ type = "journal"
 	return cfg
 }
 
-// Issue 11 finding 10: `streamd lint` (Build then Close) checks the
+// `streamd lint` (Build then Close) checks the
 // journal store without creating or changing anything: no database file,
 // no directory. A store that could never be opened still fails lint,
 // naming it.
@@ -87,7 +87,7 @@ func TestLintCreatesNoJournalStore(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10, through the daemon: the journal store on a file
+// The journal store on a file
 // system that fills up. The replicator pipeline reports the full disk
 // naming the store, retries (no record gets a verdict: nothing dropped or
 // dead-lettered), and once there is room replicates everything.

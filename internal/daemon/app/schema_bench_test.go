@@ -85,7 +85,7 @@ func schemaBenchOpen(ctx context.Context, ref string, o plugins.Options) (plugin
 	return benchOpen(ctx, ref, o)
 }
 
-// BenchmarkSchemaAvro is issue 18's must-show 5: kafka -> schema decode ->
+// BenchmarkSchemaAvro: kafka -> schema decode ->
 // identity -> schema encode -> kafka on framed Avro orders, against the
 // same pipeline without the schema stages on the same orders as JSON
 // (~200 bytes; the Avro ones are ~110), built from TOML as `streamd run`

@@ -91,7 +91,7 @@ func header(r *kgo.Record, k string) string {
 	return ""
 }
 
-// TestSchemaVerdictsToDLQ is must-show 3's first half: a schema id the
+// TestSchemaVerdictsToDLQ: a schema id the
 // registry does not know, a payload that does not match its schema, and an
 // encode that violates the subject's compatibility each go to the DLQ with
 // the reason; good records around them go through.
@@ -188,7 +188,7 @@ dlq_topic = %q
 	t.Logf("reasons: %q", reasons)
 }
 
-// TestSchemaRegistryOutage is must-show 3's second half: the registry is
+// TestSchemaRegistryOutage: the registry is
 // down for 30 s while records whose schema streamd has not seen yet arrive
 // (a producer moved to v2 of the schema), then unresponsive for 10 s (v3);
 // nothing goes to the DLQ, nothing is lost or reordered, and the pipeline

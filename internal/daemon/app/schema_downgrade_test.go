@@ -56,7 +56,7 @@ func makeOrder(i int) orderV2 {
 	}
 }
 
-// TestSchemaAvroDowngrade is issue 18's must-show 2: 100,000 Avro orders
+// TestSchemaAvroDowngrade: 100,000 Avro orders
 // (v2, written with hamba/avro as the reference encoder) go through
 // schema decode -> the Go Wasm orders downgrade -> schema encode against
 // the v1 subject (looked up, not registered) -> Kafka; every value that

@@ -151,7 +151,7 @@ func readN(t *testing.T, cl *kgo.Client, topic string, n int) []*kgo.Record {
 	return out
 }
 
-// TestSchemaPythonRoundTrip is issue 18's must-show 1, for Avro, Protobuf
+// TestSchemaPythonRoundTrip: for Avro, Protobuf
 // and JSON Schema, against the real registry (Apicurio) and the test's
 // Kafka (kfake, or the real broker): Confluent's Python client writes
 // framed records (its serializer registers the schema); streamd decodes

@@ -32,7 +32,7 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestAdminAuthJournal (must-show 4, on the daemon): the journal API
+// TestAdminAuthJournal, on the daemon: the journal API
 // mounted on the admin server answers 401 without a token; with a read
 // token, reads work and a purge is 403 (and purges nothing); with a write
 // token the purge works.

@@ -20,7 +20,7 @@ import (
 	"github.com/streamd/streamd/plugins/wasm"
 )
 
-// BenchmarkTap is issue 19's must-show 3 in numbers: the same pipeline
+// BenchmarkTap: the same pipeline
 // (generated orders -> the identity Wasm plugin of examples/wasm/wat ->
 // a sink that drops them) with its stage not observed ("none", the
 // pipeline as it is without a console), observed by the console with no

@@ -23,7 +23,7 @@ import (
 // read_committed reader of the re-created topic sees every record
 // produced after the deletion exactly once, and none of those committed
 // before it again. /v1/status and /metrics count the restart. Before,
-// the pipeline stayed failed until an operator restarted it (issue 15).
+// the pipeline stayed failed until an operator restarted it.
 func TestExactlyOnceRestartsAfterFailedWrite(t *testing.T) {
 	b := testenv.Kafka(t)
 	in, out := testenv.Topic(t, "eor-in"), testenv.Topic(t, "eor-out")

@@ -60,7 +60,7 @@ func lineOf(t *testing.T, src, s string) int {
 var colRE = regexp.MustCompile(`^(c\.toml:\d+):\d+: `)
 
 // TestRefused: every value out of its range is one error at FILE:LINE
-// naming the key and the allowed range (issue 11 finding 10).
+// naming the key and the allowed range.
 func TestRefused(t *testing.T) {
 	tests := []struct {
 		name string
@@ -302,7 +302,7 @@ max_memory_pages = 1`), "partitions = 1"))
 }
 
 // TestDefaults: absent keys get the defaults, and they are the ones the
-// library packages declare (one place for each default, issue 12).
+// library packages declare (one place for each default).
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, kpipe("", "", "", "[[pipeline.transform]]\ntype = \"wasm\"\npath = \"x.wasm\""))
 	p := c.Pipelines[0]

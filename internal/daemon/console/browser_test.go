@@ -174,7 +174,7 @@ type = "drop"
 	return s
 }
 
-// TestBrowserConsole is issue 19's must-show 1 in Chromium: with records
+// TestBrowserConsole: with records
 // moving, the overview's records/s plot shows a value within 20% of the
 // rate /metrics gives over the same seconds, and it moves; a pipeline
 // stopped by a rejected record (policy stop) shows as failed with the
@@ -279,7 +279,7 @@ func TestBrowserConsole(t *testing.T) {
 	br.waitJS(t, 60*time.Second, "the fluid consumer group", `!!document.querySelector('table[data-groups] tbody tr')`)
 	br.screenshot(t, "fluid")
 
-	// The tap on the Wasm stage (must-show 3): what went in and what came
+	// The tap on the Wasm stage: what went in and what came
 	// out, side by side; the identity plugin returns what it was given.
 	br.do(t, 30*time.Second, chromedp.Navigate(base+"/ui/#/tap/orders/enrich"))
 	br.waitJS(t, 60*time.Second, "tapped records", `document.querySelectorAll('tr[data-tap-row="enrich"]').length >= 5`)

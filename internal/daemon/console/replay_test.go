@@ -165,7 +165,7 @@ func readOut(t *testing.T, b *testenv.Broker, topic string, n int) (map[string]s
 	return vals, replayed
 }
 
-// TestDLQReplayAfterFix is issue 19's must-show 2: 1,000 records among
+// TestDLQReplayAfterFix: 1,000 records among
 // 100,000 are rejected by the Wasm stage and go to the dead-letter topic;
 // the plugin is fixed (hot reload); `streamd dlq replay --to pipeline`
 // sends the 1,000 through the pipeline again and every one arrives in the

@@ -41,7 +41,7 @@ func (s *syncBuffer) String() string {
 // TestStorageErrorOnFullDisk: with the data directory's file system full
 // (a tmpfs), a produce fails with UNKNOWN_SERVER_ERROR, all kfake says;
 // the broker's StorageError says what the file system said, and the
-// broker's logger gets it (issue 11 finding 10: a full disk was reported
+// broker's logger gets it (the regression: a full disk was reported
 // as UNKNOWN_SERVER_ERROR, never as a full disk).
 func TestStorageErrorOnFullDisk(t *testing.T) {
 	dir := t.TempDir()

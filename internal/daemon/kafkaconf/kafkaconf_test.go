@@ -35,7 +35,7 @@ func first(t *testing.T, m sasl.Mechanism, host string) (string, error) {
 
 // TestPasswordFileReadAtEachAuthentication: a password from
 // ${file:...} is read again at each authentication, so rewriting the
-// file is enough to rotate it (issue 13 must-show 3's recovery).
+// file is enough to rotate it and recover from a wrong password.
 func TestPasswordFileReadAtEachAuthentication(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
 	write(t, pw, "old-password\n")

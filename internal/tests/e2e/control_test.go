@@ -14,7 +14,7 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// TestPauseResume is issue 14's must-show 2: `streamd ctl pause` while
+// TestPauseResume: `streamd ctl pause` while
 // records flow: the group's committed offsets stop moving within one
 // commit interval (after the in-flight records finished), no rebalance
 // happens (same generation and member, seen by the broker too), the

@@ -696,7 +696,7 @@ metadata = %q
 	}
 	// The daemon's admin server hands /fluid/ paths to the bridge as sent:
 	// errors are the bridge's JSON answers, not the mux's redirect or
-	// plain-text 405 (issue 20, finding 3).
+	// plain-text 405.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tt := range []struct {
 		method, path string

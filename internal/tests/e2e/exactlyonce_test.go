@@ -123,7 +123,7 @@ func kcatSeq(t testing.TB, b *testenv.Broker, topic string) map[int]int {
 	return seen
 }
 
-// TestSIGKILLExactlyOnce is issue 15's must-show 1 and 3: kafka -> Go Wasm
+// TestSIGKILLExactlyOnce: kafka -> Go Wasm
 // orders downgrade -> kafka with poison records to a DLQ, the daemon
 // SIGKILLed 20 times at random moments while records flow and restarted.
 // Under exactly-once a read_committed reader of the output sees every good
@@ -282,7 +282,7 @@ dlq_topic = %q
 	t.Logf("duplicates after the same storm: exactly-once %d, at-least-once %d", dups["exactly-once"], dups["at-least-once"])
 }
 
-// TestExactlyOnceZombie is issue 15's must-show 2: two exactly-once
+// TestExactlyOnceZombie: two exactly-once
 // instances share the group while records arrive; one is SIGKILLed and
 // another joins; then the first is paused (SIGSTOP) past its session
 // timeout, the group gives its partitions to the others, and it is

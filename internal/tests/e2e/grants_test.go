@@ -14,7 +14,7 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// TestWasmGrantsFromTOML (issue 11, findings 3 and 11): the grant keys of
+// TestWasmGrantsFromTOML: the grant keys of
 // a [[pipeline.transform]] reach the guest. Two pipelines run the hostile
 // probe guest (runtime/testdata/wasiprobe.c) over the same commands: one
 // with clock = true, random = false and a read-only dirs grant, one with

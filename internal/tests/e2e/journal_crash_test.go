@@ -22,7 +22,7 @@ import (
 	"github.com/streamd/streamd/record"
 )
 
-// TestJournalSIGKILLThroughDaemon is issue 5's crash test run the way a
+// TestJournalSIGKILLThroughDaemon is the journal's crash test run the way a
 // user runs the replicator: `streamd run` with a kafka -> journal pipeline,
 // SIGKILLed again and again while 10,000 actions over 100 ids (written with
 // the journal API: appends, deletes, purges, and a few malformed records)

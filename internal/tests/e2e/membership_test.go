@@ -30,8 +30,7 @@ topic = %q
 
 // TestRestartTakesPartitionsBack: a process killed with SIGKILL and
 // started again, with the same config and no instance_id, gets its
-// partitions back within seconds, not after the 45 s session timeout
-// (issue 11 finding 8).
+// partitions back within seconds, not after the 45 s session timeout.
 func TestRestartTakesPartitionsBack(t *testing.T) {
 	b := testenv.Kafka(t)
 	in, out, group := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "g")
@@ -63,8 +62,8 @@ func TestRestartTakesPartitionsBack(t *testing.T) {
 // TestTwoProcessesShareGroup: two processes with the same config (and so
 // the same data_dir) on one machine are two members of the group that
 // share its partitions; when one gets SIGTERM, the other takes all of them
-// within seconds and every record is written (issue 14 will run several
-// processes this way).
+// within seconds and every record is written (the way to run several
+// processes on one machine).
 func TestTwoProcessesShareGroup(t *testing.T) {
 	b := testenv.Kafka(t)
 	in, out, group := testenv.Topic(t, "in"), testenv.Topic(t, "out"), testenv.Topic(t, "g")

@@ -72,7 +72,7 @@ func decodeCodec(v []byte) ([]byte, string, error) {
 	return v, "none", nil
 }
 
-// TestReloadAppliesDiff is issue 14's must-show 1: a daemon with three
+// TestReloadAppliesDiff: a daemon with three
 // pipelines moving records; the file is edited (change's transform
 // changed, gone removed, added added, keep untouched) and SIGHUP sent:
 // keep shows no rebalance (same member, generation, assignment count, no

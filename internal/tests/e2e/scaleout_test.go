@@ -24,7 +24,7 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// The scale-out run (issue 14, must-show 3): records flow through a
+// The scale-out run: records flow through a
 // kafka -> Go Wasm orders downgrade -> kafka pipeline while instances of
 // one config (one data_dir: each takes its own instance-id slot) join,
 // leave and die:

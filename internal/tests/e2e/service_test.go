@@ -20,7 +20,7 @@ import (
 	"github.com/streamd/streamd/internal/tests/testenv"
 )
 
-// Helpers of the service tests (issue 14): the admin address of a daemon,
+// Helpers of the service tests: the admin address of a daemon,
 // its /v1/status, `streamd ctl`, and a producer that keeps records flowing.
 
 var adminRE = regexp.MustCompile(`msg="admin server listening" addr=(\S+)`)

@@ -150,7 +150,7 @@ func startEnv(t *testing.T, cfg string, env ...string) *daemon {
 	return d
 }
 
-// TestSystemdNotify is issue 14's must-show 4, against a NOTIFY_SOCKET the
+// TestSystemdNotify: against a NOTIFY_SOCKET the
 // test listens on: READY=1 arrives only once /readyz answers 200 (one
 // pipeline's broker only comes up 3 s after the start); RELOADING=1 with
 // MONOTONIC_USEC, then READY=1, around a SIGHUP; watchdog pings every half

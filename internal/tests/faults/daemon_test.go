@@ -198,8 +198,8 @@ func (d *daemon) exitCode() int {
 }
 
 // sigterm sends SIGTERM and waits for the exit, at most shutdown plus
-// 40 s (h1 documents shutdown_timeout + ~20 s as the worst case with the
-// broker down, so that the figure is measured, not cut); it returns how long the exit took and the exit code, or ok
+// 40 s (the worst case with the broker down is shutdown_timeout + ~20 s,
+// so that the figure is measured, not cut); it returns how long the exit took and the exit code, or ok
 // false if the process did not exit (it is then killed).
 func (d *daemon) sigterm() (took time.Duration, code int, ok bool) {
 	d.mu.Lock()

@@ -1,4 +1,4 @@
-// Package faults holds streamd's fault suite (issue 11): the faults a
+// Package faults holds streamd's fault suite: the faults a
 // production week brings, each applied to the real `streamd run` binary as
 // an operator runs it, with three pipelines per daemon, one per error
 // policy (stop, drop, dlq), going through the same fault.

@@ -41,7 +41,7 @@ const (
 	rate = 500
 	// sigtermAt is when, into a fault, the second daemon gets SIGTERM:
 	// once the sink has been failing for a while, the pipeline's
-	// queues have filled (finding 5) and franz-go's 10 s request timeouts
+	// queues have filled and franz-go's 10 s request timeouts
 	// have fired.
 	sigtermAt = 15 * time.Second
 )

@@ -16,7 +16,7 @@ import (
 )
 
 // takeoverWithin bounds how long a restarted process may take to get its
-// partitions back and write again (finding 8: "within seconds by
+// partitions back and write again ("within seconds by
 // default"); the session timeout (45 s) is what it must not wait for.
 const takeoverWithin = 10 * time.Second
 

@@ -4,6 +4,6 @@
 // with kcat (librdkafka) and Confluent's Python client as the independent
 // clients: every mechanism end to end, a pipeline across two clusters,
 // and the errors a user sees when a password, a CA, a host name or an ACL
-// is wrong, and how streamd recovers once it is fixed (issue 13). It has
+// is wrong, and how streamd recovers once it is fixed. It has
 // no code of its own.
 package secured

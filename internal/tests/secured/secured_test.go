@@ -123,7 +123,7 @@ topic = %q
 %s`, in, group, plugin, out, c)
 }
 
-// TestMechanisms (issue 13 must-show 1): a kafka -> Wasm downgrade ->
+// TestMechanisms: a kafka -> Wasm downgrade ->
 // kafka pipeline over each of SSL (mutual TLS), SASL_SSL with
 // SCRAM-SHA-512, SASL_SSL with PLAIN and OAUTHBEARER (a token file) on
 // the real secured broker (and SCRAM-SHA-256): kcat writes 10,000 records
@@ -257,7 +257,7 @@ scopes = ["kafka"]
 	}
 }
 
-// TestTwoClusters (issue 13 must-show 2): one pipeline reads the plain
+// TestTwoClusters: one pipeline reads the plain
 // broker and writes the secured one (SCRAM-SHA-512): kcat writes the
 // input on the plain broker and reads the output on the secured one.
 func TestTwoClusters(t *testing.T) {
@@ -294,7 +294,7 @@ password = "${file:%s}"
 	}
 }
 
-// faultCase is one way the secured broker refuses streamd (must-show 3).
+// faultCase is one way the secured broker refuses streamd.
 type faultCase struct {
 	name  string
 	kafka func(t *testing.T, b *testenv.SecureBroker, dir string) string
@@ -307,7 +307,7 @@ type faultCase struct {
 	setup func(t *testing.T, b *testenv.SecureBroker, in, out, group string)
 }
 
-// TestActionableErrors (issue 13 must-show 3): a wrong password, an
+// TestActionableErrors: a wrong password, an
 // unknown CA, a host name the broker's certificate does not have, and a
 // user whose ACLs allow the source topic but not the sink topic each give
 // one clear line naming the cluster, the broker's address and what was

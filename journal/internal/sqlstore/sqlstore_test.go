@@ -509,7 +509,7 @@ func TestPutEventsNeverOverwrites(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10: a full disk is reported as one, naming the store,
+// A full disk is reported as one, naming the store,
 // and nothing of the batch is applied; once there is room again the same
 // batch applies. The SQLite store is made full with max_page_count (what
 // SQLite answers is the same SQLITE_FULL as for a full file system; the
@@ -555,7 +555,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	}
 }
 
-// Issue 11 finding 10: a SQLite store whose directory is missing is
+// A SQLite store whose directory is missing is
 // created with its directory; one whose directory cannot be (a parent is
 // a file) is refused naming the path and that parent. CheckSQLitePath
 // says so without creating anything.

@@ -10,8 +10,7 @@ import (
 
 // An Append whose first seqNr is not above the journal's seqNr (or
 // deleteTo) is a conflict: it writes nothing, changes no row, and is
-// reported; the others of the same merged op still apply (issue 11,
-// finding 9; kafka-journal's replicator would overwrite the stored events
+// reported; the others of the same merged op still apply (kafka-journal's replicator would overwrite the stored events
 // and move seqNr back).
 func TestApplyKeyConflicts(t *testing.T) {
 	ev := func(s int64, p string, off int64) Event {

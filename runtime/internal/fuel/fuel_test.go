@@ -301,8 +301,7 @@ func TestNamesKept(t *testing.T) {
 
 // TestNamesWhenUnnamed: in a module without a name section, a trap's stack
 // trace names functions by their export name, or by their index in the
-// module as given, not by the index the rewrite moved them to (issue 16
-// finding 3).
+// module as given, not by the index the rewrite moved them to.
 func TestNamesWhenUnnamed(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "unnamed.wasm")
 	testenv.Wat2Wasm(t, filepath.Join("testdata", "unnamed.wat"), out)

@@ -1,7 +1,7 @@
 package streamd
 
 // The request decoder and the record encoder as they were before the
-// per-record paths were rewritten without calls (issue 17, session 6),
+// per-record paths were rewritten without calls,
 // frozen as the oracle of TestOracle and FuzzOracle: the new code must
 // decode every request to the same records, or fail with the same error
 // text, and encode every record to the same bytes.

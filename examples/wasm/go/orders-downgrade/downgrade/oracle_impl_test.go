@@ -1,4 +1,4 @@
-// The orders downgrade as it was before session 5 (main 4e7cd96), frozen
+// The orders downgrade as it was before its reader was rewritten for speed (commit 4e7cd96), frozen
 // as the test oracle of package downgrade: TestOracle and FuzzOracle check
 // that the faster reader gives the same output and errors. Do not change
 // it. It lives in a _test.go file so that it is never built into the plugin
